@@ -1,0 +1,81 @@
+//! Shared presentation helpers: tables, byte units, progress bars.
+
+use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
+
+/// A table with the house style: condensed UTF-8 borders, wrapped to the terminal.
+pub(crate) fn table<I, S>(header: I) -> Table
+where
+    I: IntoIterator<Item = S>,
+    S: Into<comfy_table::Cell>,
+{
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(header);
+    t
+}
+
+/// Formats a byte count with binary units (KiB, MiB, GiB, TiB), two decimals.
+pub(crate) fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
+
+/// Parses a byte size such as `80GiB`, `80G`, `512MiB`, `1024` (binary units).
+pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (e.g. 80GiB, 512MiB)"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" | "kb" => 1 << 10,
+        "m" | "mib" | "mb" => 1 << 20,
+        "g" | "gib" | "gb" => 1 << 30,
+        "t" | "tib" | "tb" => 1 << 40,
+        other => return Err(format!("unknown size unit `{other}` in `{s}`")),
+    };
+    Ok((value * mult as f64).round() as u64)
+}
+
+/// A spinner/bar on stderr with the house style; hidden when stderr is not a terminal.
+#[allow(dead_code)]
+pub(crate) fn progress(len: u64, msg: &str) -> indicatif::ProgressBar {
+    let pb = indicatif::ProgressBar::new(len);
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} ({elapsed})")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    pb.set_message(msg.to_string());
+    pb
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_roundtrip() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(80 << 30), "80.00 GiB");
+        assert_eq!(parse_bytes("80GiB"), Ok(80 << 30));
+        assert_eq!(parse_bytes("1.5 KiB"), Ok(1536));
+        assert!(parse_bytes("eighty").is_err());
+        assert!(parse_bytes("3 parsecs").is_err());
+    }
+}
