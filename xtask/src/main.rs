@@ -1,1 +1,232 @@
-fn main() {}
+//! Project automation, runnable with nothing but cargo:
+//!
+//! - `cargo xtask demo [-- <pardis plan flags>]`: installs missing system packages, builds the
+//!   CLI in release mode and runs `pardis plan` on its built-in defaults (the main job).
+//! - `cargo xtask test`: everything CI runs, cheapest first: fmt, clippy, tests, selective-build
+//!   checks of the umbrella crate, docs. Prints the wall time of each step.
+//! - `cargo xtask deps`: only installs missing system packages.
+
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+/// Umbrella features that must each build alone.
+const FEATURES: [&str; 6] = ["memory", "plan", "sparse", "graph", "collectives", "ml"];
+
+/// Crates that must not appear in a `sparse`-only build of the umbrella.
+const HEAVY: [&str; 3] = ["highs", "highs-sys", "candle-core"];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("demo") => ensure_system_deps().and_then(|()| demo(&args[1..])),
+        Some("test") => ensure_system_deps().and_then(|()| test()),
+        Some("deps") => ensure_system_deps(),
+        _ => Err("usage: cargo xtask <demo|test|deps>".to_string()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs a command, echoing it, and fails with a message when it fails.
+fn run(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
+    eprintln!("$ {} {}", program, args.join(" "));
+    let status = Command::new(program)
+        .args(args)
+        .envs(envs.iter().copied())
+        .status()
+        .map_err(|e| format!("could not start `{program}`: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`{program} {}` failed ({status})", args.join(" ")))
+    }
+}
+
+/// Runs a command and returns its stdout.
+fn capture(program: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|e| format!("could not start `{program}`: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`{program} {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn have(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn have_libclang() -> bool {
+    let dirs = [
+        "/usr/lib",
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+    ];
+    let llvm = std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("llvm-"))
+        .map(|e| e.path().join("lib"));
+    dirs.iter()
+        .map(std::path::PathBuf::from)
+        .chain(llvm)
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .flatten()
+        .any(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            n.starts_with("libclang.so") || n.starts_with("libclang-") && n.contains(".so")
+        })
+}
+
+/// Installs cmake and libclang (needed to build HiGHS) with apt-get when they are missing.
+fn ensure_system_deps() -> Result<(), String> {
+    let mut missing = Vec::new();
+    if !have("cmake") {
+        missing.push("cmake");
+    }
+    if !have_libclang() {
+        missing.push("libclang-dev");
+    }
+    if !have("c++") && !have("g++") {
+        missing.push("g++");
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    eprintln!("xtask: missing system packages: {}", missing.join(" "));
+    if !have("apt-get") {
+        return Err(format!(
+            "please install {} with your system's package manager (needed to build HiGHS)",
+            missing.join(", ")
+        ));
+    }
+    let root = capture("id", &["-u"])
+        .map(|s| s.trim() == "0")
+        .unwrap_or(false);
+    let (prog, prefix): (&str, Vec<&str>) = if root {
+        ("apt-get", vec![])
+    } else if have("sudo") {
+        ("sudo", vec!["apt-get"])
+    } else {
+        return Err(format!(
+            "not root and no sudo: run `apt-get install {}` as root",
+            missing.join(" ")
+        ));
+    };
+    eprintln!("xtask: installing them with apt-get");
+    let env = [("DEBIAN_FRONTEND", "noninteractive")];
+    let mut update = prefix.clone();
+    update.extend(["update", "-qq"]);
+    run(prog, &update, &env)?;
+    let mut install = prefix;
+    install.extend(["install", "-y", "-qq"]);
+    install.extend(missing.iter().copied());
+    run(prog, &install, &env)
+}
+
+fn demo(extra: &[String]) -> Result<(), String> {
+    let mut args = vec!["run", "--release", "--package", "pardis-cli", "--", "plan"];
+    args.extend(extra.iter().map(String::as_str));
+    run("cargo", &args, &[])
+}
+
+fn test() -> Result<(), String> {
+    let start = Instant::now();
+    let mut timings = Vec::new();
+    let mut step = |name: &str, f: &mut dyn FnMut() -> Result<(), String>| {
+        let t = Instant::now();
+        eprintln!("\n=== {name} ===");
+        let r = f();
+        timings.push((name.to_string(), t.elapsed().as_secs_f64()));
+        r
+    };
+    step("fmt", &mut || {
+        run("cargo", &["fmt", "--all", "--check"], &[])
+    })?;
+    step("clippy", &mut || {
+        run(
+            "cargo",
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+            &[],
+        )
+    })?;
+    step("test", &mut || run("cargo", &["test", "--workspace"], &[]))?;
+    step("selective builds", &mut || {
+        for f in FEATURES {
+            run(
+                "cargo",
+                &[
+                    "check",
+                    "-p",
+                    "pardis",
+                    "--no-default-features",
+                    "--features",
+                    f,
+                ],
+                &[],
+            )?;
+        }
+        let tree = capture(
+            "cargo",
+            &[
+                "tree",
+                "-p",
+                "pardis",
+                "--no-default-features",
+                "--features",
+                "sparse",
+                "--prefix",
+                "none",
+                "--edges",
+                "normal",
+            ],
+        )?;
+        for heavy in HEAVY {
+            if tree
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(heavy))
+            {
+                return Err(format!("`pardis --features sparse` pulls in `{heavy}`"));
+            }
+        }
+        eprintln!("sparse-only umbrella is free of {}", HEAVY.join(", "));
+        Ok(())
+    })?;
+    step("doc", &mut || {
+        run(
+            "cargo",
+            &["doc", "--workspace", "--no-deps"],
+            &[("RUSTDOCFLAGS", "-D warnings")],
+        )
+    })?;
+    eprintln!("\n=== timings ===");
+    for (name, secs) in &timings {
+        eprintln!("{name:>18}: {secs:8.1} s");
+    }
+    eprintln!("{:>18}: {:8.1} s", "total", start.elapsed().as_secs_f64());
+    Ok(())
+}
