@@ -1,9 +1,112 @@
-//! Criterion benchmarks: ml (filled by its capability issue).
+//! Criterion benchmarks of `ml-models`: NF4 fused dequantize-matmul vs dense f32 matmul vs
+//! dequantize-then-matmul, NF4 quantization, and training tokens/s of the mini GPT.
 #![allow(missing_docs)]
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use std::time::Duration;
 
-fn placeholder(_c: &mut Criterion) {}
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use pardis::ml::candle::{Device, Tensor};
+use pardis::ml::core::{ParamStore, SeededInit, TrainConfig, Trainer};
+use pardis::ml::qlora::{
+    fused_matmul_t, BaseFormat, Gpt, GptConfig, LayerKind, LoraConfig, Nf4Matrix, QuantizedMatrix,
+};
 
-criterion_group!(benches, placeholder);
+fn normal(n: usize, seed: u64) -> Vec<f32> {
+    SeededInit::new(seed)
+        .normal(&[n], 0.05, &Device::Cpu)
+        .unwrap()
+        .to_vec1()
+        .unwrap()
+}
+
+fn nf4_matmul(c: &mut Criterion) {
+    let mut g = c.benchmark_group("nf4_matmul");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_millis(500));
+    let (n, k) = (1024, 1024);
+    let w = normal(n * k, 1);
+    let q = Nf4Matrix::quantize(&w, n, k, true).unwrap();
+    let wt = Tensor::from_vec(w, (n, k), &Device::Cpu).unwrap();
+    for m in [1usize, 16, 128] {
+        let x = normal(m * k, 2);
+        let xt = Tensor::from_vec(x.clone(), (m, k), &Device::Cpu).unwrap();
+        g.throughput(Throughput::Elements((2 * m * n * k) as u64));
+        g.bench_with_input(BenchmarkId::new("fused_nf4", m), &m, |b, _| {
+            b.iter(|| fused_matmul_t(&x, &q))
+        });
+        g.bench_with_input(BenchmarkId::new("dense_f32_candle", m), &m, |b, _| {
+            b.iter(|| xt.matmul(&wt.t().unwrap()).unwrap())
+        });
+        g.bench_with_input(BenchmarkId::new("dequantize_then_matmul", m), &m, |b, _| {
+            b.iter(|| {
+                let d = Tensor::from_vec(q.dequantize(), (n, k), &Device::Cpu).unwrap();
+                xt.matmul(&d.t().unwrap()).unwrap()
+            })
+        });
+    }
+    g.finish();
+}
+
+fn nf4_quantize(c: &mut Criterion) {
+    let mut g = c.benchmark_group("nf4_quantize");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_millis(500));
+    let w = normal(1 << 20, 3);
+    g.throughput(Throughput::Elements(1 << 20));
+    for dq in [false, true] {
+        g.bench_with_input(
+            BenchmarkId::new("quantize_1M", if dq { "dq" } else { "plain" }),
+            &dq,
+            |b, &dq| b.iter(|| Nf4Matrix::quantize(&w, 1024, 1024, dq).unwrap()),
+        );
+    }
+    g.finish();
+}
+
+fn train_step(c: &mut Criterion) {
+    let mut g = c.benchmark_group("train_step_mini_gpt");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(8))
+        .warm_up_time(Duration::from_secs(1));
+    let (batch, seq) = (8usize, 64usize);
+    g.throughput(Throughput::Elements((batch * seq) as u64));
+    let ids: Vec<u32> = (0..batch * seq).map(|i| (i * 31 % 67) as u32).collect();
+    let x = Tensor::from_vec(ids.clone(), (batch, seq), &Device::Cpu).unwrap();
+    let y = Tensor::from_vec(ids, (batch, seq), &Device::Cpu).unwrap();
+    for method in ["full", "lora_f32_r8", "qlora_nf4_dq_r8"] {
+        let mut store = ParamStore::new();
+        let mut init = SeededInit::new(1);
+        let mut gpt = Gpt::new(GptConfig::mini(68), &mut store, &mut init).unwrap();
+        let base = match method {
+            "full" => None,
+            "lora_f32_r8" => Some(BaseFormat::F32),
+            _ => Some(BaseFormat::Nf4 { double_quant: true }),
+        };
+        if let Some(b) = base {
+            gpt.apply_lora(
+                &LoraConfig::uniform(&LayerKind::ALL, 8, 16.0, b),
+                &mut store,
+                &mut init,
+            )
+            .unwrap();
+        }
+        let cfg = TrainConfig {
+            max_steps: usize::MAX,
+            steps_per_epoch: 1,
+            ..TrainConfig::default()
+        };
+        let mut tr = Trainer::new(cfg, &store).unwrap();
+        g.bench_function(method, |b| {
+            b.iter(|| {
+                // One forward, backward and AdamW update per iteration.
+                tr.step_once(&mut |_| gpt.loss(&x, &y, true)).unwrap()
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, nf4_matmul, nf4_quantize, train_step);
 criterion_main!(benches);

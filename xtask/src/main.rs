@@ -107,6 +107,7 @@ fn ensure_system_deps() -> Result<(), String> {
     if !have("c++") && !have("g++") {
         missing.push("g++");
     }
+
     if missing.is_empty() {
         return Ok(());
     }
@@ -147,7 +148,30 @@ fn demo(extra: &[String]) -> Result<(), String> {
     run("cargo", &args, &[])
 }
 
+/// HiGHS (C++, built by `highs-sys` through cmake) is compiled once per distinct build-script
+/// hash, and cargo's check and build modes hash it differently; when `ccache` is installed, route
+/// the C/C++ compilers through it so the repeats are cache hits.
+fn use_ccache_for_cmake() {
+    if !have("ccache") || std::env::var_os("CMAKE_CXX_COMPILER_LAUNCHER").is_some() {
+        return;
+    }
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/tmp".into());
+    for (key, value) in [
+        ("CMAKE_C_COMPILER_LAUNCHER", "ccache".to_string()),
+        ("CMAKE_CXX_COMPILER_LAUNCHER", "ccache".to_string()),
+        ("CCACHE_BASEDIR", "/".to_string()),
+        ("CCACHE_NOHASHDIR", "1".to_string()),
+        ("CCACHE_DIR", format!("{home}/.cache/ccache")),
+    ] {
+        if std::env::var_os(key).is_none() {
+            std::env::set_var(key, value);
+        }
+    }
+    eprintln!("xtask: compiling HiGHS through ccache");
+}
+
 fn test() -> Result<(), String> {
+    use_ccache_for_cmake();
     let start = Instant::now();
     let mut timings = Vec::new();
     let mut step = |name: &str, f: &mut dyn FnMut() -> Result<(), String>| {

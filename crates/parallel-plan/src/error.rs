@@ -7,6 +7,37 @@ pub enum PlanError {
     /// A parameter or input was invalid; the message says which and why.
     #[error("invalid input: {0}")]
     InvalidInput(String),
+    /// An unknown mesh preset name.
+    #[error("unknown mesh `{name}`; known presets: {known}")]
+    UnknownMesh {
+        /// The name given.
+        name: String,
+        /// The known preset names.
+        known: String,
+    },
+    /// Malformed JSON (mesh or graph file).
+    #[error("malformed JSON: {0}")]
+    Json(String),
+    /// A strategy or computation graph is inconsistent.
+    #[error("invalid graph: {0}")]
+    InvalidGraph(String),
+    /// No plan fits the per-device memory budget.
+    #[error(
+        "no plan fits {budget} bytes per device; the smallest achievable per-device memory is {min_achievable} bytes ({:.2} GiB)",
+        *min_achievable as f64 / (1u64 << 30) as f64
+    )]
+    Infeasible {
+        /// The budget, bytes.
+        budget: u64,
+        /// The smallest per-device memory any plan reaches, bytes.
+        min_achievable: u64,
+    },
+    /// HiGHS failed or returned no usable solution.
+    #[error("ILP solver: {0}")]
+    Solver(String),
+    /// An error from the memory model.
+    #[error(transparent)]
+    Memory(#[from] memory_model::MemoryError),
 }
 
 /// Result alias of this crate.

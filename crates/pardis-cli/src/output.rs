@@ -57,9 +57,11 @@ pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
 pub(crate) fn progress(len: u64, msg: &str) -> indicatif::ProgressBar {
     let pb = indicatif::ProgressBar::new(len);
     pb.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} ({elapsed})")
-            .expect("valid template")
-            .progress_chars("=> "),
+        indicatif::ProgressStyle::with_template(
+            "{spinner} {msg} [{bar:30}] {pos}/{len} ({elapsed})",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
     );
     pb.set_message(msg.to_string());
     pb

@@ -1,14 +1,320 @@
-//! `pardis collectives` (issue #7).
+//! `pardis collectives` (issue #7): bandwidth benchmarks and the chaos-order deadlock demo.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use pardis::collectives::bench::{self, BenchConfig, BenchTransport};
+use pardis::collectives::chaos::{self, ChaosConfig};
+use pardis::collectives::{AllReduceAlgorithm, Config, Mode, OpKind};
+use serde_json::json;
+
+use crate::output;
 
 /// Arguments of `pardis collectives`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
+    #[command(subcommand)]
+    cmd: Sub,
     /// Emit machine-readable JSON on stdout.
-    #[arg(long)]
+    #[arg(long, global = true)]
     json: bool,
 }
 
+#[derive(Debug, clap::Subcommand)]
+enum Sub {
+    /// Bandwidth and latency of one collective over a size sweep (nccl-tests algbw/busbw).
+    Bench(BenchArgs),
+    /// Ranks submit all-reduces on sub-communicators in random orders: deadlock or not?
+    Chaos(ChaosArgs),
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum TransportArg {
+    Local,
+    Tcp,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum OpArg {
+    AllReduce,
+    ReduceScatter,
+    AllGather,
+    Broadcast,
+    Reduce,
+    AllToAll,
+    Barrier,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ModeArg {
+    Preemptive,
+    Ordered,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum AlgoArg {
+    Auto,
+    Ring,
+    HalvingDoubling,
+}
+
+#[derive(Debug, clap::Args)]
+struct BenchArgs {
+    /// Transport between the ranks (all ranks are threads of this process).
+    #[arg(long, value_enum, default_value = "local")]
+    transport: TransportArg,
+    /// Number of ranks.
+    #[arg(long, default_value_t = 4)]
+    ranks: usize,
+    /// Collective to measure.
+    #[arg(long, value_enum, default_value = "all-reduce")]
+    op: OpArg,
+    /// Sizes as `MIN..MAX` (multiplied by --factor) or a comma list, e.g. `1K..64M`, `1M,64M`.
+    #[arg(long, default_value = "1K..64M")]
+    sizes: String,
+    /// Multiplier between consecutive sizes of a range.
+    #[arg(long, default_value_t = 4)]
+    factor: u64,
+    /// Timed iterations per size (default: enough for ~256 MiB of traffic, 5..=1000).
+    #[arg(long)]
+    iters: Option<usize>,
+    /// Engine mode.
+    #[arg(long, value_enum, default_value = "preemptive")]
+    mode: ModeArg,
+    /// All-reduce algorithm.
+    #[arg(long, value_enum, default_value = "auto")]
+    algo: AlgoArg,
+}
+
+#[derive(Debug, clap::Args)]
+struct ChaosArgs {
+    /// Number of ranks.
+    #[arg(long, default_value_t = 8)]
+    ranks: usize,
+    /// Number of sub-communicators (one all-reduce each).
+    #[arg(long, default_value_t = 8)]
+    collectives: usize,
+    /// Engine mode: `ordered` is NCCL/MPI semantics and deadlocks.
+    #[arg(long, value_enum, default_value = "preemptive")]
+    mode: ModeArg,
+    /// Seed of the per-rank submission orders.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// f64 elements per all-reduce.
+    #[arg(long, default_value_t = 1024)]
+    elements: usize,
+    /// Ordered mode: report a deadlock after this many milliseconds without progress.
+    #[arg(long, default_value_t = 1000)]
+    deadlock_timeout_ms: u64,
+}
+
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
-    let _ = args.json;
-    anyhow::bail!("`pardis collectives` is not implemented yet (issue #7)")
+    match args.cmd {
+        Sub::Bench(b) => run_bench(&b, args.json),
+        Sub::Chaos(c) => run_chaos(&c, args.json),
+    }
+}
+
+fn engine(mode: ModeArg, algo: AlgoArg) -> Config {
+    Config {
+        mode: match mode {
+            ModeArg::Preemptive => Mode::Preemptive,
+            ModeArg::Ordered => Mode::Ordered,
+        },
+        all_reduce: match algo {
+            AlgoArg::Auto => AllReduceAlgorithm::Auto,
+            AlgoArg::Ring => AllReduceAlgorithm::Ring,
+            AlgoArg::HalvingDoubling => AllReduceAlgorithm::HalvingDoubling,
+        },
+        ..Config::default()
+    }
+}
+
+fn parse_sizes(spec: &str, factor: u64) -> anyhow::Result<Vec<usize>> {
+    let parse = |s: &str| output::parse_bytes(s).map_err(anyhow::Error::msg);
+    let sizes: Vec<u64> = if let Some((lo, hi)) = spec.split_once("..") {
+        let (lo, hi) = (parse(lo)?, parse(hi)?);
+        anyhow::ensure!(
+            lo > 0 && lo <= hi && factor >= 2,
+            "sizes `{spec}`: need 0 < MIN <= MAX and --factor >= 2"
+        );
+        std::iter::successors(Some(lo), |&s| s.checked_mul(factor).filter(|&t| t <= hi)).collect()
+    } else {
+        spec.split(',').map(parse).collect::<anyhow::Result<_>>()?
+    };
+    Ok(sizes.into_iter().map(|s| s as usize).collect())
+}
+
+fn run_bench(a: &BenchArgs, json: bool) -> anyhow::Result<()> {
+    anyhow::ensure!(a.ranks >= 1, "--ranks must be at least 1");
+    let op = match a.op {
+        OpArg::AllReduce => OpKind::AllReduce,
+        OpArg::ReduceScatter => OpKind::ReduceScatter,
+        OpArg::AllGather => OpKind::AllGather,
+        OpArg::Broadcast => OpKind::Broadcast,
+        OpArg::Reduce => OpKind::Reduce,
+        OpArg::AllToAll => OpKind::AllToAll,
+        OpArg::Barrier => OpKind::Barrier,
+    };
+    let transport = match a.transport {
+        TransportArg::Local => BenchTransport::Local,
+        TransportArg::Tcp => BenchTransport::Tcp,
+    };
+    let sizes = parse_sizes(&a.sizes, a.factor)?;
+    let pb = output::progress(sizes.len() as u64, "benchmarking");
+    let mut rows = Vec::new();
+    for &bytes in &sizes {
+        let iters = a
+            .iters
+            .unwrap_or_else(|| ((256 << 20) / bytes.max(1)).clamp(5, 1000));
+        let cfg = BenchConfig::new(transport, a.ranks, op, bytes, iters, engine(a.mode, a.algo));
+        let r = bench::run_bench(&cfg)
+            .with_context(|| format!("benchmark at {}", output::bytes(bytes as u64)))?;
+        let limit_iters = ((64 << 20) / bytes.max(1)).clamp(3, 200);
+        let limit = match transport {
+            BenchTransport::Local => bench::memcpy_bandwidth(bytes, limit_iters),
+            BenchTransport::Tcp => bench::loopback_bandwidth(bytes, limit_iters)?,
+        };
+        rows.push((r, iters, limit));
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let limit_name = match transport {
+        BenchTransport::Local => "memcpy",
+        BenchTransport::Tcp => "loopback",
+    };
+    if json {
+        let points: Vec<_> = rows
+            .iter()
+            .map(|(r, iters, limit)| {
+                json!({"bytes": r.bytes, "iters": iters, "time_us": r.time.as_secs_f64() * 1e6,
+                       "algbw_gbs": r.algbw_gbs, "busbw_gbs": r.busbw_gbs, "limit_gbs": limit})
+            })
+            .collect();
+        let out = json!({"op": op.name(), "ranks": a.ranks, "transport": format!("{:?}", a.transport).to_lowercase(),
+                         "mode": format!("{:?}", a.mode).to_lowercase(), "limit": limit_name, "points": points});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    let mut t = output::table([
+        "size",
+        "iters",
+        "time (µs)",
+        "algbw (GB/s)",
+        "busbw (GB/s)",
+        &format!("{limit_name} (GB/s)"),
+        "busbw / limit",
+    ]);
+    for (r, iters, limit) in &rows {
+        t.add_row([
+            output::bytes(r.bytes as u64),
+            iters.to_string(),
+            format!("{:.1}", r.time.as_secs_f64() * 1e6),
+            format!("{:.3}", r.algbw_gbs),
+            format!("{:.3}", r.busbw_gbs),
+            format!("{limit:.3}"),
+            format!("{:.0}%", 100.0 * r.busbw_gbs / limit),
+        ]);
+    }
+    println!(
+        "{} on {} ranks ({:?} transport, {:?} mode)",
+        op.name(),
+        a.ranks,
+        a.transport,
+        a.mode
+    );
+    println!("{t}");
+    Ok(())
+}
+
+fn run_chaos(a: &ChaosArgs, json: bool) -> anyhow::Result<()> {
+    let mut engine = engine(a.mode, AlgoArg::Auto);
+    engine.deadlock_timeout = Duration::from_millis(a.deadlock_timeout_ms);
+    let cfg = ChaosConfig {
+        ranks: a.ranks,
+        collectives: a.collectives,
+        elements: a.elements,
+        seed: a.seed,
+        engine,
+    };
+    let ranks = chaos::run_chaos(&cfg)?;
+    let finished = ranks
+        .iter()
+        .filter(|r| r.first_error.is_none() && r.correct == a.collectives)
+        .count();
+    let verdict = if finished == ranks.len() {
+        format!(
+            "all {} ranks completed {} all-reduces with correct results: no deadlock",
+            ranks.len(),
+            a.collectives
+        )
+    } else {
+        let dead = ranks
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r.first_error,
+                    Some(pardis::collectives::CollectiveError::Deadlock { .. })
+                )
+            })
+            .count();
+        format!(
+            "{} of {} ranks did not finish; {dead} reported a deadlock",
+            ranks.len() - finished,
+            ranks.len()
+        )
+    };
+    if json {
+        let per_rank: Vec<_> = ranks
+            .iter()
+            .map(|r| {
+                json!({"rank": r.rank, "order": r.order, "correct": r.correct,
+                       "context_switches": r.engine.context_switches, "parks": r.engine.parks,
+                       "max_queue_len": r.engine.max_queue_len,
+                       "blocked_ms": r.ops.iter().map(|o| o.blocked.as_secs_f64() * 1e3).sum::<f64>(),
+                       "elapsed_ms": r.elapsed.as_secs_f64() * 1e3,
+                       "error": r.first_error.as_ref().map(|e| e.to_string())})
+            })
+            .collect();
+        let out = json!({"mode": format!("{:?}", a.mode).to_lowercase(), "seed": a.seed, "verdict": verdict, "ranks": per_rank});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    let mut t = output::table([
+        "rank",
+        "submission order",
+        "correct",
+        "context switches",
+        "max queue",
+        "blocked, Σ ops (ms)",
+        "elapsed (ms)",
+        "error",
+    ]);
+    for r in &ranks {
+        t.add_row([
+            r.rank.to_string(),
+            format!("{:?}", r.order),
+            format!("{}/{}", r.correct, a.collectives),
+            r.engine.context_switches.to_string(),
+            r.engine.max_queue_len.to_string(),
+            format!(
+                "{:.2}",
+                r.ops
+                    .iter()
+                    .map(|o| o.blocked.as_secs_f64() * 1e3)
+                    .sum::<f64>()
+            ),
+            format!("{:.2}", r.elapsed.as_secs_f64() * 1e3),
+            r.first_error
+                .as_ref()
+                .map_or_else(|| "-".to_string(), |e| e.to_string()),
+        ]);
+    }
+    println!(
+        "chaos order: {} ranks × {} all-reduces on {} sub-communicators, {:?} mode, seed {}",
+        a.ranks, a.collectives, a.collectives, a.mode, a.seed
+    );
+    println!("{t}");
+    println!("{verdict}");
+    Ok(())
 }

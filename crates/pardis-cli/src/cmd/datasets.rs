@@ -99,7 +99,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             }
             println!("{t}");
             let found = rows.iter().filter(|r| r.found).count();
-            println!("{found} of {} data sets found; searched, in order:", rows.len());
+            println!(
+                "{found} of {} data sets found; searched, in order:",
+                rows.len()
+            );
             for (origin, dir) in roots.dirs() {
                 println!("  {origin}: {}", dir.display());
             }

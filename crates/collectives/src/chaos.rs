@@ -1,0 +1,123 @@
+//! The chaos-order workload of the DFCCL paper: every rank submits the same all-reduces on
+//! several sub-communicators, each rank in its own random order. Under NCCL/MPI semantics
+//! ([`Mode::Ordered`](crate::Mode::Ordered)) this deadlocks; the preemptive engine completes it.
+
+use std::time::{Duration, Instant};
+
+use crate::{
+    run_local_with, CollectiveError, Communicator, Config, EngineStats, OpStats, ReduceOp, Result,
+};
+
+/// Parameters of a chaos run.
+#[derive(Debug, Clone)]
+pub struct ChaosConfig {
+    /// Ranks (threads). Default: 8.
+    pub ranks: usize,
+    /// Sub-communicators, one all-reduce each. Default: 8.
+    pub collectives: usize,
+    /// Elements (f64) per all-reduce. Default: 1024.
+    pub elements: usize,
+    /// Seed of the per-rank permutations. Default: 0.
+    pub seed: u64,
+    /// Engine settings (mode, timeouts).
+    pub engine: Config,
+}
+
+impl Default for ChaosConfig {
+    fn default() -> Self {
+        Self {
+            ranks: 8,
+            collectives: 8,
+            elements: 1024,
+            seed: 0,
+            engine: Config::default(),
+        }
+    }
+}
+
+/// What one rank saw.
+#[derive(Debug)]
+pub struct ChaosRank {
+    /// Rank in the world.
+    pub rank: usize,
+    /// Order in which it submitted the sub-communicators' all-reduces.
+    pub order: Vec<usize>,
+    /// All-reduces that completed with the correct result.
+    pub correct: usize,
+    /// The first error, if any collective failed.
+    pub first_error: Option<CollectiveError>,
+    /// Counters of each all-reduce, in submission order (default when it failed early).
+    pub ops: Vec<OpStats>,
+    /// Engine counters at the end.
+    pub engine: EngineStats,
+    /// Time from the first submission to the last completion.
+    pub elapsed: Duration,
+}
+
+/// A permutation of `0..n` for `(seed, rank)` (Fisher–Yates over SplitMix64).
+pub fn permutation(seed: u64, rank: usize, n: usize) -> Vec<usize> {
+    let mut state = seed ^ (rank as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut next = move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut p: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        p.swap(i, (next() % (i as u64 + 1)) as usize);
+    }
+    p
+}
+
+/// Runs the chaos workload on `cfg.ranks` local ranks. Sub-communicator `c` spans all ranks
+/// with a rotated rank order; rank `r` contributes `r + c` to each element of its all-reduce.
+pub fn run_chaos(cfg: &ChaosConfig) -> Result<Vec<ChaosRank>> {
+    if cfg.ranks == 0 || cfg.collectives == 0 {
+        return Err(CollectiveError::InvalidInput(
+            "chaos needs at least one rank and one collective".into(),
+        ));
+    }
+    let outcomes = run_local_with(&cfg.engine, cfg.ranks, |world| chaos_rank(cfg, &world));
+    outcomes.into_iter().map(|o| o.and_then(|r| r)).collect()
+}
+
+fn chaos_rank(cfg: &ChaosConfig, world: &Communicator) -> Result<ChaosRank> {
+    let (n, me) = (world.world_size(), world.rank());
+    let comms = (0..cfg.collectives)
+        .map(|c| world.split(0, ((me + c) % n) as i64))
+        .collect::<Result<Vec<_>>>()?;
+    let order = permutation(cfg.seed, me, cfg.collectives);
+    let start = Instant::now();
+    let handles = order
+        .iter()
+        .map(|&c| comms[c].iall_reduce(vec![(me + c) as f64; cfg.elements], ReduceOp::Sum))
+        .collect::<Result<Vec<_>>>()?;
+    let (mut correct, mut first_error, mut ops) = (0, None, Vec::new());
+    for (h, &c) in handles.into_iter().zip(&order) {
+        let (r, stats) = h.wait_with_stats();
+        ops.push(stats);
+        let want = (n * (n - 1) / 2 + n * c) as f64;
+        match r {
+            Ok(v) if v.iter().all(|&x| x == want) => correct += 1,
+            Ok(_) => {
+                first_error.get_or_insert(CollectiveError::InvalidInput(format!(
+                    "wrong all-reduce result on sub-communicator {c}"
+                )));
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    Ok(ChaosRank {
+        rank: me,
+        order,
+        correct,
+        first_error,
+        ops,
+        engine: world.engine_stats(),
+        elapsed: start.elapsed(),
+    })
+}

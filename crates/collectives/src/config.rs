@@ -1,0 +1,94 @@
+//! Configuration of a rank's progress engine and of algorithm selection.
+
+use std::time::Duration;
+
+/// Scheduling policy of the progress engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// DFCCL: blocked collectives are preempted so that others can run; deadlock-free even
+    /// when ranks submit collectives in different orders.
+    #[default]
+    Preemptive,
+    /// NCCL/MPI semantics: strictly in submission order. Deadlocks when orders disagree; the
+    /// engine then reports [`Deadlock`](crate::CollectiveError::Deadlock) after
+    /// [`Config::deadlock_timeout`].
+    Ordered,
+}
+
+/// All-reduce algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AllReduceAlgorithm {
+    /// Halving-doubling below [`Config::small_message_bytes`], ring above.
+    #[default]
+    Auto,
+    /// Ring reduce-scatter + all-gather: `2(n-1)` steps, bandwidth-optimal.
+    Ring,
+    /// Recursive halving-doubling (Rabenseifner): `2 log n` steps, latency-optimal.
+    HalvingDoubling,
+}
+
+/// Default [`Config::small_message_bytes`]: 64 KiB.
+pub const DEFAULT_SMALL_MESSAGE_BYTES: usize = 64 << 10;
+/// Default [`Config::op_timeout`]: 60 s.
+pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default [`Config::deadlock_timeout`]: 2 s.
+pub const DEFAULT_DEADLOCK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Settings of one rank's engine. All ranks of a job should use the same settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Scheduling policy. Default: [`Mode::Preemptive`].
+    pub mode: Mode,
+    /// All-reduce algorithm. Default: [`AllReduceAlgorithm::Auto`].
+    pub all_reduce: AllReduceAlgorithm,
+    /// Message size (bytes) below which `Auto` uses halving-doubling. Default: 64 KiB.
+    pub small_message_bytes: usize,
+    /// Steps a collective may run per poll. Default: 8.
+    pub poll_budget: usize,
+    /// Polls the head collective gets per round. Default: 4.
+    pub head_tries: u32,
+    /// Blocked polls before the head is first preempted. Default: 16.
+    pub initial_threshold: u32,
+    /// Factor by which a preempted collective's threshold grows (stickiness). Default: 2.
+    pub threshold_growth: u32,
+    /// Cap on the threshold. Default: 4096.
+    pub max_threshold: u32,
+    /// Idle rounds (yielding) before the engine parks. Default: 32.
+    pub spin_rounds: u32,
+    /// Longest park; messages and submissions wake the engine earlier. Default: 5 ms.
+    pub park_interval: Duration,
+    /// A collective blocked this long fails with `Timeout` (finite, so that a silently dead
+    /// peer never hangs a rank). Default: 60 s.
+    pub op_timeout: Duration,
+    /// In ordered mode, a head blocked this long is reported as `Deadlock`. Default: 2 s.
+    pub deadlock_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Preemptive,
+            all_reduce: AllReduceAlgorithm::Auto,
+            small_message_bytes: DEFAULT_SMALL_MESSAGE_BYTES,
+            poll_budget: 8,
+            head_tries: 4,
+            initial_threshold: 16,
+            threshold_growth: 2,
+            max_threshold: 4096,
+            spin_rounds: 32,
+            park_interval: Duration::from_millis(5),
+            op_timeout: DEFAULT_OP_TIMEOUT,
+            deadlock_timeout: DEFAULT_DEADLOCK_TIMEOUT,
+        }
+    }
+}
+
+impl Config {
+    /// Default settings with `mode`.
+    pub fn with_mode(mode: Mode) -> Self {
+        Self {
+            mode,
+            ..Self::default()
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! The per-rank progress engine (DFCCL: Pan et al., "Comprehensive Deadlock Prevention for GPU
+//! Collective Communication", EuroSys 2025), adapted to CPU ranks.
+//!
+//! One engine thread per rank owns the queue of active collectives of *all* communicators of
+//! that rank. In [`Mode::Preemptive`] it runs the head collective for several tries and every
+//! other one for one try per round; a head that stays blocked for more than its threshold is
+//! preempted (its state stays in its [`StepProgram`](crate::program)), moved to the back, and
+//! its threshold is multiplied (stickiness: a collective that keeps failing is given longer
+//! next time, so ranks converge on the same collective). After `spin_rounds` idle rounds the
+//! thread parks until a message, a submission or `park_interval` wakes it — it never spins.
+//! [`Mode::Ordered`] runs strictly in submission order, as NCCL and MPI do, and reports a
+//! [`Deadlock`](crate::CollectiveError::Deadlock) naming the ranks its head waits for.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::config::{Config, Mode};
+use crate::frame::{Frame, FrameKind};
+use crate::handle::OpStats;
+use crate::program::{ActiveOp, Failure};
+use crate::transport::Transport;
+use crate::CollectiveError;
+
+mod rounds;
+use rounds::{round_ordered, round_preemptive};
+
+/// Engine-wide counters of one rank.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Collectives submitted.
+    pub submitted: u64,
+    /// Collectives completed successfully.
+    pub completed: u64,
+    /// Collectives that failed.
+    pub failed: u64,
+    /// Preemptions of a blocked head collective.
+    pub context_switches: u64,
+    /// Times the engine thread parked for lack of work.
+    pub parks: u64,
+    /// Longest queue of active collectives seen.
+    pub max_queue_len: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    submitted: AtomicU64,
+    completed: AtomicU64,
+    failed: AtomicU64,
+    context_switches: AtomicU64,
+    parks: AtomicU64,
+    max_queue_len: AtomicU64,
+}
+
+struct Shared {
+    transport: Arc<dyn Transport>,
+    config: Config,
+    submissions: Mutex<Vec<Box<dyn ActiveOp>>>,
+    shutdown: AtomicBool,
+    abort: Mutex<Option<String>>,
+    aborted: AtomicBool,
+    counters: Counters,
+}
+
+/// A rank's engine; the thread stops when the last reference is dropped.
+pub(crate) struct Engine {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Shared ownership of an engine (communicators and pending handles hold one).
+pub(crate) type EngineRef = Arc<Engine>;
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("rank", &self.shared.transport.world_rank())
+            .finish()
+    }
+}
+
+impl Engine {
+    pub(crate) fn start(transport: Arc<dyn Transport>, config: Config) -> EngineRef {
+        let shared = Arc::new(Shared {
+            transport,
+            config,
+            submissions: Mutex::new(Vec::new()),
+            shutdown: AtomicBool::new(false),
+            abort: Mutex::new(None),
+            aborted: AtomicBool::new(false),
+            counters: Counters::default(),
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("pardis-engine-{}", shared.transport.world_rank()))
+            .spawn(move || run(&s))
+            .expect("spawning the progress engine thread");
+        shared.transport.inbox().set_engine(thread.thread().clone());
+        Arc::new(Engine {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    pub(crate) fn transport(&self) -> &Arc<dyn Transport> {
+        &self.shared.transport
+    }
+
+    pub(crate) fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    /// Queues a collective; fails it at once if the engine was aborted.
+    pub(crate) fn submit(&self, op: Box<dyn ActiveOp>) {
+        self.shared
+            .counters
+            .submitted
+            .fetch_add(1, Ordering::Relaxed);
+        if self.shared.aborted.load(Ordering::SeqCst) {
+            let reason = self
+                .shared
+                .abort
+                .lock()
+                .expect("abort poisoned")
+                .clone()
+                .unwrap_or_default();
+            self.shared.counters.failed.fetch_add(1, Ordering::Relaxed);
+            op.finish(Err(CollectiveError::Aborted(reason)), OpStats::default());
+            return;
+        }
+        self.shared
+            .submissions
+            .lock()
+            .expect("submissions poisoned")
+            .push(op);
+        self.shared.transport.inbox().wake();
+    }
+
+    pub(crate) fn abort(&self, reason: &str) {
+        abort_shared(&self.shared, reason);
+    }
+
+    pub(crate) fn abort_handle(&self) -> AbortHandle {
+        AbortHandle {
+            shared: Arc::downgrade(&self.shared),
+        }
+    }
+
+    pub(crate) fn stats(&self) -> EngineStats {
+        let c = &self.shared.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        EngineStats {
+            submitted: l(&c.submitted),
+            completed: l(&c.completed),
+            failed: l(&c.failed),
+            context_switches: l(&c.context_switches),
+            parks: l(&c.parks),
+            max_queue_len: l(&c.max_queue_len),
+        }
+    }
+}
+
+/// Aborting a rank also makes it lost for its peers: they stop waiting for it.
+fn abort_shared(shared: &Shared, reason: &str) {
+    shared.transport.mark_self_lost();
+    shared
+        .abort
+        .lock()
+        .expect("abort poisoned")
+        .get_or_insert_with(|| reason.to_string());
+    shared.aborted.store(true, Ordering::SeqCst);
+    shared.transport.inbox().wake();
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.abort("this rank panicked");
+        }
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        self.shared.transport.inbox().wake();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Aborts a rank's engine from any thread: every pending and future operation of that rank
+/// fails with [`CollectiveError::Aborted`], and the rank counts as lost for its peers (they get
+/// [`CollectiveError::PeerLost`] instead of waiting for it).
+#[derive(Debug, Clone)]
+pub struct AbortHandle {
+    shared: std::sync::Weak<Shared>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EngineShared")
+    }
+}
+
+impl AbortHandle {
+    /// Aborts with `reason` (no effect if the engine is gone).
+    pub fn abort(&self, reason: &str) {
+        if let Some(s) = self.shared.upgrade() {
+            abort_shared(&s, reason);
+        }
+    }
+}
+
+/// A collective in the engine queue with its scheduling state and counters.
+struct Active {
+    op: Box<dyn ActiveOp>,
+    stats: OpStats,
+    threshold: u32,
+    blocked_tries: u32,
+    blocked_since: Option<Instant>,
+    last_progress: Instant,
+    submitted: Instant,
+}
+
+fn run(shared: &Shared) {
+    let cfg = &shared.config;
+    let mut queue: VecDeque<Active> = VecDeque::new();
+    let mut idle_rounds = 0u32;
+    loop {
+        intake(shared, &mut queue);
+        if shared.aborted.load(Ordering::SeqCst) {
+            let reason = shared
+                .abort
+                .lock()
+                .expect("abort poisoned")
+                .clone()
+                .unwrap_or_default();
+            for a in queue.drain(..) {
+                fail(shared, a, CollectiveError::Aborted(reason.clone()).into());
+            }
+        }
+        if queue.is_empty() {
+            if shared.shutdown.load(Ordering::SeqCst) {
+                if shared
+                    .submissions
+                    .lock()
+                    .expect("submissions poisoned")
+                    .is_empty()
+                {
+                    return;
+                }
+                continue;
+            }
+            std::thread::park_timeout(Duration::from_millis(100));
+            continue;
+        }
+        let progressed = match cfg.mode {
+            Mode::Preemptive => round_preemptive(shared, &mut queue),
+            Mode::Ordered => round_ordered(shared, &mut queue),
+        };
+        if progressed {
+            idle_rounds = 0;
+        } else {
+            idle_rounds += 1;
+            if idle_rounds <= cfg.spin_rounds {
+                std::thread::yield_now();
+            } else {
+                shared.counters.parks.fetch_add(1, Ordering::Relaxed);
+                std::thread::park_timeout(cfg.park_interval);
+            }
+        }
+    }
+}
+
+fn intake(shared: &Shared, queue: &mut VecDeque<Active>) {
+    let mut subs = shared.submissions.lock().expect("submissions poisoned");
+    if subs.is_empty() {
+        return;
+    }
+    let now = Instant::now();
+    for op in subs.drain(..) {
+        let meta = op.meta();
+        let stats = OpStats {
+            op: meta.kind.name(),
+            seq: meta.seq,
+            queue_len_at_submit: queue.len() + 1,
+            ..OpStats::default()
+        };
+        queue.push_back(Active {
+            op,
+            stats,
+            threshold: shared.config.initial_threshold,
+            blocked_tries: 0,
+            blocked_since: None,
+            last_progress: now,
+            submitted: now,
+        });
+    }
+    let len = queue.len();
+    shared
+        .counters
+        .max_queue_len
+        .fetch_max(len as u64, Ordering::Relaxed);
+    queue
+        .iter_mut()
+        .for_each(|a| a.stats.max_queue_len = a.stats.max_queue_len.max(len));
+}
+
+fn complete(shared: &Shared, mut a: Active) {
+    a.stats.elapsed = a.submitted.elapsed();
+    shared.transport.inbox().close(a.op.meta().key, false);
+    shared.counters.completed.fetch_add(1, Ordering::Relaxed);
+    let stats = a.stats;
+    a.op.finish(Ok(()), stats);
+}
+
+fn fail(shared: &Shared, mut a: Active, f: Failure) {
+    a.stats.elapsed = a.submitted.elapsed();
+    let meta = a.op.meta().clone();
+    if f.tell_peers {
+        let me = shared.transport.world_rank();
+        let (kind, aux, text) = match &f.error {
+            CollectiveError::PeerLost { rank, .. } => {
+                (FrameKind::AbortLost, *rank as u64, String::new())
+            }
+            e => (FrameKind::AbortOther, 0, e.to_string()),
+        };
+        for &peer in meta
+            .group
+            .iter()
+            .filter(|&&p| p != me && !shared.transport.is_lost(p))
+        {
+            let mut payload = shared.transport.inbox().pool().take(0);
+            payload.fill_from(text.as_bytes());
+            let frame = Frame {
+                kind,
+                src: me,
+                key: meta.key,
+                fp: meta.fp,
+                aux,
+                payload,
+            };
+            // Best effort: the peer may be gone as well.
+            let _ = shared.transport.send(peer, frame);
+        }
+    }
+    shared.transport.inbox().close(meta.key, true);
+    shared.counters.failed.fetch_add(1, Ordering::Relaxed);
+    let stats = a.stats;
+    a.op.finish(Err(f.error), stats);
+}

@@ -1,0 +1,179 @@
+//! Completion of non-blocking operations: [`Handle`] (wait / test / wait_timeout / callback)
+//! and the per-collective counters [`OpStats`].
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::engine::EngineRef;
+use crate::{CollectiveError, Result};
+
+/// Counters of one collective, filled by the progress engine.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OpStats {
+    /// Name of the collective.
+    pub op: &'static str,
+    /// Sequence number on its communicator.
+    pub seq: u64,
+    /// How often the engine preempted it (switched away while it was blocked).
+    pub context_switches: u64,
+    /// How often it was polled.
+    pub polls: u64,
+    /// Total time it spent blocked waiting for peers.
+    pub blocked: Duration,
+    /// Active collectives on the engine when it was submitted (itself included).
+    pub queue_len_at_submit: usize,
+    /// Longest engine queue seen while it was active.
+    pub max_queue_len: usize,
+    /// Time from submission to completion.
+    pub elapsed: Duration,
+}
+
+type Callback<T> = Box<dyn FnOnce(Result<Vec<T>>, OpStats) + Send>;
+
+enum State<T> {
+    Pending(Option<Callback<T>>),
+    Ready(Result<Vec<T>>, OpStats),
+    Taken,
+}
+
+/// Shared between the engine (producer) and the [`Handle`] (consumer).
+pub(crate) struct Completion<T> {
+    state: Mutex<State<T>>,
+    cv: Condvar,
+}
+
+impl<T> std::fmt::Debug for Completion<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Completion")
+    }
+}
+
+impl<T> Completion<T> {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(State::Pending(None)),
+            cv: Condvar::new(),
+        })
+    }
+
+    /// Delivers the result: runs the callback if one is registered, else wakes waiters.
+    pub(crate) fn complete(&self, result: Result<Vec<T>>, stats: OpStats) {
+        let mut g = self.state.lock().expect("completion poisoned");
+        match std::mem::replace(&mut *g, State::Taken) {
+            State::Pending(Some(cb)) => {
+                drop(g);
+                cb(result, stats);
+            }
+            State::Pending(None) => {
+                *g = State::Ready(result, stats);
+                self.cv.notify_all();
+            }
+            other => *g = other,
+        }
+    }
+}
+
+/// A pending non-blocking operation. Dropping it without waiting is allowed: the operation
+/// still runs to completion on the engine (peers depend on it).
+#[derive(Debug)]
+pub struct Handle<T> {
+    completion: Arc<Completion<T>>,
+    stats: Option<OpStats>,
+    // Keeps this rank's engine alive while the operation is pending.
+    _engine: EngineRef,
+}
+
+impl<T: Send + 'static> Handle<T> {
+    pub(crate) fn new(completion: Arc<Completion<T>>, engine: EngineRef) -> Self {
+        Self {
+            completion,
+            stats: None,
+            _engine: engine,
+        }
+    }
+
+    /// Whether the operation has finished (successfully or not); never blocks.
+    pub fn test(&self) -> bool {
+        !matches!(
+            *self.completion.state.lock().expect("completion poisoned"),
+            State::Pending(_)
+        )
+    }
+
+    /// Blocks until the operation finishes and returns its output buffer.
+    pub fn wait(mut self) -> Result<Vec<T>> {
+        self.wait_until(None).expect("no deadline")
+    }
+
+    /// Like [`wait`](Self::wait) but gives up after `timeout`: `Ok(None)` means still running
+    /// (the handle stays valid), `Ok(Some(_))` and `Err(_)` are the finished outcomes.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Option<Vec<T>>> {
+        self.wait_until(Some(Instant::now() + timeout)).transpose()
+    }
+
+    /// Counters of the finished operation (`None` before it finished and was waited for).
+    pub fn stats(&self) -> Option<&OpStats> {
+        self.stats.as_ref()
+    }
+
+    /// Waits and returns the output together with the operation's counters.
+    pub fn wait_with_stats(mut self) -> (Result<Vec<T>>, OpStats) {
+        let r = self.wait_until(None).expect("no deadline");
+        (r, self.stats.take().unwrap_or_default())
+    }
+
+    /// Runs `f` with the outcome when the operation finishes (on the engine thread, or right
+    /// here if it already has). Keep `f` short: it delays this rank's other collectives.
+    pub fn on_complete(self, f: impl FnOnce(Result<Vec<T>>, OpStats) + Send + 'static) {
+        let mut g = self.completion.state.lock().expect("completion poisoned");
+        match std::mem::replace(&mut *g, State::Taken) {
+            State::Ready(r, s) => {
+                drop(g);
+                f(r, s);
+            }
+            State::Pending(_) => *g = State::Pending(Some(Box::new(f))),
+            State::Taken => {}
+        }
+    }
+
+    /// A channel that receives the outcome when the operation finishes.
+    pub fn into_receiver(self) -> crossbeam::channel::Receiver<Result<Vec<T>>> {
+        let (tx, rx) = crossbeam::channel::bounded(1);
+        self.on_complete(move |r, _| {
+            let _ = tx.send(r);
+        });
+        rx
+    }
+
+    fn wait_until(&mut self, deadline: Option<Instant>) -> Option<Result<Vec<T>>> {
+        let mut g = self.completion.state.lock().expect("completion poisoned");
+        loop {
+            match std::mem::replace(&mut *g, State::Taken) {
+                State::Ready(r, s) => {
+                    self.stats = Some(s);
+                    return Some(r);
+                }
+                State::Taken => {
+                    return Some(Err(CollectiveError::InvalidInput(
+                        "handle already consumed".into(),
+                    )))
+                }
+                pending => *g = pending,
+            }
+            g = match deadline {
+                None => self.completion.cv.wait(g).expect("completion poisoned"),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return None;
+                    }
+                    self.completion
+                        .cv
+                        .wait_timeout(g, d - now)
+                        .expect("completion poisoned")
+                        .0
+                }
+            };
+        }
+    }
+}

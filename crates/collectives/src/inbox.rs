@@ -1,0 +1,154 @@
+//! Per-collective mailboxes of one rank, and the pool of reusable message buffers.
+//!
+//! Every collective instance `(communicator, seq)` has its own mailbox, so data for a
+//! collective that this rank has not started yet (or has preempted) waits there without
+//! blocking any other collective: the transport never stalls on one collective's unread data.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::Thread;
+
+use crate::dtype::AlignedBuf;
+use crate::frame::{Frame, FrameKind, MailboxKey};
+
+/// Frames of one collective instance, queued per sender in arrival order.
+#[derive(Debug, Default)]
+pub(crate) struct Mailbox {
+    inner: Mutex<MailboxInner>,
+}
+
+#[derive(Debug, Default)]
+struct MailboxInner {
+    queues: Vec<(usize, VecDeque<Frame>)>,
+    abort: Option<Frame>,
+}
+
+impl Mailbox {
+    fn push(&self, frame: Frame) {
+        let mut g = self.inner.lock().expect("mailbox poisoned");
+        if frame.kind != FrameKind::Data {
+            g.abort.get_or_insert(frame);
+            return;
+        }
+        match g.queues.iter_mut().find(|(src, _)| *src == frame.src) {
+            Some((_, q)) => q.push_back(frame),
+            None => g.queues.push((frame.src, VecDeque::from([frame]))),
+        }
+    }
+
+    /// Next data frame from world rank `src`.
+    pub(crate) fn pop(&self, src: usize) -> Option<Frame> {
+        let mut g = self.inner.lock().expect("mailbox poisoned");
+        g.queues
+            .iter_mut()
+            .find(|(s, _)| *s == src)
+            .and_then(|(_, q)| q.pop_front())
+    }
+
+    /// Takes the failure notice, if a peer sent one.
+    pub(crate) fn take_abort(&self) -> Option<Frame> {
+        self.inner.lock().expect("mailbox poisoned").abort.take()
+    }
+
+    /// Calls `f` on every queued data frame (to check fingerprints while blocked).
+    pub(crate) fn scan<R>(&self, mut f: impl FnMut(&Frame) -> Option<R>) -> Option<R> {
+        let g = self.inner.lock().expect("mailbox poisoned");
+        g.queues.iter().flat_map(|(_, q)| q.iter()).find_map(&mut f)
+    }
+}
+
+/// All mailboxes of one rank plus the handle to wake its progress engine.
+#[derive(Debug, Default)]
+pub(crate) struct Inbox {
+    map: Mutex<InboxMap>,
+    engine: OnceLock<Thread>,
+    pool: BufPool,
+}
+
+#[derive(Debug, Default)]
+struct InboxMap {
+    open: HashMap<MailboxKey, Arc<Mailbox>>,
+    /// Collectives that failed here: late frames for them are dropped.
+    failed: HashSet<MailboxKey>,
+}
+
+impl Inbox {
+    /// Stores a frame in its collective's mailbox (creating it) and wakes the engine.
+    pub(crate) fn deliver(&self, frame: Frame) {
+        {
+            let mut g = self.map.lock().expect("inbox poisoned");
+            if g.failed.contains(&frame.key) {
+                drop(g);
+                self.pool.give(frame.payload);
+                return;
+            }
+            g.open.entry(frame.key).or_default().push(frame);
+        }
+        self.wake();
+    }
+
+    /// The mailbox of a collective, created if no frame has arrived for it yet.
+    pub(crate) fn open(&self, key: MailboxKey) -> Arc<Mailbox> {
+        let mut g = self.map.lock().expect("inbox poisoned");
+        g.open.entry(key).or_default().clone()
+    }
+
+    /// Removes a finished collective's mailbox; after a failure, late frames are discarded.
+    pub(crate) fn close(&self, key: MailboxKey, failed: bool) {
+        let mut g = self.map.lock().expect("inbox poisoned");
+        g.open.remove(&key);
+        if failed {
+            g.failed.insert(key);
+        }
+    }
+
+    /// Registers the engine thread to wake on delivery.
+    pub(crate) fn set_engine(&self, t: Thread) {
+        let _ = self.engine.set(t);
+    }
+
+    /// Wakes the engine thread (if parked).
+    pub(crate) fn wake(&self) {
+        if let Some(t) = self.engine.get() {
+            t.unpark();
+        }
+    }
+
+    pub(crate) fn pool(&self) -> &BufPool {
+        &self.pool
+    }
+}
+
+/// Free message buffers of one rank: senders take, receivers give back after consuming,
+/// so steady-state traffic allocates nothing.
+#[derive(Debug, Default)]
+pub(crate) struct BufPool {
+    free: Mutex<Vec<AlignedBuf>>,
+}
+
+/// Most buffers a pool keeps.
+const POOL_CAP: usize = 64;
+
+impl BufPool {
+    /// A buffer of at least `len` bytes: the smallest free one that fits, else the largest.
+    pub(crate) fn take(&self, len: usize) -> AlignedBuf {
+        let mut g = self.free.lock().expect("pool poisoned");
+        let cap = |i: usize| g[i].capacity_bytes();
+        let best = (0..g.len())
+            .filter(|&i| cap(i) >= len)
+            .min_by_key(|&i| cap(i))
+            .or_else(|| (0..g.len()).max_by_key(|&i| cap(i)));
+        let mut b = best.map(|i| g.swap_remove(i)).unwrap_or_default();
+        drop(g);
+        b.set_len_bytes(len);
+        b
+    }
+
+    /// Returns a buffer for reuse.
+    pub(crate) fn give(&self, b: AlignedBuf) {
+        let mut g = self.free.lock().expect("pool poisoned");
+        if g.len() < POOL_CAP {
+            g.push(b);
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! A collective as a resumable state machine: a [`Step`] schedule, a program counter and the
+//! working buffer. `poll(budget)` runs at most `budget` steps and returns `Done`, `Progressed`
+//! or `Blocked`; preempting a collective costs nothing because all its state lives here.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::dtype::{Element, ReduceOp};
+use crate::frame::{Fingerprint, Frame, FrameKind, MailboxKey, OpKind};
+use crate::handle::{Completion, OpStats};
+use crate::inbox::Mailbox;
+use crate::schedule::{Action, Step};
+use crate::transport::Transport;
+use crate::CollectiveError;
+
+/// Outcome of one poll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Poll {
+    /// All steps ran; the output is ready.
+    Done,
+    /// At least one step (or send) ran, more remain.
+    Progressed,
+    /// Nothing could run: the current step waits for a peer's message.
+    Blocked,
+}
+
+/// A failure and whether peers must be told about it (failures learnt from a peer are not
+/// sent on again).
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) error: CollectiveError,
+    pub(crate) tell_peers: bool,
+}
+
+impl From<CollectiveError> for Failure {
+    fn from(error: CollectiveError) -> Self {
+        Failure {
+            error,
+            tell_peers: true,
+        }
+    }
+}
+
+/// Identity of a collective instance.
+#[derive(Debug, Clone)]
+pub(crate) struct OpMeta {
+    pub(crate) kind: OpKind,
+    pub(crate) key: MailboxKey,
+    /// Sequence number reported to users.
+    pub(crate) seq: u64,
+    /// World ranks of the communicator.
+    pub(crate) group: Arc<[usize]>,
+    pub(crate) fp: Fingerprint,
+}
+
+/// A type-erased collective, as the engine sees it.
+pub(crate) trait ActiveOp: Send {
+    fn poll(&mut self, transport: &dyn Transport, budget: usize) -> Result<Poll, Failure>;
+    /// World ranks whose message the current step awaits.
+    fn waiting_on(&self) -> Vec<usize>;
+    fn meta(&self) -> &OpMeta;
+    /// Delivers the outcome to the handle.
+    fn finish(self: Box<Self>, result: Result<(), CollectiveError>, stats: OpStats);
+}
+
+/// The step-schedule state machine over a typed working buffer.
+pub(crate) struct StepProgram<T: Element> {
+    pub(crate) meta: OpMeta,
+    pub(crate) steps: Vec<Step>,
+    pub(crate) pc: usize,
+    pub(crate) sent: bool,
+    pub(crate) buf: Vec<T>,
+    /// Part of `buf` returned to the caller (`None`: an empty vector).
+    pub(crate) output: Option<Range<usize>>,
+    pub(crate) reduce: ReduceOp,
+    pub(crate) mailbox: Arc<Mailbox>,
+    pub(crate) completion: Arc<Completion<T>>,
+}
+
+impl<T: Element> StepProgram<T> {
+    fn lost(&self, rank: usize) -> CollectiveError {
+        CollectiveError::PeerLost {
+            rank,
+            op: self.meta.kind.name(),
+            seq: self.meta.seq,
+        }
+    }
+
+    fn mismatch(&self, rank: usize, detail: String) -> CollectiveError {
+        CollectiveError::Mismatch {
+            rank,
+            op: self.meta.kind.name(),
+            seq: self.meta.seq,
+            detail,
+        }
+    }
+
+    /// Applies a received frame to `range`.
+    fn apply(
+        &mut self,
+        frame: &Frame,
+        range: Range<usize>,
+        action: Action,
+    ) -> Result<(), CollectiveError> {
+        if let Some(d) = self.meta.fp.difference(&frame.fp) {
+            return Err(self.mismatch(frame.src, d));
+        }
+        let data = frame
+            .payload
+            .as_slice::<T>()
+            .filter(|d| d.len() == range.len())
+            .ok_or_else(|| {
+                self.mismatch(
+                    frame.src,
+                    format!(
+                        "message size: expected {} elements, got {} bytes",
+                        range.len(),
+                        frame.payload.len_bytes()
+                    ),
+                )
+            })?;
+        match action {
+            Action::Copy => self.buf[range].copy_from_slice(data),
+            Action::Reduce => T::reduce_into(self.reduce, &mut self.buf[range], data),
+        }
+        Ok(())
+    }
+
+    /// Why a blocked program cannot go on, if it can tell: a failure notice from a peer, a
+    /// frame with a different fingerprint, or the awaited peer being dead.
+    fn check_blocked(
+        &self,
+        transport: &dyn Transport,
+        peer: usize,
+    ) -> Result<Option<Frame>, Failure> {
+        if let Some(f) = self.mailbox.take_abort() {
+            let error = match f.kind {
+                FrameKind::AbortLost => self.lost(f.aux as usize),
+                _ => CollectiveError::Remote {
+                    rank: f.src,
+                    op: self.meta.kind.name(),
+                    seq: self.meta.seq,
+                    reason: String::from_utf8_lossy(f.payload.as_bytes()).into_owned(),
+                },
+            };
+            return Err(Failure {
+                error,
+                tell_peers: false,
+            });
+        }
+        let fp = self.meta.fp;
+        if let Some((src, d)) = self
+            .mailbox
+            .scan(|f| fp.difference(&f.fp).map(|d| (f.src, d)))
+        {
+            return Err(self.mismatch(src, d).into());
+        }
+        if transport.is_lost(peer) {
+            // Frames sent before the peer died are delivered before it is marked lost.
+            return match self.mailbox.pop(peer) {
+                Some(f) => Ok(Some(f)),
+                None => Err(self.lost(peer).into()),
+            };
+        }
+        Ok(None)
+    }
+}
+
+impl<T: Element> ActiveOp for StepProgram<T> {
+    fn poll(&mut self, transport: &dyn Transport, budget: usize) -> Result<Poll, Failure> {
+        let mut progressed = false;
+        for _ in 0..budget.max(1) {
+            let Some(step) = self.steps.get(self.pc) else {
+                return Ok(Poll::Done);
+            };
+            let step = step.clone();
+            if !self.sent {
+                if let Some((peer, range)) = step.send {
+                    let mut payload = transport.inbox().pool().take(0);
+                    payload.fill_from(&self.buf[range]);
+                    let frame = Frame {
+                        kind: FrameKind::Data,
+                        src: transport.world_rank(),
+                        key: self.meta.key,
+                        fp: self.meta.fp,
+                        aux: 0,
+                        payload,
+                    };
+                    let dst = self.meta.group[peer];
+                    transport.send(dst, frame).map_err(|e| {
+                        if transport.is_lost(dst) {
+                            self.lost(dst)
+                        } else {
+                            e
+                        }
+                    })?;
+                }
+                self.sent = true;
+                progressed = true;
+            }
+            if let Some((peer, range, action)) = step.recv {
+                let src = self.meta.group[peer];
+                let frame = match self.mailbox.pop(src) {
+                    Some(f) => f,
+                    None => match self.check_blocked(transport, src)? {
+                        Some(f) => f,
+                        None => {
+                            return Ok(if progressed {
+                                Poll::Progressed
+                            } else {
+                                Poll::Blocked
+                            })
+                        }
+                    },
+                };
+                let r = self.apply(&frame, range, action);
+                transport.inbox().pool().give(frame.payload);
+                r?;
+            }
+            self.pc += 1;
+            self.sent = false;
+            progressed = true;
+        }
+        Ok(if self.pc == self.steps.len() {
+            Poll::Done
+        } else {
+            Poll::Progressed
+        })
+    }
+
+    fn waiting_on(&self) -> Vec<usize> {
+        match self.steps.get(self.pc).and_then(|s| s.recv.as_ref()) {
+            Some((peer, _, _)) => vec![self.meta.group[*peer]],
+            None => Vec::new(),
+        }
+    }
+
+    fn meta(&self) -> &OpMeta {
+        &self.meta
+    }
+
+    fn finish(self: Box<Self>, result: Result<(), CollectiveError>, stats: OpStats) {
+        let this = *self;
+        let out = result.map(|()| match this.output {
+            Some(r) => {
+                let mut buf = this.buf;
+                buf.truncate(r.end);
+                buf.drain(..r.start);
+                buf
+            }
+            None => Vec::new(),
+        });
+        this.completion.complete(out, stats);
+    }
+}

@@ -1,0 +1,158 @@
+//! Schedules checked by a sequential simulator with unbounded FIFO channels.
+
+use super::*;
+use std::collections::VecDeque;
+
+/// Runs every rank's schedule on `bufs` (sum reduction); panics on deadlock.
+fn simulate(steps: Vec<Vec<Step>>, mut bufs: Vec<Vec<i64>>) -> Vec<Vec<i64>> {
+    let n = steps.len();
+    let mut chans: Vec<Vec<VecDeque<Vec<i64>>>> = vec![vec![VecDeque::new(); n]; n];
+    let mut pc = vec![0; n];
+    let mut sent = vec![false; n];
+    loop {
+        let mut moved = false;
+        for r in 0..n {
+            while pc[r] < steps[r].len() {
+                let st = &steps[r][pc[r]];
+                if !sent[r] {
+                    if let Some((to, rg)) = &st.send {
+                        chans[r][*to].push_back(bufs[r][rg.clone()].to_vec());
+                    }
+                    sent[r] = true;
+                    moved = true;
+                }
+                if let Some((from, rg, a)) = &st.recv {
+                    let Some(m) = chans[*from][r].pop_front() else {
+                        break;
+                    };
+                    assert_eq!(m.len(), rg.len(), "rank {r} step {} length", pc[r]);
+                    for (d, s) in bufs[r][rg.clone()].iter_mut().zip(m) {
+                        *d = if *a == Action::Reduce { *d + s } else { s };
+                    }
+                }
+                pc[r] += 1;
+                sent[r] = false;
+                moved = true;
+            }
+        }
+        if (0..n).all(|r| pc[r] == steps[r].len()) {
+            assert!(
+                chans.iter().flatten().all(VecDeque::is_empty),
+                "unconsumed messages"
+            );
+            return bufs;
+        }
+        assert!(moved, "schedule deadlocked at {pc:?}");
+    }
+}
+
+fn inputs(n: usize, count: usize) -> Vec<Vec<i64>> {
+    (0..n)
+        .map(|r| (0..count).map(|i| (r * 1000 + i) as i64).collect())
+        .collect()
+}
+
+fn sums(n: usize, count: usize) -> Vec<i64> {
+    let ins = inputs(n, count);
+    (0..count).map(|i| ins.iter().map(|v| v[i]).sum()).collect()
+}
+
+#[test]
+fn all_reduce_schedules_are_correct() {
+    for n in 1..=9 {
+        for count in [0, 1, 2, 7, 13, 64] {
+            let want = sums(n, count);
+            for algo in [
+                ring_all_reduce as fn(usize, usize, usize) -> Vec<Step>,
+                halving_doubling_all_reduce,
+            ] {
+                let out = simulate(
+                    (0..n).map(|r| algo(n, r, count)).collect(),
+                    inputs(n, count),
+                );
+                assert!(out.iter().all(|o| *o == want), "n={n} count={count}");
+            }
+        }
+    }
+}
+
+#[test]
+fn rooted_schedules_are_correct() {
+    for n in 1..=9 {
+        for root in 0..n {
+            let count = 5;
+            let out = simulate(
+                (0..n).map(|r| binomial_reduce(n, r, root, count)).collect(),
+                inputs(n, count),
+            );
+            assert_eq!(out[root], sums(n, count));
+            let out = simulate(
+                (0..n)
+                    .map(|r| binomial_broadcast(n, r, root, count))
+                    .collect(),
+                inputs(n, count),
+            );
+            assert!(out.iter().all(|o| *o == inputs(n, count)[root]));
+        }
+    }
+}
+
+#[test]
+fn gather_scatter_alltoall_barrier() {
+    for n in 1..=9 {
+        let block = 3;
+        let chunk = |i: usize| i * block..(i + 1) * block;
+        let full = inputs(n, n * block);
+        let out = simulate(
+            (0..n).map(|r| ring_reduce_scatter(n, r, chunk)).collect(),
+            full.clone(),
+        );
+        let want = sums(n, n * block);
+        for (r, o) in out.iter().enumerate() {
+            assert_eq!(o[chunk(r)], want[chunk(r)]);
+        }
+        let out = simulate(
+            (0..n).map(|r| ring_all_gather(n, r, chunk)).collect(),
+            full.clone(),
+        );
+        for o in &out {
+            for r in 0..n {
+                assert_eq!(o[chunk(r)], full[r][chunk(r)]);
+            }
+        }
+        let bufs = full
+            .iter()
+            .map(|v| [v.clone(), vec![0; n * block]].concat())
+            .collect();
+        let out = simulate(
+            (0..n).map(|r| pairwise_all_to_all(n, r, block)).collect(),
+            bufs,
+        );
+        for (r, o) in out.iter().enumerate() {
+            for s in 0..n {
+                if s != r {
+                    assert_eq!(o[n * block + s * block..][..block], full[s][chunk(r)]);
+                }
+            }
+        }
+        simulate(
+            (0..n).map(|r| dissemination_barrier(n, r)).collect(),
+            vec![vec![]; n],
+        );
+    }
+}
+
+proptest::proptest! {
+    /// Both all-reduce schedules equal the serial sum on random world sizes, lengths and data.
+    #[test]
+    fn all_reduce_schedules_match_serial_sum(n in 1usize..12, count in 0usize..300, seed in 0i64..1000) {
+        let bufs: Vec<Vec<i64>> = (0..n)
+            .map(|r| (0..count).map(|i| (seed * 31 + (r * count + i) as i64 * 7919) % 1009 - 500).collect())
+            .collect();
+        let want: Vec<i64> = (0..count).map(|i| bufs.iter().map(|b| b[i]).sum()).collect();
+        for algo in [ring_all_reduce as fn(usize, usize, usize) -> Vec<Step>, halving_doubling_all_reduce] {
+            let out = simulate((0..n).map(|r| algo(n, r, count)).collect(), bufs.clone());
+            proptest::prop_assert!(out.iter().all(|o| *o == want));
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! Transports move frames between ranks and report lost peers.
+//!
+//! A transport only delivers: frames go into the destination rank's inbox, whose
+//! per-collective mailboxes the progress engine reads.
+
+pub(crate) mod local;
+pub mod tcp;
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use crate::frame::Frame;
+use crate::inbox::Inbox;
+use crate::Result;
+
+/// What the engine needs from a transport.
+pub(crate) trait Transport: Send + Sync + Debug {
+    /// This rank in the world.
+    fn world_rank(&self) -> usize;
+    /// Number of ranks in the world.
+    fn world_size(&self) -> usize;
+    /// Delivers `frame` to world rank `dst` (never to self).
+    fn send(&self, dst: usize, frame: Frame) -> Result<()>;
+    /// Whether world rank `rank` is known to be dead.
+    fn is_lost(&self, rank: usize) -> bool;
+    /// Declares this rank dead (its thread is panicking): peers must stop waiting for it.
+    fn mark_self_lost(&self);
+    /// This rank's mailboxes.
+    fn inbox(&self) -> &Arc<Inbox>;
+}

@@ -1,0 +1,115 @@
+//! Communicator API: handles, callbacks, split, statistics, Send/Sync.
+
+use std::time::Duration;
+
+use collectives::{run_local, AbortHandle, Communicator, Handle, ReduceOp};
+
+use crate::with_timeout;
+
+#[test]
+fn public_handles_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Communicator>();
+    send_sync::<AbortHandle>();
+    send::<Handle<f32>>();
+}
+
+#[test]
+fn wait_timeout_test_callbacks_and_channels() {
+    with_timeout(Duration::from_secs(20), || {
+        run_local(2, |comm| {
+            let peer = 1 - comm.rank();
+            if comm.rank() == 0 {
+                let mut h = comm.irecv::<i32>(peer, 3).unwrap();
+                assert!(!h.test());
+                assert!(h.wait_timeout(Duration::from_millis(20)).unwrap().is_none());
+                comm.send(vec![0i32], peer).unwrap(); // tells rank 1 to go on
+                let got = loop {
+                    if let Some(v) = h.wait_timeout(Duration::from_millis(50)).unwrap() {
+                        break v;
+                    }
+                };
+                assert_eq!(got, vec![7, 8, 9]);
+            } else {
+                comm.recv::<i32>(peer, 1).unwrap();
+                comm.send(vec![7i32, 8, 9], peer).unwrap();
+            }
+            let (tx, rx) = std::sync::mpsc::channel();
+            comm.iall_reduce(vec![comm.rank() as i64; 2], ReduceOp::Max)
+                .unwrap()
+                .on_complete(move |r, stats| tx.send((r.unwrap(), stats.op)).unwrap());
+            assert_eq!(rx.recv().unwrap(), (vec![1, 1], "all-reduce"));
+            let rx = comm
+                .iall_gather(vec![comm.rank() as u8])
+                .unwrap()
+                .into_receiver();
+            assert_eq!(rx.recv().unwrap().unwrap(), vec![0, 1]);
+            let (r, stats) = comm.ibarrier().unwrap().wait_with_stats();
+            r.unwrap();
+            assert_eq!(stats.op, "barrier");
+            assert!(stats.polls >= 1 && stats.queue_len_at_submit >= 1);
+        })
+        .unwrap();
+    });
+}
+
+#[test]
+fn split_by_colour_and_key() {
+    with_timeout(Duration::from_secs(20), || {
+        let out = run_local(6, |world| {
+            // Even and odd ranks, ordered by descending world rank.
+            let sub = world
+                .split((world.rank() % 2) as u64, -(world.rank() as i64))
+                .unwrap();
+            let members = sub.group().to_vec();
+            let sum = sub
+                .all_reduce(vec![world.rank() as i32], ReduceOp::Sum)
+                .unwrap()[0];
+            let nested = sub
+                .split(0, 0)
+                .unwrap()
+                .all_gather(vec![world.rank() as u8])
+                .unwrap();
+            (
+                sub.rank(),
+                sub.world_size(),
+                members,
+                sum,
+                nested,
+                sub.id() != world.id(),
+            )
+        })
+        .unwrap();
+        for (w, (r, size, members, sum, nested, fresh)) in out.into_iter().enumerate() {
+            let want: Vec<usize> = if w % 2 == 0 {
+                vec![4, 2, 0]
+            } else {
+                vec![5, 3, 1]
+            };
+            assert_eq!(size, 3);
+            assert_eq!(members, want);
+            assert_eq!(members[r], w);
+            assert_eq!(sum, if w % 2 == 0 { 6 } else { 9 });
+            assert_eq!(nested, want.iter().map(|&x| x as u8).collect::<Vec<_>>());
+            assert!(fresh);
+        }
+    });
+}
+
+#[test]
+fn engine_counts_submissions_and_completions() {
+    with_timeout(Duration::from_secs(20), || {
+        let stats = run_local(3, |comm| {
+            for _ in 0..5 {
+                comm.all_reduce(vec![1.0f32; 10], ReduceOp::Sum).unwrap();
+            }
+            comm.engine_stats()
+        })
+        .unwrap();
+        for s in stats {
+            assert_eq!((s.submitted, s.completed, s.failed), (5, 5, 0));
+            assert!(s.max_queue_len >= 1);
+        }
+    });
+}

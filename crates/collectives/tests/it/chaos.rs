@@ -1,0 +1,147 @@
+//! The chaos-order workload, a 3-communicator cycle and host synchronisation between
+//! collectives: complete in preemptive mode, reported as deadlock in ordered mode.
+
+use std::time::Duration;
+
+use collectives::chaos::{run_chaos, ChaosConfig};
+use collectives::{run_local_with, CollectiveError, Communicator, Config, Mode, ReduceOp};
+
+use crate::with_timeout;
+
+fn ordered() -> Config {
+    Config {
+        deadlock_timeout: Duration::from_millis(300),
+        ..Config::with_mode(Mode::Ordered)
+    }
+}
+
+#[test]
+fn chaos_order_completes_preemptive_over_many_seeds() {
+    with_timeout(Duration::from_secs(60), || {
+        let mut switches = 0;
+        for seed in 0..24 {
+            let cfg = ChaosConfig {
+                seed,
+                elements: 256,
+                ..ChaosConfig::default()
+            };
+            let ranks = run_chaos(&cfg).unwrap();
+            for r in &ranks {
+                assert!(
+                    r.first_error.is_none(),
+                    "seed {seed} rank {}: {:?}",
+                    r.rank,
+                    r.first_error
+                );
+                assert_eq!(r.correct, 8, "seed {seed} rank {}", r.rank);
+                switches += r.engine.context_switches;
+            }
+            assert!(
+                ranks.windows(2).any(|w| w[0].order != w[1].order),
+                "orders differ"
+            );
+        }
+        assert!(
+            switches > 0,
+            "the engine never preempted a blocked collective"
+        );
+    });
+}
+
+#[test]
+fn chaos_order_is_reported_as_deadlock_in_ordered_mode() {
+    with_timeout(Duration::from_secs(30), || {
+        for seed in [1, 2] {
+            let cfg = ChaosConfig {
+                seed,
+                elements: 64,
+                engine: ordered(),
+                ..ChaosConfig::default()
+            };
+            let ranks = run_chaos(&cfg).unwrap();
+            let deadlocks: Vec<_> = ranks
+                .iter()
+                .filter_map(|r| match &r.first_error {
+                    Some(CollectiveError::Deadlock { waiting_on, .. }) => Some(waiting_on.clone()),
+                    _ => None,
+                })
+                .collect();
+            assert!(!deadlocks.is_empty(), "seed {seed}: no deadlock reported");
+            assert!(
+                deadlocks.iter().all(|w| !w.is_empty()),
+                "deadlock must name the awaited ranks"
+            );
+            assert!(
+                ranks.iter().all(|r| r.correct < 8),
+                "seed {seed}: a rank finished everything"
+            );
+        }
+    });
+}
+
+/// Pairs (0,1), (1,2), (2,0); each rank starts with a different pair → a wait cycle.
+fn three_cycle(world: Communicator) -> Result<Vec<i64>, CollectiveError> {
+    let me = world.rank();
+    let pairs = [(0, 1), (1, 2), (2, 0)];
+    let comms: Vec<Communicator> = pairs
+        .iter()
+        .map(|&(a, b)| {
+            world
+                .split(u64::from(me == a || me == b), me as i64)
+                .unwrap()
+        })
+        .collect();
+    let mine: Vec<usize> = (0..3)
+        .filter(|&p| pairs[p].0 == me || pairs[p].1 == me)
+        .collect();
+    let first = if me == 0 { 2 } else { mine[0] };
+    let second = *mine.iter().find(|&&p| p != first).unwrap();
+    let h1 = comms[first].iall_reduce(vec![me as i64 + 1; 16], ReduceOp::Sum)?;
+    let h2 = comms[second].iall_reduce(vec![me as i64 + 1; 16], ReduceOp::Sum)?;
+    Ok(vec![h1.wait()?[0], h2.wait()?[0]])
+}
+
+#[test]
+fn three_communicator_cycle() {
+    with_timeout(Duration::from_secs(20), || {
+        let ok = run_local_with(&Config::default(), 3, three_cycle);
+        for (r, o) in ok.into_iter().enumerate() {
+            let mut v = o.unwrap().unwrap();
+            v.sort_unstable();
+            let want = match r {
+                0 => [3, 4],
+                1 => [3, 5],
+                _ => [4, 5],
+            };
+            assert_eq!(v, want, "rank {r}");
+        }
+        let bad = run_local_with(&ordered(), 3, three_cycle);
+        let deadlocks = bad
+            .iter()
+            .filter(|o| matches!(o, Ok(Err(CollectiveError::Deadlock { .. }))))
+            .count();
+        assert!(deadlocks > 0, "ordered mode must report the cycle: {bad:?}");
+    });
+}
+
+#[test]
+fn host_synchronisation_between_collectives() {
+    with_timeout(Duration::from_secs(20), || {
+        let out = run_local_with(&Config::default(), 2, |world| {
+            let (a, b) = (world.dup().unwrap(), world.dup().unwrap());
+            if world.rank() == 0 {
+                // Waits for `a` on the host before even submitting `b`.
+                let x = a.all_reduce(vec![1u8; 4], ReduceOp::Sum).unwrap();
+                let y = b.all_reduce(vec![10u8; 4], ReduceOp::Sum).unwrap();
+                (x, y)
+            } else {
+                let hb = b.iall_reduce(vec![20u8; 4], ReduceOp::Sum).unwrap();
+                let ha = a.iall_reduce(vec![2u8; 4], ReduceOp::Sum).unwrap();
+                (ha.wait().unwrap(), hb.wait().unwrap())
+            }
+        });
+        for o in out {
+            assert_eq!(o.unwrap(), (vec![3; 4], vec![30; 4]));
+        }
+    });
+}

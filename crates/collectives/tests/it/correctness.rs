@@ -1,0 +1,206 @@
+//! Every collective × dtype × reduce op × size × world size on the local transport against a
+//! serial reference.
+
+use collectives::{run_local, AllReduceAlgorithm, Communicator, Element, ReduceOp};
+use std::time::Duration;
+
+use crate::with_timeout;
+
+/// Builds test values of each dtype from small integers (so float sums and products are exact
+/// whatever the reduction order).
+pub(crate) trait Small: Element {
+    fn small(v: i64) -> Self;
+}
+macro_rules! small {
+    ($($t:ty),*) => {$(
+        impl Small for $t {
+            fn small(v: i64) -> Self {
+                v as $t
+            }
+        }
+    )*};
+}
+small!(f32, f64, i32, i64, u8);
+
+/// Input of `rank` for reduce op `op`: small values; factors in {1, 2, 3} for products.
+pub(crate) fn input<T: Small>(rank: usize, len: usize, op: ReduceOp, salt: usize) -> Vec<T> {
+    (0..len)
+        .map(|i| {
+            let h = (rank * 7919 + i * 104_729 + salt * 31) % 97;
+            let v = match op {
+                ReduceOp::Prod => (h % 3) as i64 + 1,
+                _ => (h % 17) as i64,
+            };
+            T::small(v)
+        })
+        .collect()
+}
+
+fn reference<T: Small>(n: usize, len: usize, op: ReduceOp, salt: usize) -> Vec<T> {
+    let mut acc = input::<T>(0, len, op, salt);
+    for r in 1..n {
+        for (a, b) in acc.iter_mut().zip(input::<T>(r, len, op, salt)) {
+            *a = T::combine(op, *a, b);
+        }
+    }
+    acc
+}
+
+/// Runs every collective once at `len` elements on `comm`, checking against the reference.
+pub(crate) fn check_all<T: Small>(comm: &Communicator, len: usize) {
+    let (n, me) = (comm.world_size(), comm.rank());
+    let ctx = |what: &str, op: ReduceOp| {
+        format!("{what} {} n={n} len={len} op={op:?} rank {me}", T::DTYPE)
+    };
+    for (salt, op) in ReduceOp::ALL.into_iter().enumerate() {
+        let want = reference::<T>(n, len, op, salt);
+        for algo in [
+            AllReduceAlgorithm::Auto,
+            AllReduceAlgorithm::Ring,
+            AllReduceAlgorithm::HalvingDoubling,
+        ] {
+            let got = comm
+                .iall_reduce_with(input::<T>(me, len, op, salt), op, algo)
+                .unwrap()
+                .wait()
+                .unwrap();
+            assert_eq!(got, want, "{} {algo:?}", ctx("all-reduce", op));
+        }
+        let root = (salt + 1) % n;
+        let got = comm
+            .reduce(input::<T>(me, len, op, salt), op, root)
+            .unwrap();
+        assert_eq!(
+            got,
+            if me == root { want.clone() } else { Vec::new() },
+            "{}",
+            ctx("reduce", op)
+        );
+        let want_rs = reference::<T>(n, len * n, op, salt);
+        let got = comm
+            .reduce_scatter(input::<T>(me, len * n, op, salt), op)
+            .unwrap();
+        assert_eq!(
+            got,
+            want_rs[me * len..(me + 1) * len],
+            "{}",
+            ctx("reduce-scatter", op)
+        );
+    }
+    let op = ReduceOp::Sum;
+    let got = comm.all_gather(input::<T>(me, len, op, 9)).unwrap();
+    let want: Vec<T> = (0..n).flat_map(|r| input::<T>(r, len, op, 9)).collect();
+    assert_eq!(got, want, "{}", ctx("all-gather", op));
+    for root in [0, n - 1] {
+        let data = if me == root {
+            input::<T>(root, len, op, 5)
+        } else {
+            vec![T::ZERO; len]
+        };
+        assert_eq!(
+            comm.broadcast(data, root).unwrap(),
+            input::<T>(root, len, op, 5),
+            "{}",
+            ctx("broadcast", op)
+        );
+    }
+    let got = comm.all_to_all(input::<T>(me, len * n, op, 3)).unwrap();
+    let want: Vec<T> = (0..n)
+        .flat_map(|r| input::<T>(r, len * n, op, 3)[me * len..(me + 1) * len].to_vec())
+        .collect();
+    assert_eq!(got, want, "{}", ctx("all-to-all", op));
+    comm.barrier().unwrap();
+    if n > 1 {
+        let h = comm
+            .isend(input::<T>(me, len, op, 1), (me + 1) % n)
+            .unwrap();
+        let got = comm.recv::<T>((me + n - 1) % n, len).unwrap();
+        h.wait().unwrap();
+        assert_eq!(
+            got,
+            input::<T>((me + n - 1) % n, len, op, 1),
+            "{}",
+            ctx("send/recv", op)
+        );
+    }
+}
+
+fn sweep<T: Small>(sizes: &[usize]) {
+    for n in [1, 2, 3, 4, 8] {
+        let sizes = sizes.to_vec();
+        run_local(n, move |comm| {
+            for &len in &sizes {
+                check_all::<T>(&comm, len);
+            }
+        })
+        .unwrap();
+    }
+}
+
+/// 0, 1 and primes that no world size divides.
+const SMALL_SIZES: [usize; 5] = [0, 1, 7, 13, 1009];
+
+#[test]
+fn every_op_dtype_size_world_f32() {
+    with_timeout(Duration::from_secs(60), || sweep::<f32>(&SMALL_SIZES));
+}
+
+#[test]
+fn every_op_dtype_size_world_f64() {
+    with_timeout(Duration::from_secs(60), || sweep::<f64>(&SMALL_SIZES));
+}
+
+#[test]
+fn every_op_dtype_size_world_i32() {
+    with_timeout(Duration::from_secs(60), || sweep::<i32>(&SMALL_SIZES));
+}
+
+#[test]
+fn every_op_dtype_size_world_i64() {
+    with_timeout(Duration::from_secs(60), || sweep::<i64>(&SMALL_SIZES));
+}
+
+#[test]
+fn every_op_dtype_size_world_u8() {
+    with_timeout(Duration::from_secs(60), || sweep::<u8>(&SMALL_SIZES));
+}
+
+/// 1 MiB all-reduces (both algorithms) for every dtype and world size.
+#[test]
+fn one_mebibyte_all_reduce() {
+    fn run<T: Small>() {
+        let len = (1 << 20) / std::mem::size_of::<T>();
+        let inputs: Vec<Vec<T>> = (0..8)
+            .map(|r| input::<T>(r, len, ReduceOp::Sum, 0))
+            .collect();
+        for n in [1, 2, 3, 4, 8] {
+            let mut want = inputs[0].clone();
+            for x in &inputs[1..n] {
+                T::reduce_into(ReduceOp::Sum, &mut want, x);
+            }
+            let (inputs, want) = (&inputs, &want);
+            run_local(n, move |comm| {
+                for algo in [
+                    AllReduceAlgorithm::Ring,
+                    AllReduceAlgorithm::HalvingDoubling,
+                ] {
+                    let data = inputs[comm.rank()].clone();
+                    let got = comm
+                        .iall_reduce_with(data, ReduceOp::Sum, algo)
+                        .unwrap()
+                        .wait()
+                        .unwrap();
+                    assert!(got == *want, "1 MiB {} {algo:?} n={n}", T::DTYPE);
+                }
+            })
+            .unwrap();
+        }
+    }
+    with_timeout(Duration::from_secs(60), || {
+        run::<f32>();
+        run::<f64>();
+        run::<i32>();
+        run::<i64>();
+        run::<u8>();
+    });
+}

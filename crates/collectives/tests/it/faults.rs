@@ -1,0 +1,179 @@
+//! Faults and bad input: lost peers, mismatched collectives, abort, timeouts, invalid
+//! arguments — always an error, never a hang.
+
+use std::time::{Duration, Instant};
+
+use collectives::{run_local_with, CollectiveError, Config, ReduceOp};
+
+use crate::with_timeout;
+
+fn quick() -> Config {
+    Config {
+        op_timeout: Duration::from_secs(10),
+        ..Config::default()
+    }
+}
+
+#[test]
+fn panicking_rank_gives_peer_lost_to_all_others() {
+    with_timeout(Duration::from_secs(20), || {
+        for n in [2, 4, 5] {
+            let start = Instant::now();
+            let out = run_local_with(&quick(), n, |comm| {
+                // One collective succeeds, then rank 1 dies before the second.
+                comm.all_reduce(vec![1.0f32; 100], ReduceOp::Sum).unwrap();
+                if comm.rank() == 1 {
+                    panic!("rank 1 fails on purpose");
+                }
+                comm.all_reduce(vec![1.0f32; 100_000], ReduceOp::Sum)
+            });
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "detection must not wait for the timeout"
+            );
+            for (r, o) in out.into_iter().enumerate() {
+                match (r, o) {
+                    (1, Err(CollectiveError::RankPanicked { rank: 1, message })) => {
+                        assert!(message.contains("on purpose"))
+                    }
+                    (
+                        _,
+                        Ok(Err(CollectiveError::PeerLost {
+                            rank: 1,
+                            op: "all-reduce",
+                            seq: 1,
+                        })),
+                    ) => {}
+                    (r, o) => panic!("n={n} rank {r}: unexpected {o:?}"),
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn mismatched_collectives_are_reported() {
+    with_timeout(Duration::from_secs(20), || {
+        // Element count.
+        let out = run_local_with(&quick(), 3, |comm| {
+            let len = if comm.rank() == 1 { 12 } else { 10 };
+            comm.all_reduce(vec![1i64; len], ReduceOp::Sum)
+        });
+        let errs: Vec<CollectiveError> = out.into_iter().map(|o| o.unwrap().unwrap_err()).collect();
+        assert!(errs.iter().any(|e| matches!(e, CollectiveError::Mismatch { detail, .. } if detail.contains("element count"))), "{errs:?}");
+        // Dtype.
+        let out = run_local_with(&quick(), 2, |comm| {
+            if comm.rank() == 0 {
+                comm.all_reduce(vec![1i32; 4], ReduceOp::Sum).map(drop)
+            } else {
+                comm.all_reduce(vec![1f32; 4], ReduceOp::Sum).map(drop)
+            }
+        });
+        for o in out {
+            let e = o.unwrap().unwrap_err();
+            assert!(
+                matches!(&e, CollectiveError::Mismatch { detail, .. } if detail.contains("dtype")),
+                "{e}"
+            );
+        }
+        // Collective type and reduce op.
+        let out = run_local_with(&quick(), 2, |comm| {
+            if comm.rank() == 0 {
+                comm.all_gather(vec![1u8; 4]).map(drop)
+            } else {
+                comm.all_reduce(vec![1u8; 4], ReduceOp::Max).map(drop)
+            }
+        });
+        assert!(out
+            .into_iter()
+            .all(|o| matches!(o.unwrap(), Err(CollectiveError::Mismatch { .. }))));
+        let out = run_local_with(&quick(), 2, |comm| {
+            let op = if comm.rank() == 0 {
+                ReduceOp::Min
+            } else {
+                ReduceOp::Max
+            };
+            comm.all_reduce(vec![1u8; 4], op).map(drop)
+        });
+        assert!(out.into_iter().all(|o| matches!(o.unwrap(), Err(CollectiveError::Mismatch { detail, .. }) if detail.contains("reduce op"))));
+    });
+}
+
+#[test]
+fn abort_from_another_thread_ends_pending_operations() {
+    with_timeout(Duration::from_secs(20), || {
+        let out = run_local_with(&quick(), 2, |comm| {
+            if comm.rank() == 1 {
+                // Never joins the all-reduce; just waits until rank 0 gave up.
+                return comm.recv::<u8>(0, 1).map(drop);
+            }
+            let abort = comm.abort_handle();
+            let t = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                abort.abort("stopped by the test");
+            });
+            let r = comm.all_reduce(vec![1.0f64; 8], ReduceOp::Sum);
+            t.join().unwrap();
+            assert!(
+                matches!(&r, Err(CollectiveError::Aborted(m)) if m.contains("stopped by the test")),
+                "{r:?}"
+            );
+            // Later operations fail at once.
+            let later = comm.send(vec![1u8], 1);
+            assert!(
+                matches!(later, Err(CollectiveError::Aborted(_))),
+                "{later:?}"
+            );
+            Ok(())
+        });
+        out[0].as_ref().unwrap().as_ref().unwrap();
+        // Rank 1's receive from the aborted rank fails instead of hanging.
+        assert!(
+            matches!(&out[1], Ok(Err(CollectiveError::PeerLost { rank: 0, .. }))),
+            "{:?}",
+            out[1]
+        );
+    });
+}
+
+#[test]
+fn absent_peer_times_out_naming_it() {
+    with_timeout(Duration::from_secs(20), || {
+        let cfg = Config {
+            op_timeout: Duration::from_millis(200),
+            ..Config::default()
+        };
+        let out = run_local_with(&cfg, 3, |comm| {
+            if comm.rank() == 2 {
+                std::thread::sleep(Duration::from_millis(600));
+                return Ok(());
+            }
+            comm.barrier()
+        });
+        let timeouts = out
+            .iter()
+            .filter(|o| matches!(o, Ok(Err(CollectiveError::Timeout { waiting_on, .. })) if waiting_on.contains(&2)))
+            .count();
+        assert!(timeouts >= 1, "{out:?}");
+        assert!(out[..2].iter().all(|o| o.as_ref().unwrap().is_err()));
+    });
+}
+
+#[test]
+fn invalid_arguments_are_typed_errors() {
+    with_timeout(Duration::from_secs(10), || {
+        let out = run_local_with(&quick(), 3, |comm| {
+            let errs = [
+                comm.ibroadcast(vec![1u8], 3).err(),
+                comm.ireduce(vec![1u8], ReduceOp::Sum, 7).err(),
+                comm.ireduce_scatter(vec![1u8; 4], ReduceOp::Sum).err(),
+                comm.iall_to_all(vec![1u8; 5]).err(),
+                comm.isend(vec![1u8], comm.rank()).err(),
+                comm.irecv::<u8>(9, 1).err(),
+            ];
+            errs.into_iter()
+                .all(|e| matches!(e, Some(CollectiveError::InvalidInput(_))))
+        });
+        assert!(out.into_iter().all(|o| o.unwrap()));
+    });
+}

@@ -1,0 +1,121 @@
+//! Times every BFS variant of this crate and petgraph's `Bfs` on the same graph and roots,
+//! printing one tab-separated line per implementation (used by `scripts/compare-bfs`).
+//!
+//! ```text
+//! cargo run --release -p graph-kernels --example compare_bfs -- GRAPH [--roots 8] [--threads 2]
+//!     [--seed 1] [--dump PREFIX] [--skip-bottom-up]
+//! ```
+//! GRAPH is a file (SNAP/DIMACS/Matrix Market, optionally .gz) or `kron:SCALE`, `er:N:M`,
+//! `grid:R:C`. `--dump PREFIX` writes `PREFIX.edges` (u32 little-endian pairs, each undirected
+//! edge once), `PREFIX.roots` (one root per line) and `PREFIX.n` so a peer can search the
+//! identical graph from the identical roots.
+//! Output lines: `impl<TAB>median_seconds<TAB>harmonic_mean_teps<TAB>roots`.
+
+use graph_kernels::bfs::{BfsAlgorithm, BfsConfig};
+use graph_kernels::generate::GeneratorSpec;
+use graph_kernels::io::{load_graph, LoadOptions};
+use graph_kernels::{convert, teps, CsrGraph};
+use std::io::Write;
+use std::time::Instant;
+
+fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn load(spec: &str, seed: u64) -> Result<CsrGraph, graph_kernels::GraphError> {
+    match spec.parse::<GeneratorSpec>() {
+        Ok(generator) => generator.build(seed),
+        Err(_) => load_graph(spec, LoadOptions::default()),
+    }
+}
+
+/// Median seconds and harmonic-mean TEPS of per-root `(seconds, edges)` measurements.
+fn summarize(name: &str, runs: &[(f64, u64)]) {
+    let mut secs: Vec<f64> = runs.iter().map(|r| r.0).collect();
+    secs.sort_by(f64::total_cmp);
+    let median = secs[secs.len() / 2];
+    let hm = runs.len() as f64 / runs.iter().map(|&(s, e)| s / e as f64).sum::<f64>();
+    println!("{name}\t{median:.6}\t{hm:.0}\t{}", runs.len());
+}
+
+fn dump(graph: &CsrGraph, roots: &[u32], prefix: &str) -> std::io::Result<()> {
+    let mut edges = std::io::BufWriter::new(std::fs::File::create(format!("{prefix}.edges"))?);
+    for (u, v) in graph.arcs().filter(|&(u, v)| u < v) {
+        edges.write_all(&u.to_le_bytes())?;
+        edges.write_all(&v.to_le_bytes())?;
+    }
+    edges.flush()?;
+    let list: Vec<String> = roots.iter().map(u32::to_string).collect();
+    std::fs::write(format!("{prefix}.roots"), list.join("\n") + "\n")?;
+    std::fs::write(format!("{prefix}.n"), graph.num_vertices().to_string())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let spec = args
+        .first()
+        .ok_or("usage: compare_bfs GRAPH [--roots N] [--threads T]")?;
+    let (roots_wanted, threads, seed) = (
+        arg(&args, "--roots", 8usize),
+        arg(&args, "--threads", 2usize),
+        arg(&args, "--seed", 1u64),
+    );
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()?;
+    let start = Instant::now();
+    let graph = pool.install(|| load(spec, seed))?;
+    eprintln!(
+        "# {spec}: {} vertices, {} edges, loaded in {:.2} s, {threads} threads",
+        graph.num_vertices(),
+        graph.num_edges(),
+        start.elapsed().as_secs_f64()
+    );
+    let roots = teps::sample_roots(&graph, roots_wanted, seed);
+    if let Some(i) = args.iter().position(|a| a == "--dump") {
+        dump(
+            &graph,
+            &roots,
+            args.get(i + 1).ok_or("--dump needs a prefix")?,
+        )?;
+    }
+    let config = BfsConfig::default();
+    let mut edges_of = Vec::with_capacity(roots.len());
+    for algo in BfsAlgorithm::ALL {
+        if algo == BfsAlgorithm::BottomUp && args.iter().any(|a| a == "--skip-bottom-up") {
+            continue;
+        }
+        let mut runs = Vec::new();
+        for &root in &roots {
+            let t = Instant::now();
+            let result = pool.install(|| algo.run(&graph, root, &config));
+            let secs = t.elapsed().as_secs_f64();
+            let edges = teps::traversed_edges(&graph, &result);
+            if algo == BfsAlgorithm::Serial {
+                edges_of.push(edges);
+            }
+            runs.push((secs, edges));
+        }
+        summarize(&format!("pardis-{}", algo.name()), &runs);
+    }
+    let pg = convert::to_petgraph_undirected(&graph);
+    let mut runs = Vec::new();
+    for (&root, &edges) in roots.iter().zip(&edges_of) {
+        let t = Instant::now();
+        let mut bfs =
+            petgraph::visit::Bfs::new(&pg, petgraph::graph::NodeIndex::new(root as usize));
+        let mut reached = 0u64;
+        while bfs.next(&pg).is_some() {
+            reached += 1;
+        }
+        let secs = t.elapsed().as_secs_f64();
+        std::hint::black_box(reached);
+        runs.push((secs, edges));
+    }
+    summarize("petgraph-Bfs", &runs);
+    Ok(())
+}

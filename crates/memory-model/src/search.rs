@@ -1,0 +1,194 @@
+//! Exhaustive search of the parallel configurations that fit a per-device memory budget.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::breakdown::{estimate_validated, DeviceBreakdown, OperatorLists};
+use crate::error::{positive, MemoryError, Result};
+use crate::model::ModelConfig;
+use crate::setup::{Recompute, TrainingSetup, ZeroStage, MAX_DEVICES};
+
+/// What [`search`] enumerates.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchSpace {
+    /// Devices of the cluster (`dp·tp·pp`, context parallelism fixed at 1).
+    pub devices: u64,
+    /// Per-device memory budget in bytes.
+    pub budget_bytes: u64,
+    /// Micro-batch sizes to try. Default `[1, 2, 4, 8]`.
+    pub micro_batches: Vec<u64>,
+    /// Global batch in sequences; the number of micro-batches is `global / (dp·b)` and
+    /// configurations where that is not a whole number are skipped. `None`: `m = pp`.
+    pub global_batch: Option<u64>,
+    /// Everything else (precision, optimizer, schedule, flash attention, PEFT, overhead …).
+    pub base: TrainingSetup,
+}
+
+impl SearchSpace {
+    /// Search `devices` devices with `budget_bytes` each, other settings from `base`.
+    pub fn new(devices: u64, budget_bytes: u64, base: TrainingSetup) -> Self {
+        SearchSpace {
+            devices,
+            budget_bytes,
+            micro_batches: vec![1, 2, 4, 8],
+            global_batch: None,
+            base,
+        }
+    }
+}
+
+/// One configuration that fits.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchHit {
+    /// Data-parallel degree.
+    pub dp: u64,
+    /// Tensor-parallel degree.
+    pub tp: u64,
+    /// Pipeline-parallel degree.
+    pub pp: u64,
+    /// Sequence parallelism.
+    pub sequence_parallel: bool,
+    /// ZeRO stage.
+    pub zero: ZeroStage,
+    /// Recomputation.
+    pub recompute: Recompute,
+    /// Micro-batch size.
+    pub micro_batch: u64,
+    /// Micro-batches per step.
+    pub num_microbatches: u64,
+    /// Peak device.
+    pub per_device: DeviceBreakdown,
+}
+
+impl SearchHit {
+    /// Sort key, best first: least recomputation, least model parallelism (`tp·pp`), lowest
+    /// ZeRO stage (least communication), largest micro-batch, then least memory.
+    fn rank(&self) -> (Recompute, u64, ZeroStage, std::cmp::Reverse<u64>, u64) {
+        (
+            self.recompute,
+            self.tp * self.pp,
+            self.zero,
+            std::cmp::Reverse(self.micro_batch),
+            self.per_device.total(),
+        )
+    }
+}
+
+/// Divisors of `n` in increasing order, in `O(√n)`.
+fn divisors(n: u64) -> Vec<u64> {
+    let mut small = Vec::new();
+    let mut large = Vec::new();
+    let mut d = 1;
+    while d * d <= n {
+        if n % d == 0 {
+            small.push(d);
+            if d * d != n {
+                large.push(n / d);
+            }
+        }
+        d += 1;
+    }
+    small.extend(large.into_iter().rev());
+    small
+}
+
+/// Every `(dp, tp, pp, sp, zero, recompute, micro-batch)` with `dp·tp·pp = devices` whose peak
+/// device fits the budget, best first (see [`SearchHit`]'s ordering: least recomputation, then
+/// least model parallelism, lowest ZeRO stage, largest micro-batch, least memory).
+///
+/// Configurations the setup rejects (tp not dividing the heads, ZeRO-3 with pp > 1, …) are
+/// skipped, not reported.
+///
+/// # Errors
+/// [`crate::MemoryError`] when the model is invalid or `devices`/`budget` are zero.
+pub fn search(model: &ModelConfig, space: &SearchSpace) -> Result<Vec<SearchHit>> {
+    model.validate()?;
+    positive("devices", space.devices)?;
+    positive("budget", space.budget_bytes)?;
+    if space.devices > MAX_DEVICES {
+        return Err(MemoryError::InvalidInput(format!(
+            "{} devices; search handles at most {MAX_DEVICES}",
+            space.devices
+        )));
+    }
+    let mut hits = Vec::new();
+    let mut lists: HashMap<(u64, bool), OperatorLists> = HashMap::new();
+    let zeros = [
+        ZeroStage::Zero0,
+        ZeroStage::Zero1,
+        ZeroStage::Zero2,
+        ZeroStage::Zero3,
+    ];
+    let recomputes = [Recompute::None, Recompute::Selective, Recompute::Full];
+    for tp in divisors(space.devices) {
+        if model.num_heads % tp != 0 || model.num_kv_heads % tp != 0 {
+            continue;
+        }
+        for pp in divisors(space.devices / tp)
+            .into_iter()
+            .filter(|&pp| pp <= model.num_layers)
+        {
+            let dp = space.devices / (tp * pp);
+            for &mb in &space.micro_batches {
+                let m = match space.global_batch {
+                    Some(g) if g % (dp * mb) != 0 => continue,
+                    Some(g) => g / (dp * mb),
+                    None => pp,
+                };
+                for sp in [false, true] {
+                    if sp && tp == 1 {
+                        continue;
+                    }
+                    for zero in zeros
+                        .iter()
+                        .copied()
+                        .filter(|&z| z != ZeroStage::Zero3 || pp == 1)
+                    {
+                        if zero != ZeroStage::Zero0 && dp == 1 {
+                            continue;
+                        }
+                        for recompute in recomputes {
+                            let mut setup = space.base.clone();
+                            setup.micro_batch = mb;
+                            setup.num_microbatches = m;
+                            setup.recompute = recompute;
+                            let par = &mut setup.parallel;
+                            (
+                                par.dp,
+                                par.tp,
+                                par.pp,
+                                par.cp,
+                                par.sequence_parallel,
+                                par.zero,
+                            ) = (dp, tp, pp, 1, sp, zero);
+                            if setup.validate(model, Some(space.devices)).is_err() {
+                                continue;
+                            }
+                            let key = (mb, model.tied_embeddings && pp > 1);
+                            let ops = lists
+                                .entry(key)
+                                .or_insert_with(|| OperatorLists::new(model, &setup));
+                            let report = estimate_validated(model, &setup, ops)?;
+                            if report.fits(space.budget_bytes) {
+                                hits.push(SearchHit {
+                                    dp,
+                                    tp,
+                                    pp,
+                                    sequence_parallel: sp,
+                                    zero,
+                                    recompute,
+                                    micro_batch: mb,
+                                    num_microbatches: m,
+                                    per_device: report.per_device,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    hits.sort_by_key(SearchHit::rank);
+    Ok(hits)
+}

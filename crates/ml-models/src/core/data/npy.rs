@@ -1,0 +1,176 @@
+//! NumPy `.npy` arrays and `.npz` archives (format spec: NEP 1, "A simple file format for NumPy
+//! arrays"). Little- and big-endian numeric dtypes and Fortran order are supported; values are
+//! returned as `f64` in C (row-major) order.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
+
+use crate::{MlError, Result};
+
+/// A dense n-dimensional array read from `.npy`, row-major.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NpyArray {
+    /// Dimensions.
+    pub shape: Vec<usize>,
+    /// Values in C order.
+    pub data: Vec<f64>,
+}
+
+impl NpyArray {
+    /// Converts to an `f32` candle tensor of the same shape.
+    pub fn to_tensor(&self, dev: &candle_core::Device) -> Result<candle_core::Tensor> {
+        let v: Vec<f32> = self.data.iter().map(|&x| x as f32).collect();
+        Ok(candle_core::Tensor::from_vec(
+            v,
+            self.shape.as_slice(),
+            dev,
+        )?)
+    }
+}
+
+/// Reads a `.npy` file.
+pub fn read_npy(path: &Path) -> Result<NpyArray> {
+    let bytes = std::fs::read(path).map_err(|e| MlError::io(path, e))?;
+    parse_npy(&bytes, path)
+}
+
+/// Reads every array of a `.npz` archive (stored or deflate-compressed), keyed by name without
+/// the `.npy` suffix.
+pub fn read_npz(path: &Path) -> Result<BTreeMap<String, NpyArray>> {
+    let file = std::fs::File::open(path).map_err(|e| MlError::io(path, e))?;
+    let bad = |r: String| MlError::format("npz", path, r);
+    let mut zip = zip::ZipArchive::new(file).map_err(|e| bad(e.to_string()))?;
+    let mut out = BTreeMap::new();
+    for i in 0..zip.len() {
+        let mut entry = zip.by_index(i).map_err(|e| bad(e.to_string()))?;
+        let name = entry.name().trim_end_matches(".npy").to_string();
+        let mut buf = Vec::with_capacity(entry.size() as usize);
+        entry
+            .read_to_end(&mut buf)
+            .map_err(|e| bad(format!("{name}: {e}")))?;
+        out.insert(name, parse_npy(&buf, path)?);
+    }
+    Ok(out)
+}
+
+/// Parses `.npy` bytes; `path` only labels errors.
+pub fn parse_npy(bytes: &[u8], path: &Path) -> Result<NpyArray> {
+    let bad = |r: &str| MlError::format("npy", path, r);
+    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
+        return Err(bad("missing \\x93NUMPY magic"));
+    }
+    let (hlen, hstart) = match bytes[6] {
+        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
+        2 | 3 if bytes.len() >= 12 => (
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+            12,
+        ),
+        v => return Err(bad(&format!("unsupported format version {v}"))),
+    };
+    let header = bytes
+        .get(hstart..hstart + hlen)
+        .ok_or_else(|| bad("truncated header"))?;
+    let header = std::str::from_utf8(header).map_err(|_| bad("header is not text"))?;
+    let descr = dict_value(header, "descr").ok_or_else(|| bad("no 'descr' in header"))?;
+    let descr = descr.trim_matches(|c| c == '\'' || c == '"');
+    let fortran = dict_value(header, "fortran_order").is_some_and(|v| v.starts_with("True"));
+    let shape_txt = dict_value(header, "shape").ok_or_else(|| bad("no 'shape' in header"))?;
+    let shape = parse_shape(shape_txt).ok_or_else(|| bad("bad 'shape' tuple"))?;
+    let n: usize = shape.iter().product();
+    let (big, kind) = match descr.as_bytes().first() {
+        Some(b'>') => (true, &descr[1..]),
+        Some(b'<' | b'|' | b'=') => (false, &descr[1..]),
+        _ => (false, descr),
+    };
+    let body = &bytes[hstart + hlen..];
+    let size = match kind {
+        "f8" | "i8" | "u8" => 8,
+        "f4" | "i4" | "u4" => 4,
+        "f2" | "i2" | "u2" => 2,
+        "i1" | "u1" | "b1" => 1,
+        other => return Err(bad(&format!("unsupported dtype '{other}'"))),
+    };
+    if body.len() < n * size {
+        return Err(bad(&format!(
+            "body has {} bytes, shape needs {}",
+            body.len(),
+            n * size
+        )));
+    }
+    let data: Vec<f64> = body[..n * size]
+        .chunks_exact(size)
+        .map(|c| decode(c, kind, big))
+        .collect();
+    let data = if fortran && shape.len() > 1 {
+        fortran_to_c(&data, &shape)
+    } else {
+        data
+    };
+    Ok(NpyArray { shape, data })
+}
+
+fn decode(c: &[u8], kind: &str, big: bool) -> f64 {
+    let mut b = [0u8; 8];
+    b[..c.len()].copy_from_slice(c);
+    if big {
+        b[..c.len()].reverse();
+    }
+    match kind {
+        "f8" => f64::from_le_bytes(b),
+        "i8" => i64::from_le_bytes(b) as f64,
+        "u8" => u64::from_le_bytes(b) as f64,
+        "f4" => f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+        "i4" => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+        "u4" => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+        "f2" => half::f16::from_le_bytes([b[0], b[1]]).to_f64(),
+        "i2" => i16::from_le_bytes([b[0], b[1]]) as f64,
+        "u2" => u16::from_le_bytes([b[0], b[1]]) as f64,
+        "i1" => b[0] as i8 as f64,
+        _ => b[0] as f64,
+    }
+}
+
+/// Column-major → row-major for an arbitrary-rank array.
+fn fortran_to_c(data: &[f64], shape: &[usize]) -> Vec<f64> {
+    let n = data.len();
+    let mut out = vec![0.0; n];
+    let mut idx = vec![0usize; shape.len()];
+    for (c_pos, slot) in out.iter_mut().enumerate() {
+        let mut r = c_pos;
+        for d in (0..shape.len()).rev() {
+            idx[d] = r % shape[d];
+            r /= shape[d];
+        }
+        let mut f_pos = 0;
+        for d in (0..shape.len()).rev() {
+            f_pos = f_pos * shape[d] + idx[d];
+        }
+        *slot = data[f_pos];
+    }
+    out
+}
+
+/// The raw text of `key`'s value in a Python dict literal.
+fn dict_value<'a>(header: &'a str, key: &str) -> Option<&'a str> {
+    let k = header
+        .find(&format!("'{key}'"))
+        .or_else(|| header.find(&format!("\"{key}\"")))?;
+    let rest = &header[k + key.len() + 2..];
+    let rest = rest[rest.find(':')? + 1..].trim_start();
+    if rest.starts_with('(') {
+        Some(&rest[..=rest.find(')')?])
+    } else {
+        let end = rest.find([',', '}']).unwrap_or(rest.len());
+        Some(rest[..end].trim())
+    }
+}
+
+fn parse_shape(t: &str) -> Option<Vec<usize>> {
+    t.trim_matches(|c| c == '(' || c == ')')
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.trim_end_matches('L').parse().ok())
+        .collect()
+}

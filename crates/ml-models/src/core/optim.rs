@@ -1,0 +1,158 @@
+//! AdamW (Loshchilov & Hutter 2019) with exportable state and global-norm gradient clipping.
+//!
+//! candle-nn's `AdamW` keeps its moments private, so a resumed run would restart them; this one
+//! stores `m`, `v` and the step count in the checkpoint, making resume exact.
+
+use std::collections::HashMap;
+
+use candle_core::backprop::GradStore;
+use candle_core::{Tensor, Var};
+
+use crate::core::params::ParamStore;
+use crate::{MlError, Result};
+
+/// AdamW hyper-parameters (defaults: β = (0.9, 0.999), ε = 1e-8, no weight decay).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamWConfig {
+    /// First-moment decay, default 0.9.
+    pub beta1: f64,
+    /// Second-moment decay, default 0.999.
+    pub beta2: f64,
+    /// Denominator guard, default 1e-8.
+    pub eps: f64,
+    /// Decoupled weight decay, default 0.0.
+    pub weight_decay: f64,
+}
+
+impl Default for AdamWConfig {
+    fn default() -> Self {
+        Self {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        }
+    }
+}
+
+/// AdamW over the trainable parameters of a [`ParamStore`].
+#[derive(Debug)]
+pub struct AdamW {
+    cfg: AdamWConfig,
+    vars: Vec<(String, Var)>,
+    m: Vec<Tensor>,
+    v: Vec<Tensor>,
+    t: usize,
+}
+
+impl AdamW {
+    /// An optimiser for the parameters of `store` that are trainable now.
+    pub fn new(store: &ParamStore, cfg: AdamWConfig) -> Result<Self> {
+        let vars: Vec<(String, Var)> = store
+            .trainable()
+            .map(|p| (p.name.clone(), p.var.clone()))
+            .collect();
+        let m = vars
+            .iter()
+            .map(|(_, v)| v.zeros_like())
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        let v = m.clone();
+        Ok(Self {
+            cfg,
+            vars,
+            m,
+            v,
+            t: 0,
+        })
+    }
+
+    /// The optimised variables with their names.
+    pub fn vars(&self) -> &[(String, Var)] {
+        &self.vars
+    }
+
+    /// Number of updates applied so far.
+    pub fn steps(&self) -> usize {
+        self.t
+    }
+
+    /// Global L2 norm of the gradients of the optimised variables.
+    pub fn grad_norm(&self, grads: &GradStore) -> Result<f64> {
+        let mut sq = 0.0f64;
+        for (_, var) in &self.vars {
+            if let Some(g) = grads.get(var.as_tensor()) {
+                sq += g.sqr()?.sum_all()?.to_scalar::<f32>()? as f64;
+            }
+        }
+        Ok(sq.sqrt())
+    }
+
+    /// One update with learning rate `lr`; gradients are first scaled so that their global norm
+    /// is at most `clip` (when given). Returns the pre-clipping gradient norm.
+    pub fn step(&mut self, grads: &GradStore, lr: f64, clip: Option<f64>) -> Result<f64> {
+        let norm = self.grad_norm(grads)?;
+        let scale = match clip {
+            Some(c) if norm > c => c / norm,
+            _ => 1.0,
+        };
+        self.t += 1;
+        let c = &self.cfg;
+        let bc1 = 1.0 - c.beta1.powi(self.t as i32);
+        let bc2 = 1.0 - c.beta2.powi(self.t as i32);
+        for (i, (_, var)) in self.vars.iter().enumerate() {
+            let Some(g) = grads.get(var.as_tensor()) else {
+                continue;
+            };
+            let g = (g * scale)?;
+            let m = ((&self.m[i] * c.beta1)? + (&g * (1.0 - c.beta1))?)?;
+            let v = ((&self.v[i] * c.beta2)? + (g.sqr()? * (1.0 - c.beta2))?)?;
+            let upd = ((&m / bc1)? / ((&v / bc2)?.sqrt()? + c.eps)?)?;
+            let theta = var.as_tensor();
+            let decayed = (theta * (1.0 - lr * c.weight_decay))?;
+            var.set(&(decayed - (upd * lr)?)?)?;
+            self.m[i] = m;
+            self.v[i] = v;
+        }
+        Ok(norm)
+    }
+
+    /// The optimiser state as named tensors (`adamw.m.<param>`, `adamw.v.<param>`, `adamw.t`).
+    pub fn state(&self) -> Result<Vec<(String, Tensor)>> {
+        let mut out = Vec::with_capacity(2 * self.vars.len() + 1);
+        for (i, (name, _)) in self.vars.iter().enumerate() {
+            out.push((format!("adamw.m.{name}"), self.m[i].clone()));
+            out.push((format!("adamw.v.{name}"), self.v[i].clone()));
+        }
+        let dev = self.m.first().map(|t| t.device().clone());
+        let dev = dev.unwrap_or(candle_core::Device::Cpu);
+        out.push(("adamw.t".to_string(), Tensor::new(&[self.t as u32], &dev)?));
+        Ok(out)
+    }
+
+    /// Restores state written by [`AdamW::state`].
+    pub fn load_state(&mut self, map: &HashMap<String, Tensor>) -> Result<()> {
+        let missing = |name: String| MlError::MissingTensor {
+            path: "<optimizer state>".into(),
+            name,
+        };
+        for (i, (name, var)) in self.vars.iter().enumerate() {
+            for (slot, kind) in [(&mut self.m[i], "m"), (&mut self.v[i], "v")] {
+                let key = format!("adamw.{kind}.{name}");
+                let t = map.get(&key).ok_or_else(|| missing(key.clone()))?;
+                if t.dims() != var.dims() {
+                    return Err(MlError::ShapeMismatch {
+                        name: key,
+                        expected: var.dims().to_vec(),
+                        found: t.dims().to_vec(),
+                    });
+                }
+                *slot = t.clone();
+            }
+        }
+        let t = map
+            .get("adamw.t")
+            .ok_or_else(|| missing("adamw.t".into()))?;
+        self.t = t.to_vec1::<u32>()?.first().copied().unwrap_or(0) as usize;
+        Ok(())
+    }
+}

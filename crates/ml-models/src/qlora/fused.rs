@@ -1,0 +1,123 @@
+//! Fused dequantize-and-multiply `y = x · Wᵀ` for a block-quantized `W`, and its candle op.
+//!
+//! The kernel walks the rows of `W` (in parallel on the caller's rayon pool), dequantizes one row
+//! at a time, a quantization block after another, into a row buffer that stays in cache, and
+//! takes its dot products with every row of `x`; the f32 matrix is never materialised.
+
+use std::sync::Arc;
+
+use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
+use rayon::prelude::*;
+
+use crate::qlora::quant::QuantizedMatrix;
+
+/// `y[m, n] = Σ_k x[m, k] · W[n, k]` with `x` row-major `[m, k]`, `W` quantized `[n, k]`;
+/// returns `y` row-major `[m, n]`. Runs on the current rayon pool.
+///
+/// # Panics
+/// If `x.len()` is not a multiple of `W.cols()`.
+#[track_caller]
+pub fn fused_matmul_t(x: &[f32], w: &dyn QuantizedMatrix) -> Vec<f32> {
+    let (n, k) = (w.rows(), w.cols());
+    assert!(
+        k > 0 && x.len() % k == 0,
+        "x has {} values, not a multiple of {k}",
+        x.len()
+    );
+    let m = x.len() / k;
+    // yt[n][m]: each task owns one row of W and writes one contiguous row of yt.
+    let mut yt = vec![0f32; n * m];
+    yt.par_chunks_mut(m.max(1)).enumerate().for_each_init(
+        || vec![0f32; k],
+        |row, (r, out)| {
+            w.dequantize_range(r * k, row);
+            for (o, xm) in out.iter_mut().zip(x.chunks_exact(k)) {
+                *o = dot(xm, row);
+            }
+        },
+    );
+    let mut y = vec![0f32; m * n];
+    for r in 0..n {
+        for i in 0..m {
+            y[i * n + r] = yt[r * m + i];
+        }
+    }
+    y
+}
+
+/// Dot product with eight independent accumulators (lets the compiler vectorise).
+#[inline]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ac, ar) = a.split_at(a.len() / 8 * 8);
+    let (bc, br) = b.split_at(ac.len());
+    for (x, y) in ac.chunks_exact(8).zip(bc.chunks_exact(8)) {
+        for j in 0..8 {
+            acc[j] += x[j] * y[j];
+        }
+    }
+    let tail: f32 = ar.iter().zip(br).map(|(x, y)| x * y).sum();
+    acc.iter().sum::<f32>() + tail
+}
+
+/// The candle op `x ↦ x · Wᵀ` over a quantized `W` (forward: [`fused_matmul_t`]; backward:
+/// `∂x = ∂y · W` with `W` dequantized, as bitsandbytes does). `W` itself gets no gradient.
+#[derive(Debug, Clone)]
+pub struct QuantLinearOp {
+    w: Arc<dyn QuantizedMatrix>,
+}
+
+impl QuantLinearOp {
+    /// The op for weight `w` (`[out, in]`).
+    pub fn new(w: Arc<dyn QuantizedMatrix>) -> Self {
+        Self { w }
+    }
+
+    /// `W` dequantized as a `[out, in]` tensor on `dev`.
+    pub fn dequantized(&self, dev: &candle_core::Device) -> candle_core::Result<Tensor> {
+        Tensor::from_vec(self.w.dequantize(), (self.w.rows(), self.w.cols()), dev)
+    }
+}
+
+impl CustomOp1 for QuantLinearOp {
+    fn name(&self) -> &'static str {
+        "quant-linear"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let CpuStorage::F32(v) = s else {
+            candle_core::bail!("quant-linear expects f32 input");
+        };
+        let Some((a, b)) = l.contiguous_offsets() else {
+            candle_core::bail!("quant-linear expects a contiguous input");
+        };
+        let dims = l.shape().dims();
+        if dims.last() != Some(&self.w.cols()) {
+            candle_core::bail!(
+                "quant-linear: input {dims:?}, weight has {} columns",
+                self.w.cols()
+            );
+        }
+        let y = fused_matmul_t(&v[a..b], self.w.as_ref());
+        let mut out = dims.to_vec();
+        *out.last_mut().expect("non-empty") = self.w.rows();
+        Ok((CpuStorage::F32(y), Shape::from(out)))
+    }
+
+    fn bwd(
+        &self,
+        arg: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<Option<Tensor>> {
+        let w = self.dequantized(arg.device())?;
+        Ok(Some(grad.broadcast_matmul(&w)?))
+    }
+}
+
+impl QuantLinearOp {
+    /// Bytes of the quantized weight (codes + scales).
+    pub fn storage_bytes(&self) -> usize {
+        self.w.storage_bytes()
+    }
+}

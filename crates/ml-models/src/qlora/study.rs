@@ -1,0 +1,400 @@
+//! The key-variables study of Shen, Lai, Li, Hu ("Optimizing Fine-Tuning in Quantized Language
+//! Models: An In-Depth Analysis of Key Variables", CMC 2025) on a small GPT: pretrain on one
+//! domain, fine-tune on another with full fine-tuning, LoRA, QLoRA (± double quantization), and
+//! adapters varied by rank, layer type, α, equal-budget splits and depth; held-out perplexity.
+
+use std::path::PathBuf;
+
+use candle_core::Device;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::core::data::{lm_batch, lm_eval_batches, CharTokenizer};
+use crate::core::{ParamStore, SeededInit, TrainCallback, TrainConfig, Trainer};
+use crate::qlora::gpt::{Gpt, GptConfig};
+use crate::qlora::lora::{AdapterSpec, BaseFormat, LayerKind, LoraConfig, LoraRule};
+use crate::qlora::variants::{study_variants, Method, Variant};
+use crate::Result;
+
+/// Study settings. `StudyConfig::quick()` runs in minutes on 2 CPU cores, `full()` in ~20.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StudyConfig {
+    /// Model size: `micro`, `mini` or `tiny` (see [`GptConfig`]).
+    pub preset: String,
+    /// Tokens per training sequence.
+    pub seq_len: usize,
+    /// Sequences per batch.
+    pub batch: usize,
+    /// Pretraining steps on the source domain.
+    pub pretrain_steps: usize,
+    /// Pretraining learning rate.
+    pub pretrain_lr: f64,
+    /// Fine-tuning steps per variant.
+    pub finetune_steps: usize,
+    /// Learning rate of adapter fine-tuning (LoRA/QLoRA).
+    pub adapter_lr: f64,
+    /// Learning rate of full fine-tuning.
+    pub full_lr: f64,
+    /// Gradient clipping (QLoRA reference: 0.3).
+    pub grad_clip: f64,
+    /// Held-out windows of `seq_len` used for perplexity.
+    pub eval_windows: usize,
+    /// Seeds (each variant is fine-tuned once per seed).
+    pub seeds: Vec<u64>,
+    /// Ranks of the rank sweep.
+    pub ranks: Vec<usize>,
+    /// Reference rank for the LoRA/QLoRA, α, budget and depth comparisons.
+    pub ref_rank: usize,
+    /// Rank for the α sweep (α ∈ {r, 2r, 16}).
+    pub alpha_rank: usize,
+    /// Where to cache the pretrained model (safetensors); `None` pretrains every time.
+    pub pretrained_path: Option<PathBuf>,
+}
+
+impl StudyConfig {
+    /// A few minutes on 2 shared CPU cores: mini model, short runs, one seed, ranks {1, 4, 16}.
+    pub fn quick() -> Self {
+        Self {
+            preset: "mini".into(),
+            seq_len: 64,
+            batch: 8,
+            pretrain_steps: 300,
+            pretrain_lr: 3e-3,
+            finetune_steps: 40,
+            adapter_lr: 2e-3,
+            full_lr: 5e-4,
+            grad_clip: 0.3,
+            eval_windows: 48,
+            seeds: vec![0],
+            ranks: vec![1, 4, 16],
+            ref_rank: 8,
+            alpha_rank: 4,
+            pretrained_path: None,
+        }
+    }
+
+    /// The full study: tiny model, ranks {1, …, 64}, two seeds.
+    pub fn full() -> Self {
+        Self {
+            preset: "tiny".into(),
+            seq_len: 128,
+            batch: 8,
+            pretrain_steps: 1500,
+            finetune_steps: 150,
+            eval_windows: 128,
+            seeds: vec![0, 1],
+            ranks: vec![1, 2, 4, 8, 16, 32, 64],
+            ref_rank: 8,
+            alpha_rank: 8,
+            ..Self::quick()
+        }
+    }
+
+    /// The model configuration for `vocab` characters.
+    pub fn model(&self, vocab: usize) -> Result<GptConfig> {
+        let mut c = match self.preset.as_str() {
+            "micro" => GptConfig::micro(vocab),
+            "mini" => GptConfig::mini(vocab),
+            "tiny" => GptConfig::tiny(vocab),
+            p => {
+                return Err(crate::MlError::InvalidInput(format!(
+                    "unknown preset `{p}` (micro, mini, tiny)"
+                )))
+            }
+        };
+        c.max_seq = c.max_seq.max(self.seq_len);
+        Ok(c)
+    }
+}
+
+/// Tokenised corpora of the study.
+#[derive(Debug, Clone)]
+pub struct StudyData {
+    /// Character vocabulary over both domains.
+    pub tokenizer: CharTokenizer,
+    /// Source-domain stream (pretraining).
+    pub source: Vec<u32>,
+    /// Target-domain training stream.
+    pub target_train: Vec<u32>,
+    /// Target-domain held-out stream.
+    pub target_eval: Vec<u32>,
+}
+
+impl StudyData {
+    /// Builds the streams: the source text as is; target sentences split 90/10 by index
+    /// (every tenth sentence held out), one sentence per line.
+    pub fn new(source: &str, target_sentences: &[String]) -> Self {
+        let train: Vec<&str> = target_sentences
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 10 != 9)
+            .map(|(_, s)| s.as_str())
+            .collect();
+        let eval: Vec<&str> = target_sentences
+            .iter()
+            .skip(9)
+            .step_by(10)
+            .map(String::as_str)
+            .collect();
+        let (train, eval) = (train.join("\n"), eval.join("\n"));
+        let tokenizer = CharTokenizer::fit(&format!("{source}{train}{eval}"));
+        Self {
+            source: tokenizer.encode(source),
+            target_train: tokenizer.encode(&train),
+            target_eval: tokenizer.encode(&eval),
+            tokenizer,
+        }
+    }
+}
+
+/// One fine-tuning result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StudyRow {
+    /// Variant name, e.g. `qlora-dq r=8 both α=16`.
+    pub variant: String,
+    /// Comparison group (`method`, `rank`, `alpha`, `budget`, `depth`, `baseline`).
+    pub group: String,
+    /// Layer types with adapters (`attention`, `mlp`, `both`, `all` for full FT, `-`).
+    pub target: String,
+    /// Adapter rank (reference rank of the variant), 0 for none.
+    pub rank: usize,
+    /// α, 0 for none.
+    pub alpha: f32,
+    /// Seed.
+    pub seed: u64,
+    /// Trainable parameters.
+    pub trainable: usize,
+    /// Held-out perplexity on the target domain after fine-tuning.
+    pub perplexity: f32,
+    /// Computed training-state bytes: frozen weights at their storage size, trainable weights
+    /// with gradient and two AdamW moments (16 B each).
+    pub state_bytes: usize,
+    /// Peak heap bytes during fine-tuning if the caller measured it (see [`StudyHooks`]).
+    pub peak_bytes: Option<u64>,
+    /// Fine-tuning throughput.
+    pub tokens_per_s: f64,
+}
+
+/// The whole study's output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StudyReport {
+    /// Perplexity of the pretrained model on the source domain's held-out tail.
+    pub source_perplexity: f32,
+    /// Perplexity of the pretrained model on the target domain (before fine-tuning).
+    pub base_target_perplexity: f32,
+    /// Pretraining throughput (0 when loaded from cache).
+    pub pretrain_tokens_per_s: f64,
+    /// Model parameters.
+    pub model_params: usize,
+    /// One row per (variant, seed).
+    pub rows: Vec<StudyRow>,
+}
+
+/// Progress and measurement hooks of [`run_study`].
+pub trait StudyHooks {
+    /// A phase started (`pretrain` or a variant name) with this many steps.
+    fn phase(&mut self, _name: &str, _steps: usize) {}
+    /// A training step finished.
+    fn step(&mut self) {}
+    /// Called right before a variant is built; reset a peak-memory counter here.
+    fn measure_begin(&mut self) {}
+    /// Called after the variant trained; return the measured peak heap bytes.
+    fn measure_end(&mut self) -> Option<u64> {
+        None
+    }
+}
+
+/// Hooks that do nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoHooks;
+impl StudyHooks for NoHooks {}
+
+struct StepHook<'a>(&'a mut dyn StudyHooks);
+impl TrainCallback for StepHook<'_> {
+    fn on_step(&mut self, _: &crate::core::StepMetrics) {
+        self.0.step();
+    }
+}
+
+/// Mean cross-entropy of `gpt` over held-out windows, as perplexity.
+pub fn perplexity(gpt: &Gpt, ids: &[u32], seq: usize, windows: usize) -> Result<f32> {
+    let batches = lm_eval_batches(ids, 16, seq, windows, &Device::Cpu)?;
+    let (mut sum, mut n) = (0.0f64, 0usize);
+    for (x, y) in &batches {
+        let l = gpt.loss(x, y, false)?.to_scalar::<f32>()? as f64;
+        sum += l * x.dim(0)? as f64;
+        n += x.dim(0)?;
+    }
+    Ok((sum / n as f64).exp() as f32)
+}
+
+/// One training phase: stream, steps, learning rate, batch-sampling seed.
+struct Phase<'a> {
+    ids: &'a [u32],
+    steps: usize,
+    lr: f64,
+    seed: u64,
+}
+
+fn train_lm(
+    gpt: &Gpt,
+    store: &ParamStore,
+    cfg: &StudyConfig,
+    ph: Phase<'_>,
+    hooks: &mut dyn StudyHooks,
+) -> Result<f64> {
+    let Phase {
+        ids,
+        steps,
+        lr,
+        seed,
+    } = ph;
+    let tc = TrainConfig {
+        lr,
+        warmup_steps: steps / 10,
+        grad_clip: Some(cfg.grad_clip),
+        max_steps: steps,
+        steps_per_epoch: steps,
+        ..TrainConfig::default()
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut tr = Trainer::new(tc, store)?;
+    let mut loss_at = |_| {
+        let (x, y) = lm_batch(ids, cfg.batch, cfg.seq_len, &mut rng, &Device::Cpu)?;
+        gpt.loss(&x, &y, true)
+    };
+    let rep = tr.fit(store, &mut loss_at, None, &mut StepHook(hooks))?;
+    Ok((steps * cfg.batch * cfg.seq_len) as f64 / rep.seconds.max(1e-9))
+}
+
+/// Runs the study: pretrain (or load), then every variant × seed.
+pub fn run_study(
+    cfg: &StudyConfig,
+    data: &StudyData,
+    hooks: &mut dyn StudyHooks,
+) -> Result<StudyReport> {
+    let mcfg = cfg.model(data.tokenizer.vocab_size())?;
+    let mut store = ParamStore::new();
+    let gpt = Gpt::new(mcfg, &mut store, &mut SeededInit::new(1234))?;
+    // Hold out the last 10% of the source text.
+    let cut = data.source.len() * 9 / 10;
+    let (src_train, src_eval) = data.source.split_at(cut);
+    let cached = cfg.pretrained_path.as_ref().filter(|p| p.is_file());
+    let pretrain_tps = match cached {
+        Some(p) if store.load(p).is_ok() => 0.0,
+        _ => {
+            hooks.phase("pretrain", cfg.pretrain_steps);
+            let ph = Phase {
+                ids: src_train,
+                steps: cfg.pretrain_steps,
+                lr: cfg.pretrain_lr,
+                seed: 7,
+            };
+            let tps = train_lm(&gpt, &store, cfg, ph, hooks)?;
+            if let Some(p) = &cfg.pretrained_path {
+                store.save(p, &[])?;
+            }
+            tps
+        }
+    };
+    let pretrained = store.snapshot()?;
+    let source_perplexity = perplexity(&gpt, src_eval, cfg.seq_len, cfg.eval_windows)?;
+    let base_target_perplexity =
+        perplexity(&gpt, &data.target_eval, cfg.seq_len, cfg.eval_windows)?;
+    let mut rows = Vec::new();
+    for v in study_variants(cfg, &mcfg) {
+        for &seed in &cfg.seeds {
+            hooks.measure_begin();
+            hooks.phase(&v.name, cfg.finetune_steps);
+            let mut row = finetune(cfg, mcfg, &pretrained, data, &v, seed, hooks)?;
+            row.peak_bytes = hooks.measure_end();
+            rows.push(row);
+        }
+    }
+    Ok(StudyReport {
+        source_perplexity,
+        base_target_perplexity,
+        pretrain_tokens_per_s: pretrain_tps,
+        model_params: store.count(false),
+        rows,
+    })
+}
+
+fn finetune(
+    cfg: &StudyConfig,
+    mcfg: GptConfig,
+    pretrained: &[candle_core::Tensor],
+    data: &StudyData,
+    v: &Variant,
+    seed: u64,
+    hooks: &mut dyn StudyHooks,
+) -> Result<StudyRow> {
+    let mut store = ParamStore::new();
+    let mut init = SeededInit::new(1234);
+    let mut gpt = Gpt::new(mcfg, &mut store, &mut init)?;
+    store.restore(pretrained)?;
+    let mut init = SeededInit::new(seed.wrapping_mul(7919) + 17);
+    let lr = match &v.method {
+        Method::Full => cfg.full_lr,
+        Method::Lora(lc) => {
+            gpt.apply_lora(lc, &mut store, &mut init)?;
+            cfg.adapter_lr
+        }
+    };
+    let trainable = store.count(true);
+    let state_bytes = gpt.frozen_base_bytes()
+        + store
+            .params()
+            .iter()
+            .map(|p| p.var.elem_count() * if p.trainable { 16 } else { 4 })
+            .sum::<usize>();
+    let ph = Phase {
+        ids: &data.target_train,
+        steps: cfg.finetune_steps,
+        lr,
+        seed: seed + 100,
+    };
+    let tps = train_lm(&gpt, &store, cfg, ph, hooks)?;
+    Ok(StudyRow {
+        variant: v.name.clone(),
+        group: v.group.clone(),
+        target: v.target.clone(),
+        rank: v.rank,
+        alpha: v.alpha,
+        seed,
+        trainable,
+        perplexity: perplexity(&gpt, &data.target_eval, cfg.seq_len, cfg.eval_windows)?,
+        state_bytes,
+        peak_bytes: None,
+        tokens_per_s: tps,
+    })
+}
+
+/// A LoRA configuration with rank `ra` on attention and `rm` on MLP (0 = none), over `base`,
+/// restricted to blocks `layers`.
+pub fn split_config(
+    ra: usize,
+    rm: usize,
+    alpha: f32,
+    base: BaseFormat,
+    layers: std::ops::Range<usize>,
+) -> LoraConfig {
+    let mut rules = Vec::new();
+    for (kinds, r) in [
+        (LayerKind::ATTENTION.to_vec(), ra),
+        (LayerKind::MLP.to_vec(), rm),
+    ] {
+        if r > 0 {
+            rules.push(LoraRule {
+                kinds,
+                layers: layers.clone(),
+                adapter: Some(AdapterSpec { rank: r, alpha }),
+            });
+        }
+    }
+    LoraConfig {
+        rules,
+        dropout: 0.0,
+        base,
+    }
+}

@@ -1,0 +1,11 @@
+//! Integration tests of `ml_models` (one binary; micro models, seconds).
+
+mod common;
+mod core_ops;
+#[cfg(feature = "collectives")]
+mod distributed;
+mod gpt;
+mod loaders;
+mod lora;
+mod nf4;
+mod training;

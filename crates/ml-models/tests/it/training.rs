@@ -1,0 +1,188 @@
+//! Training loop, AdamW resume, early stopping, checkpoint errors.
+
+use candle_core::{Device, Tensor};
+use ml_models::core::{NoCallback, ParamStore, SeededInit, TrainConfig, Trainer};
+use ml_models::MlError;
+
+use crate::common::scratch;
+
+/// A linear least-squares problem `min ‖Xw − y‖²` with 4 unknowns.
+fn regression() -> (ParamStore, Tensor, Tensor) {
+    let dev = Device::Cpu;
+    let mut init = SeededInit::new(7);
+    let x = init.normal(&[32, 4], 1.0, &dev).unwrap();
+    let w_true = Tensor::new(&[[1.0f32], [-2.0], [0.5], [3.0]], &dev).unwrap();
+    let y = x.matmul(&w_true).unwrap();
+    let mut store = ParamStore::new();
+    store
+        .add(
+            "w",
+            Tensor::zeros((4, 1), candle_core::DType::F32, &dev).unwrap(),
+            true,
+        )
+        .unwrap();
+    (store, x, y)
+}
+
+fn mse(store: &ParamStore, x: &Tensor, y: &Tensor) -> ml_models::Result<Tensor> {
+    let w = store.get("w").unwrap().as_tensor();
+    Ok(x.matmul(w)?.sub(y)?.sqr()?.mean_all()?)
+}
+
+fn cfg(steps: usize) -> TrainConfig {
+    TrainConfig {
+        lr: 0.05,
+        grad_clip: None,
+        max_steps: steps,
+        steps_per_epoch: 10,
+        ..TrainConfig::default()
+    }
+}
+
+#[test]
+fn training_reduces_loss_and_calls_back() {
+    let (store, x, y) = regression();
+    struct Count(usize, usize);
+    impl ml_models::core::TrainCallback for Count {
+        fn on_step(&mut self, _: &ml_models::core::StepMetrics) {
+            self.0 += 1;
+        }
+        fn on_epoch(&mut self, _: &ml_models::core::EpochMetrics) {
+            self.1 += 1;
+        }
+    }
+    let mut cb = Count(0, 0);
+    let mut tr = Trainer::new(cfg(200), &store).unwrap();
+    let rep = tr
+        .fit(&store, &mut |_| mse(&store, &x, &y), None, &mut cb)
+        .unwrap();
+    assert_eq!((cb.0, cb.1), (200, 20));
+    assert!(
+        rep.losses[199] < 1e-2 * rep.losses[0],
+        "{:?}",
+        &rep.losses[190..]
+    );
+}
+
+#[test]
+fn resume_continues_exactly() {
+    let dir = scratch("resume");
+    let ck = dir.join("ck.safetensors");
+    // Straight run of 40 steps.
+    let (s1, x, y) = regression();
+    Trainer::new(cfg(40), &s1)
+        .unwrap()
+        .fit(&s1, &mut |_| mse(&s1, &x, &y), None, &mut NoCallback)
+        .unwrap();
+    // 20 steps with checkpoints, then a fresh trainer resumes to 40.
+    let (s2, _, _) = regression();
+    let c = TrainConfig {
+        checkpoint: Some(ck.clone()),
+        ..cfg(20)
+    };
+    Trainer::new(c, &s2)
+        .unwrap()
+        .fit(&s2, &mut |_| mse(&s2, &x, &y), None, &mut NoCallback)
+        .unwrap();
+    let (s3, _, _) = regression();
+    let mut tr = Trainer::new(cfg(40), &s3).unwrap();
+    tr.resume(&s3, &ck).unwrap();
+    assert_eq!(tr.steps(), 20);
+    tr.fit(&s3, &mut |_| mse(&s3, &x, &y), None, &mut NoCallback)
+        .unwrap();
+    let a = s1.get("w").unwrap().as_tensor().to_vec2::<f32>().unwrap();
+    let b = s3.get("w").unwrap().as_tensor().to_vec2::<f32>().unwrap();
+    for (p, q) in a.iter().zip(&b) {
+        assert!((p[0] - q[0]).abs() < 1e-6, "{a:?} vs {b:?}");
+    }
+}
+
+#[test]
+fn early_stopping_and_restore_best() {
+    let (store, x, y) = regression();
+    let mut calls = 0;
+    // Metric improves twice, then worsens forever: stop after `patience` bad epochs.
+    let mut eval = || -> ml_models::Result<f32> {
+        calls += 1;
+        Ok([3.0, 2.0, 1.0, 5.0, 6.0, 7.0, 8.0][calls - 1])
+    };
+    let c = TrainConfig {
+        patience: Some(2),
+        ..cfg(1000)
+    };
+    let rep = Trainer::new(c, &store)
+        .unwrap()
+        .fit(
+            &store,
+            &mut |_| mse(&store, &x, &y),
+            Some(&mut eval),
+            &mut NoCallback,
+        )
+        .unwrap();
+    assert!(rep.stopped_early);
+    assert_eq!(rep.steps, 50);
+    assert_eq!(rep.best_eval, Some(1.0));
+}
+
+#[test]
+fn checkpoint_errors_are_typed() {
+    let dir = scratch("ckerr");
+    let (store, _, _) = regression();
+    let p = dir.join("w.safetensors");
+    store.save(&p, &[]).unwrap();
+    store.load(&p).unwrap();
+    // Truncated file.
+    let bytes = std::fs::read(&p).unwrap();
+    let bad = dir.join("trunc.safetensors");
+    std::fs::write(&bad, &bytes[..bytes.len() - 3]).unwrap();
+    assert!(matches!(
+        store.load(&bad),
+        Err(MlError::CorruptCheckpoint { .. })
+    ));
+    std::fs::write(&bad, b"not a checkpoint at all").unwrap();
+    assert!(matches!(
+        store.load(&bad),
+        Err(MlError::CorruptCheckpoint { .. })
+    ));
+    // Wrong shape.
+    let mut other = ParamStore::new();
+    other
+        .add(
+            "w",
+            Tensor::zeros((5, 1), candle_core::DType::F32, &Device::Cpu).unwrap(),
+            true,
+        )
+        .unwrap();
+    let o = dir.join("other.safetensors");
+    other.save(&o, &[]).unwrap();
+    assert!(matches!(store.load(&o), Err(MlError::ShapeMismatch { .. })));
+    // Missing tensor.
+    let mut renamed = ParamStore::new();
+    renamed
+        .add(
+            "v",
+            Tensor::zeros((4, 1), candle_core::DType::F32, &Device::Cpu).unwrap(),
+            true,
+        )
+        .unwrap();
+    renamed.save(&o, &[]).unwrap();
+    assert!(matches!(store.load(&o), Err(MlError::MissingTensor { .. })));
+    assert!(matches!(
+        store.load(&dir.join("absent")),
+        Err(MlError::Io { .. })
+    ));
+}
+
+#[test]
+fn divergence_is_an_error() {
+    let (store, _, _) = regression();
+    let mut tr = Trainer::new(cfg(5), &store).unwrap();
+    let w = store.get("w").unwrap().clone();
+    let r = tr.fit(
+        &store,
+        &mut |_| Ok((w.as_tensor().sum_all()? / 0.0)?),
+        None,
+        &mut NoCallback,
+    );
+    assert!(matches!(r, Err(MlError::Diverged { step: 0, .. })));
+}

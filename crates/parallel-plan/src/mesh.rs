@@ -1,0 +1,298 @@
+//! The device mesh: devices arranged on 1–3 named axes, each with its own link bandwidth and
+//! latency, plus per-device memory and compute.
+//!
+//! The usual shape is `nodes × devices per node`: the inner axis is the fast intra-node link
+//! (NVLink, PCIe), the outer one the network between nodes (InfiniBand). A collective over one
+//! axis runs over that axis' links; see [`crate::cost_model`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{PlanError, Result};
+
+/// Bytes per second in one GB/s (decimal, as vendors quote link speeds).
+const GB_PER_S: f64 = 1e9;
+/// Bytes per second in one Gb/s (decimal).
+const GBIT_PER_S: f64 = 1e9 / 8.0;
+/// Bytes in one GiB.
+const GIB: u64 = 1 << 30;
+
+/// NVLink-3 bandwidth per A100 direction used for collectives (NVIDIA: 600 GB/s bidirectional).
+pub const A100_NVLINK_BYTES_PER_S: f64 = 300.0 * GB_PER_S;
+/// NVLink-4 bandwidth per H100 direction (NVIDIA: 900 GB/s bidirectional).
+pub const H100_NVLINK_BYTES_PER_S: f64 = 450.0 * GB_PER_S;
+/// DGX A100 inter-node bandwidth per GPU-pair: 4 × 200 Gb/s HDR InfiniBand per 8 GPUs = 100 GB/s
+/// per node; a ring over nodes uses all of it.
+pub const DGX_A100_IB_BYTES_PER_S: f64 = 4.0 * 200.0 * GBIT_PER_S;
+/// DGX H100 inter-node bandwidth: 8 × 400 Gb/s NDR InfiniBand per node.
+pub const DGX_H100_IB_BYTES_PER_S: f64 = 8.0 * 400.0 * GBIT_PER_S;
+/// PCIe 4.0 x16 effective bandwidth between consumer GPUs (no NVLink, through the host).
+pub const PCIE4_BYTES_PER_S: f64 = 25.0 * GB_PER_S;
+/// 100 Gb/s Ethernet between consumer-GPU nodes.
+pub const ETH_100G_BYTES_PER_S: f64 = 100.0 * GBIT_PER_S;
+/// Latency of one NVLink hop of a ring step.
+pub const NVLINK_LATENCY_S: f64 = 5e-6;
+/// Latency of one InfiniBand hop of a ring step.
+pub const IB_LATENCY_S: f64 = 10e-6;
+/// Latency of one PCIe hop.
+pub const PCIE_LATENCY_S: f64 = 10e-6;
+/// Latency of one Ethernet hop.
+pub const ETH_LATENCY_S: f64 = 30e-6;
+/// A100 dense bf16 tensor-core peak, FLOP/s.
+pub const A100_PEAK_FLOPS: f64 = 312e12;
+/// H100 SXM dense bf16 tensor-core peak, FLOP/s.
+pub const H100_PEAK_FLOPS: f64 = 989e12;
+/// RTX 4090 dense bf16 tensor-core peak (fp32 accumulate), FLOP/s.
+pub const RTX4090_PEAK_FLOPS: f64 = 165e12;
+/// Fraction of peak that large transformer matmuls reach (Megatron-LM reports 0.5–0.55 MFU).
+pub const DEFAULT_EFFICIENCY: f64 = 0.5;
+
+/// One axis of the mesh.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeshAxis {
+    /// Name shown in plans, e.g. `node` or `gpu`.
+    pub name: String,
+    /// Number of devices along the axis.
+    pub size: usize,
+    /// Per-device bandwidth of one link of this axis, bytes/s (one direction).
+    pub bandwidth_bytes_per_s: f64,
+    /// Latency of one step of a ring collective over this axis, seconds.
+    pub latency_s: f64,
+}
+
+/// A device mesh of 1–3 axes with per-device memory and compute.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceMesh {
+    /// Preset or user-given name.
+    pub name: String,
+    /// Axes, outermost first (e.g. `[node, gpu]`).
+    pub axes: Vec<MeshAxis>,
+    /// Memory of one device, bytes.
+    pub device_memory_bytes: u64,
+    /// Peak FLOP/s of one device for the training precision.
+    pub peak_flops: f64,
+    /// Fraction of `peak_flops` that operators reach, in (0, 1].
+    pub efficiency: f64,
+}
+
+/// Names of the built-in mesh presets.
+pub const PRESETS: [&str; 3] = ["dgx-a100-80g", "dgx-h100", "pcie-4090"];
+
+impl DeviceMesh {
+    /// A preset with `nodes` nodes: `dgx-a100-80g`, `dgx-h100` (8 GPUs per node) or
+    /// `pcie-4090` (8 GPUs per node on PCIe, 100 GbE between nodes).
+    ///
+    /// A single node gives a 1-axis mesh; more nodes give `[node, gpu]`.
+    pub fn preset(name: &str, nodes: usize) -> Result<Self> {
+        let (node_bw, node_lat, gpu_bw, gpu_lat, mem, flops) = match name {
+            "dgx-a100-80g" => (
+                DGX_A100_IB_BYTES_PER_S / 8.0,
+                IB_LATENCY_S,
+                A100_NVLINK_BYTES_PER_S,
+                NVLINK_LATENCY_S,
+                80 * GIB,
+                A100_PEAK_FLOPS,
+            ),
+            "dgx-h100" => (
+                DGX_H100_IB_BYTES_PER_S / 8.0,
+                IB_LATENCY_S,
+                H100_NVLINK_BYTES_PER_S,
+                NVLINK_LATENCY_S,
+                80 * GIB,
+                H100_PEAK_FLOPS,
+            ),
+            "pcie-4090" => (
+                ETH_100G_BYTES_PER_S / 8.0,
+                ETH_LATENCY_S,
+                PCIE4_BYTES_PER_S,
+                PCIE_LATENCY_S,
+                24 * GIB,
+                RTX4090_PEAK_FLOPS,
+            ),
+            other => {
+                return Err(PlanError::UnknownMesh {
+                    name: other.to_string(),
+                    known: PRESETS.join(", "),
+                })
+            }
+        };
+        if nodes == 0 {
+            return Err(PlanError::InvalidInput(
+                "a mesh needs at least one node".into(),
+            ));
+        }
+        let gpu = MeshAxis {
+            name: "gpu".into(),
+            size: 8,
+            bandwidth_bytes_per_s: gpu_bw,
+            latency_s: gpu_lat,
+        };
+        let mut axes = Vec::new();
+        if nodes > 1 {
+            // Per-GPU share of the node's network: a ring over nodes carries 8 concurrent rings
+            // (one per GPU rail), each with 1/8 of the node bandwidth.
+            axes.push(MeshAxis {
+                name: "node".into(),
+                size: nodes,
+                bandwidth_bytes_per_s: node_bw,
+                latency_s: node_lat,
+            });
+        }
+        axes.push(gpu);
+        let mesh = DeviceMesh {
+            name: name.to_string(),
+            axes,
+            device_memory_bytes: mem,
+            peak_flops: flops,
+            efficiency: DEFAULT_EFFICIENCY,
+        };
+        mesh.validate()?;
+        Ok(mesh)
+    }
+
+    /// Parses a custom mesh from JSON (the serde form of [`DeviceMesh`]) and validates it.
+    pub fn from_json(text: &str) -> Result<Self> {
+        let mesh: DeviceMesh =
+            serde_json::from_str(text).map_err(|e| PlanError::Json(e.to_string()))?;
+        mesh.validate()?;
+        Ok(mesh)
+    }
+
+    /// Checks 1–3 axes, positive sizes, bandwidths, memory, FLOP/s and efficiency in (0, 1].
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| {
+            Err(PlanError::InvalidInput(format!(
+                "mesh `{}`: {m}",
+                self.name
+            )))
+        };
+        if self.axes.is_empty() || self.axes.len() > 3 {
+            return bad(format!("needs 1–3 axes, has {}", self.axes.len()));
+        }
+        for a in &self.axes {
+            if a.size == 0 {
+                return bad(format!("axis `{}` has size 0", a.name));
+            }
+            if !(a.bandwidth_bytes_per_s > 0.0 && a.bandwidth_bytes_per_s.is_finite()) {
+                return bad(format!("axis `{}` needs a positive bandwidth", a.name));
+            }
+            if !(a.latency_s >= 0.0 && a.latency_s.is_finite()) {
+                return bad(format!("axis `{}` needs a non-negative latency", a.name));
+            }
+        }
+        if self.device_memory_bytes == 0 {
+            return bad("device memory must be positive".into());
+        }
+        if !(self.peak_flops > 0.0 && self.peak_flops.is_finite()) {
+            return bad("peak FLOP/s must be positive".into());
+        }
+        if !(self.efficiency > 0.0 && self.efficiency <= 1.0) {
+            return bad(format!("efficiency {} is not in (0, 1]", self.efficiency));
+        }
+        Ok(())
+    }
+
+    /// Total number of devices.
+    pub fn num_devices(&self) -> usize {
+        self.axes.iter().map(|a| a.size).product()
+    }
+
+    /// Sustained FLOP/s of one device (`peak_flops × efficiency`).
+    pub fn sustained_flops(&self) -> f64 {
+        self.peak_flops * self.efficiency
+    }
+
+    /// The same devices seen as a 1-axis mesh (a ring over all of them runs at the slowest
+    /// link's bandwidth and the largest latency).
+    pub fn flattened(&self) -> Self {
+        let slowest = self
+            .axes
+            .iter()
+            .min_by(|a, b| a.bandwidth_bytes_per_s.total_cmp(&b.bandwidth_bytes_per_s))
+            .expect("validated mesh has an axis");
+        let latency = self.axes.iter().map(|a| a.latency_s).fold(0.0, f64::max);
+        DeviceMesh {
+            axes: vec![MeshAxis {
+                name: self
+                    .axes
+                    .iter()
+                    .map(|a| a.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join("*"),
+                size: self.num_devices(),
+                bandwidth_bytes_per_s: slowest.bandwidth_bytes_per_s,
+                latency_s: latency,
+            }],
+            ..self.clone()
+        }
+    }
+
+    /// A sub-mesh for one pipeline stage: `nodes_per_stage` nodes of this mesh (or, when one
+    /// node is split over stages, `gpus_per_stage` GPUs of its innermost axis).
+    pub fn stage_mesh(&self, devices: usize) -> Result<Self> {
+        let inner = self.axes.last().expect("validated mesh has an axis");
+        if devices == 0 || self.num_devices() % devices != 0 {
+            return Err(PlanError::InvalidInput(format!(
+                "a stage of {devices} devices does not divide the {}-device mesh",
+                self.num_devices()
+            )));
+        }
+        let mut mesh = self.clone();
+        if devices <= inner.size {
+            if inner.size % devices != 0 {
+                return Err(PlanError::InvalidInput(format!(
+                    "a stage of {devices} devices does not divide an axis of {}",
+                    inner.size
+                )));
+            }
+            mesh.axes = vec![MeshAxis {
+                size: devices,
+                ..inner.clone()
+            }];
+        } else {
+            let outer = devices / inner.size;
+            mesh.axes = vec![
+                MeshAxis {
+                    size: outer,
+                    ..self.axes[0].clone()
+                },
+                inner.clone(),
+            ];
+        }
+        Ok(mesh)
+    }
+
+    /// Splits a 1-axis mesh into two axes `a × b` of the same link (e.g. 8 GPUs as 2 × 4), so
+    /// that two operator dimensions can be split at once inside a node.
+    pub fn factorized(&self, outer: usize) -> Option<Self> {
+        if self.axes.len() != 1 {
+            return None;
+        }
+        let a = &self.axes[0];
+        if outer <= 1 || outer >= a.size || a.size % outer != 0 {
+            return None;
+        }
+        let mut mesh = self.clone();
+        mesh.axes = vec![
+            MeshAxis {
+                name: format!("{}0", a.name),
+                size: outer,
+                ..a.clone()
+            },
+            MeshAxis {
+                name: format!("{}1", a.name),
+                size: a.size / outer,
+                ..a.clone()
+            },
+        ];
+        Some(mesh)
+    }
+
+    /// A short description, e.g. `node2×gpu8`.
+    pub fn shape_string(&self) -> String {
+        self.axes
+            .iter()
+            .map(|a| format!("{}{}", a.name, a.size))
+            .collect::<Vec<_>>()
+            .join("×")
+    }
+}

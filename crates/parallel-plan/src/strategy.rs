@@ -1,0 +1,199 @@
+//! From a computation graph on a mesh to the ILP's [`StrategyGraph`]: candidate shardings per
+//! operator, their time and memory, and the resharding cost of every edge.
+
+use crate::cost_model::AxisMask;
+use crate::graph::ComputationGraph;
+use crate::ilp::{StrategyEdge, StrategyGraph, StrategyNode};
+use crate::mesh::DeviceMesh;
+use crate::sharding::{enumerate_shardings, reshard, Layout, Sharding};
+
+/// Memory of one operator under one sharding, bytes per device.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpMemory {
+    /// Parameters, gradients and optimizer states (held for the whole step).
+    pub model_states: u64,
+    /// Activations saved for backward by one micro-batch.
+    pub activations_per_micro_batch: u64,
+}
+
+/// Where in the pipeline the graph runs: the multipliers that turn per-micro-batch costs into
+/// the step's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PipelineContext {
+    /// Micro-batches per step `m`.
+    pub micro_batches: u64,
+    /// Pipeline stages `p`.
+    pub stages: u64,
+    /// Micro-batches whose activations the stage holds at its peak (1F1B: `p − i`; GPipe: `m`).
+    pub in_flight: u64,
+}
+
+impl PipelineContext {
+    /// Per-micro-batch time counts `m + p − 1` times in a step (the pipeline bubble included).
+    pub fn time_slots(&self) -> f64 {
+        (self.micro_batches + self.stages - 1) as f64
+    }
+}
+
+/// The ILP input for `graph` on `mesh`, with the candidate shardings behind each strategy index.
+#[derive(Debug, Clone)]
+pub struct StrategySpace {
+    /// The ILP input.
+    pub ilp: StrategyGraph,
+    /// Per operator, the sharding of each strategy.
+    pub shardings: Vec<Vec<Sharding>>,
+    /// Per operator, the memory of each strategy (model states, activations per micro-batch).
+    pub memory: Vec<Vec<OpMemory>>,
+}
+
+/// Layout signature of a sharding: what its edges see (output, inputs, input gradients).
+fn signature(
+    graph: &ComputationGraph,
+    op: usize,
+    s: &Sharding,
+) -> (Layout, Vec<Layout>, Vec<Layout>) {
+    let o = &graph.ops[op];
+    let ins = o.inputs.iter().map(|t| s.layout(t)).collect();
+    let grads = (0..o.inputs.len())
+        .map(|k| s.input_grad_layout(o, k))
+        .collect();
+    (s.output_layout(o), ins, grads)
+}
+
+/// Builds the strategy space. `memory(op, sharding)` gives an operator's memory (memory-model's
+/// per-operator cost); `restrict(op, sharding)` may drop candidates (baselines use it to pin a
+/// strategy). Strategies dominated in both time and memory by another with the same layouts
+/// are dropped, which does not change the optimum of any objective.
+pub fn build_strategy_space(
+    graph: &ComputationGraph,
+    mesh: &DeviceMesh,
+    pipeline: &PipelineContext,
+    memory: &dyn Fn(usize, &Sharding) -> OpMemory,
+    restrict: &dyn Fn(usize, &Sharding) -> bool,
+) -> StrategySpace {
+    let slots = pipeline.time_slots();
+    let mut space = StrategySpace {
+        ilp: StrategyGraph::default(),
+        shardings: Vec::new(),
+        memory: Vec::new(),
+    };
+    for (i, op) in graph.ops.iter().enumerate() {
+        let mut cands: Vec<(Sharding, f64, OpMemory)> = enumerate_shardings(mesh, op)
+            .into_iter()
+            .filter(|s| restrict(i, s))
+            .map(|s| {
+                let t = slots * s.micro_batch_time(mesh, op) + s.step_time(mesh, op);
+                let m = memory(i, &s);
+                (s, t, m)
+            })
+            .collect();
+        let total =
+            |m: &OpMemory| m.model_states + m.activations_per_micro_batch * pipeline.in_flight;
+        let sigs: Vec<_> = cands
+            .iter()
+            .map(|(s, _, _)| signature(graph, i, s))
+            .collect();
+        let keep: Vec<bool> = (0..cands.len())
+            .map(|a| {
+                !(0..cands.len()).any(|b| {
+                    b != a
+                        && sigs[a] == sigs[b]
+                        && cands[b].1 <= cands[a].1
+                        && total(&cands[b].2) <= total(&cands[a].2)
+                        && (cands[b].1 < cands[a].1
+                            || total(&cands[b].2) < total(&cands[a].2)
+                            || b < a)
+                })
+            })
+            .collect();
+        let mut k = 0;
+        cands.retain(|_| {
+            k += 1;
+            keep[k - 1]
+        });
+        space.ilp.nodes.push(StrategyNode {
+            name: op.name.clone(),
+            copies: op.copies,
+            time: cands.iter().map(|c| c.1).collect(),
+            memory: cands.iter().map(|c| total(&c.2)).collect(),
+        });
+        space.memory.push(cands.iter().map(|c| c.2).collect());
+        space
+            .shardings
+            .push(cands.into_iter().map(|c| c.0).collect());
+    }
+    for e in &graph.edges {
+        let (u, v) = (&graph.ops[e.from], &graph.ops[e.to]);
+        // Classes: producers by output layout, consumers by (input layout, input-gradient layout).
+        let (from_class, from_reps) =
+            classify(space.shardings[e.from].iter().map(|s| s.output_layout(u)));
+        let (to_class, to_reps) = classify(space.shardings[e.to].iter().map(|s| {
+            (
+                s.layout(&v.inputs[e.input]),
+                s.input_grad_layout(v, e.input),
+            )
+        }));
+        let mut cost = Vec::with_capacity(from_reps.len() * to_reps.len());
+        for out in &from_reps {
+            let out_grad = Layout { partial: 0, ..*out };
+            for (input, grad) in &to_reps {
+                let fwd = reshard(mesh, u.output.numel, *out, *input).0;
+                let bwd = reshard(mesh, u.output.numel, *grad, out_grad).0;
+                cost.push(slots * (fwd + bwd));
+            }
+        }
+        space.ilp.edges.push(StrategyEdge {
+            from: e.from,
+            to: e.to,
+            copies: e.copies,
+            from_class,
+            to_class,
+            cost,
+        });
+    }
+    space
+}
+
+/// Numbers equal keys consecutively: (class of each item, one representative key per class).
+fn classify<K: PartialEq + Copy>(keys: impl Iterator<Item = K>) -> (Vec<usize>, Vec<K>) {
+    let mut reps: Vec<K> = Vec::new();
+    let classes = keys
+        .map(|k| match reps.iter().position(|r| *r == k) {
+            Some(c) => c,
+            None => {
+                reps.push(k);
+                reps.len() - 1
+            }
+        })
+        .collect();
+    (classes, reps)
+}
+
+/// The collectives of edge `e` (forward and backward) for the chosen shardings, as
+/// `(collective name, axes)` pairs.
+pub fn edge_collectives(
+    graph: &ComputationGraph,
+    mesh: &DeviceMesh,
+    edge: usize,
+    su: &Sharding,
+    sv: &Sharding,
+) -> Vec<(String, AxisMask)> {
+    let e = &graph.edges[edge];
+    let (u, v) = (&graph.ops[e.from], &graph.ops[e.to]);
+    let out = su.output_layout(u);
+    let fwd = reshard(mesh, u.output.numel, out, sv.layout(&v.inputs[e.input])).1;
+    let bwd = reshard(
+        mesh,
+        u.output.numel,
+        sv.input_grad_layout(v, e.input),
+        Layout { partial: 0, ..out },
+    )
+    .1;
+    fwd.into_iter()
+        .map(|(c, a)| (format!("fwd {}", c.name()), a))
+        .chain(
+            bwd.into_iter()
+                .map(|(c, a)| (format!("bwd {}", c.name()), a)),
+        )
+        .collect()
+}

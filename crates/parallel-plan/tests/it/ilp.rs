@@ -1,0 +1,182 @@
+//! The ILP against exhaustive search on small random graphs.
+
+use parallel_plan::ilp::{IlpObjective, SolverConfig, StrategyEdge, StrategyGraph, StrategyNode};
+
+/// xorshift64: a tiny deterministic generator (proptest is not a dev-dependency here because its
+/// regex features would force a second HiGHS build).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A random graph: 2–6 nodes × 1–4 strategies, a random tree plus chain edges, random copies.
+fn random_graph(rng: &mut Rng) -> StrategyGraph {
+    let n = 2 + rng.below(5) as usize;
+    let nodes: Vec<StrategyNode> = (0..n)
+        .map(|i| {
+            let k = 1 + rng.below(4) as usize;
+            StrategyNode {
+                name: format!("op{i}"),
+                copies: 1 + rng.below(3) as u32,
+                time: (0..k).map(|_| rng.below(1000) as f64 * 1e-4).collect(),
+                memory: (0..k).map(|_| rng.below(1000) << 20).collect(),
+            }
+        })
+        .collect();
+    let mut edges: Vec<StrategyEdge> = Vec::new();
+    for v in 1..n {
+        let u = rng.below(v as u64) as usize;
+        for (from, to) in [(u, v), (v - 1, v)] {
+            if edges.iter().any(|e| e.from == from && e.to == to) {
+                continue;
+            }
+            let len = nodes[from].time.len() * nodes[to].time.len();
+            let cost = (0..len).map(|_| rng.below(500) as f64 * 1e-4).collect();
+            edges.push(StrategyEdge {
+                from,
+                to,
+                copies: 1 + rng.below(2) as u32,
+                from_class: vec![],
+                to_class: vec![],
+                cost,
+            });
+        }
+    }
+    StrategyGraph { nodes, edges }
+}
+
+const CASES: u64 = 60;
+
+#[test]
+fn ilp_min_time_equals_brute_force() {
+    let config = SolverConfig::default();
+    for seed in 1..=CASES {
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let g = random_graph(&mut rng);
+        let unconstrained = g
+            .brute_force(IlpObjective::MinTime {
+                memory_budget: None,
+            })
+            .unwrap();
+        let ilp = g
+            .solve(
+                IlpObjective::MinTime {
+                    memory_budget: None,
+                },
+                &config,
+            )
+            .unwrap();
+        assert!(
+            (ilp.time - unconstrained.1).abs() <= 1e-9 * (1.0 + unconstrained.1),
+            "seed {seed}"
+        );
+        // A budget between the smallest memory and the unconstrained optimum's memory.
+        let lo = g.min_memory() as f64;
+        let hi = g.memory_of(&unconstrained.0) as f64;
+        let budget = lo + (rng.below(1001) as f64 / 1000.0) * (hi - lo).max(0.0);
+        let objective = IlpObjective::MinTime {
+            memory_budget: Some(budget),
+        };
+        let brute = g.brute_force(objective).unwrap();
+        let ilp = g.solve(objective, &config).unwrap();
+        assert!(ilp.memory as f64 <= budget, "seed {seed}");
+        assert!(
+            (ilp.time - brute.1).abs() <= 1e-9 * (1.0 + brute.1),
+            "seed {seed}: ilp {} brute {}",
+            ilp.time,
+            brute.1
+        );
+    }
+}
+
+#[test]
+fn ilp_min_memory_equals_brute_force() {
+    let config = SolverConfig::default();
+    for seed in 1..=CASES {
+        let mut rng = Rng(seed.wrapping_mul(0xD1B5_4A32_D192_ED03));
+        let g = random_graph(&mut rng);
+        let slack = rng.below(50) as f64 / 100.0;
+        let (fastest, leanest) = g.solve_min_memory(slack, &config).unwrap();
+        let limit = fastest.time * (1.0 + slack) * (1.0 + 1e-9);
+        let brute = g
+            .brute_force(IlpObjective::MinMemory { time_limit: limit })
+            .unwrap();
+        assert!(leanest.time <= limit, "seed {seed}");
+        assert_eq!(leanest.memory as f64, brute.1, "seed {seed}");
+    }
+}
+
+#[test]
+fn infeasible_budget_names_smallest_memory() {
+    let g = StrategyGraph {
+        nodes: vec![StrategyNode {
+            name: "a".into(),
+            copies: 2,
+            time: vec![1.0, 2.0],
+            memory: vec![100, 40],
+        }],
+        edges: vec![],
+    };
+    let err = g
+        .solve(
+            IlpObjective::MinTime {
+                memory_budget: Some(50.0),
+            },
+            &SolverConfig::default(),
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("smallest achievable per-device memory is 80 bytes"),
+        "{err}"
+    );
+    let ok = g
+        .solve(
+            IlpObjective::MinTime {
+                memory_budget: Some(80.0),
+            },
+            &SolverConfig::default(),
+        )
+        .unwrap();
+    assert_eq!(ok.choice, vec![1]);
+    assert_eq!(ok.stats.status, "Optimal");
+    assert!(ok.stats.variables >= 2 && ok.stats.constraints >= 2);
+}
+
+#[test]
+fn malformed_graph_is_a_typed_error() {
+    let g = StrategyGraph {
+        nodes: vec![StrategyNode {
+            name: "a".into(),
+            copies: 1,
+            time: vec![1.0],
+            memory: vec![1],
+        }],
+        edges: vec![StrategyEdge {
+            from: 0,
+            to: 3,
+            copies: 1,
+            from_class: vec![],
+            to_class: vec![],
+            cost: vec![0.0],
+        }],
+    };
+    assert!(g
+        .solve(
+            IlpObjective::MinTime {
+                memory_budget: None
+            },
+            &SolverConfig::default()
+        )
+        .is_err());
+}

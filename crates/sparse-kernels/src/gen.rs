@@ -1,0 +1,265 @@
+//! Sparse matrix generators: stencils, R-MAT/Kronecker power-law graphs, uniform random,
+//! arrow and banded matrices. Every generator is deterministic for a given seed.
+
+use crate::{CsrMatrix, Scalar, SpIndex};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Graph500 R-MAT quadrant probabilities `(a, b, c)`; `d = 1 - a - b - c` (Graph500 spec
+/// §3: A = 0.57, B = 0.19, C = 0.19).
+pub const GRAPH500_ABC: (f64, f64, f64) = (0.57, 0.19, 0.19);
+/// Graph500 edge factor (edges per vertex).
+pub const GRAPH500_EDGE_FACTOR: usize = 16;
+
+/// SplitMix64 finaliser mapped to `[-1, 1)`: the deterministic value of entry `k` for `seed`.
+pub fn unit_hash(seed: u64, k: u64) -> f64 {
+    let mut z = seed ^ k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+}
+
+fn build<T: Scalar, I: SpIndex>(n: usize, m: usize, t: &[(usize, usize, T)]) -> CsrMatrix<T, I> {
+    CsrMatrix::from_triplets(n, m, t)
+        .expect("generated indices are in range and fit the index type")
+}
+
+/// The 5-point Laplacian on an `nx × ny` grid (4 on the diagonal, -1 to each neighbour).
+///
+/// # Panics
+/// If the grid does not fit the index type `I`.
+pub fn stencil_2d_5pt<T: Scalar, I: SpIndex>(nx: usize, ny: usize) -> CsrMatrix<T, I> {
+    let id = |x: usize, y: usize| y * nx + x;
+    let mut t = Vec::with_capacity(5 * nx * ny);
+    for y in 0..ny {
+        for x in 0..nx {
+            let i = id(x, y);
+            t.push((i, i, T::from_f64(4.0)));
+            let neighbours = [
+                (x > 0).then(|| id(x - 1, y)),
+                (x + 1 < nx).then(|| id(x + 1, y)),
+                (y > 0).then(|| id(x, y - 1)),
+                (y + 1 < ny).then(|| id(x, y + 1)),
+            ];
+            t.extend(
+                neighbours
+                    .into_iter()
+                    .flatten()
+                    .map(|j| (i, j, T::from_f64(-1.0))),
+            );
+        }
+    }
+    build(nx * ny, nx * ny, &t)
+}
+
+/// The 27-point stencil on an `n × n × n` grid (26 on the diagonal, -1 to each of the up to
+/// 26 neighbours). `n = 64` gives 262,144 rows.
+///
+/// # Panics
+/// If the grid does not fit the index type `I`.
+pub fn stencil_3d_27pt<T: Scalar, I: SpIndex>(n: usize) -> CsrMatrix<T, I> {
+    let rows = n * n * n;
+    let mut offsets = Vec::with_capacity(rows + 1);
+    let mut indices = Vec::with_capacity(27 * rows);
+    let mut values = Vec::with_capacity(27 * rows);
+    let ix = |v: usize| I::checked_from(v).expect("grid fits the index type");
+    offsets.push(ix(0));
+    let range = |c: usize| c.saturating_sub(1)..(c + 2).min(n);
+    for z in 0..n {
+        for y in 0..n {
+            for x in 0..n {
+                let i = (z * n + y) * n + x;
+                for zz in range(z) {
+                    for yy in range(y) {
+                        for xx in range(x) {
+                            let j = (zz * n + yy) * n + xx;
+                            indices.push(ix(j));
+                            values.push(T::from_f64(if i == j { 26.0 } else { -1.0 }));
+                        }
+                    }
+                }
+                offsets.push(ix(indices.len()));
+            }
+        }
+    }
+    CsrMatrix::try_new(rows, rows, offsets, indices, values).expect("stencil structure is valid")
+}
+
+/// An R-MAT / Kronecker power-law graph with `2^scale` vertices and `edge_factor · 2^scale`
+/// edges (Chakrabarti, Zhan, Faloutsos, SDM 2004; Graph500 generator parameters by default via
+/// [`GRAPH500_ABC`]), as a directed adjacency matrix with duplicate edges merged and values
+/// uniform in `[-1, 1)`. Vertex labels are scrambled by a fixed permutation, as Graph500 does,
+/// so that the long rows are not all at the top.
+///
+/// # Panics
+/// If the probabilities are not in `[0, 1]` with `a + b + c <= 1`, or `scale >= 48`.
+pub fn rmat<T: Scalar, I: SpIndex>(
+    scale: u32,
+    edge_factor: usize,
+    abc: (f64, f64, f64),
+    seed: u64,
+) -> CsrMatrix<T, I> {
+    let (a, b, c) = abc;
+    assert!(scale < 48, "scale {scale} is too large");
+    assert!(
+        a >= 0.0 && b >= 0.0 && c >= 0.0 && a + b + c <= 1.0,
+        "invalid R-MAT probabilities"
+    );
+    let n = 1usize << scale;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut perm: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        perm.swap(i, rng.random_range(0..=i));
+    }
+    let edges = edge_factor * n;
+    let mut t = Vec::with_capacity(edges);
+    for _ in 0..edges {
+        let (mut r, mut col) = (0usize, 0usize);
+        for bit in (0..scale).rev() {
+            let p: f64 = rng.random();
+            let (down, right) = if p < a {
+                (0, 0)
+            } else if p < a + b {
+                (0, 1)
+            } else if p < a + b + c {
+                (1, 0)
+            } else {
+                (1, 1)
+            };
+            r |= down << bit;
+            col |= right << bit;
+        }
+        t.push((perm[r], perm[col], T::from_f64(rng.random_range(-1.0..1.0))));
+    }
+    build(n, n, &t)
+}
+
+/// Graph500 Kronecker graph of a given scale (`rmat` with [`GRAPH500_ABC`] and edge factor 16).
+pub fn kronecker<T: Scalar, I: SpIndex>(scale: u32, seed: u64) -> CsrMatrix<T, I> {
+    rmat(scale, GRAPH500_EDGE_FACTOR, GRAPH500_ABC, seed)
+}
+
+/// `rows × cols` with `per_row` distinct columns per row drawn uniformly, values in `[-1, 1)`.
+///
+/// # Panics
+/// If `per_row > cols`.
+pub fn uniform<T: Scalar, I: SpIndex>(
+    rows: usize,
+    cols: usize,
+    per_row: usize,
+    seed: u64,
+) -> CsrMatrix<T, I> {
+    assert!(
+        per_row <= cols,
+        "{per_row} entries per row but only {cols} columns"
+    );
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut t = Vec::with_capacity(rows * per_row);
+    for r in 0..rows {
+        let cols_of_row = rand::seq::index::sample(&mut rng, cols, per_row);
+        t.extend(
+            cols_of_row
+                .into_iter()
+                .map(|c| (r, c, T::from_f64(rng.random_range(-1.0..1.0)))),
+        );
+    }
+    build(rows, cols, &t)
+}
+
+/// An `n × n` arrow matrix: the first `dense` rows and columns are full, plus the diagonal
+/// (the extreme long-row case). Values are deterministic from `seed`.
+pub fn arrow<T: Scalar, I: SpIndex>(n: usize, dense: usize, seed: u64) -> CsrMatrix<T, I> {
+    let dense = dense.min(n);
+    let mut t = Vec::with_capacity(2 * dense * n + n);
+    for i in 0..n {
+        if i < dense {
+            t.extend((0..n).map(|j| (i, j, 0.0)));
+        } else {
+            t.extend((0..dense).map(|j| (i, j, 0.0)));
+            t.push((i, i, 0.0));
+        }
+    }
+    let t: Vec<(usize, usize, T)> = t
+        .into_iter()
+        .enumerate()
+        .map(|(k, (i, j, _))| (i, j, T::from_f64(unit_hash(seed, k as u64))))
+        .collect();
+    build(n, n, &t)
+}
+
+/// An `n × n` banded matrix with `half_width` diagonals on each side of the main diagonal.
+pub fn banded<T: Scalar, I: SpIndex>(n: usize, half_width: usize, seed: u64) -> CsrMatrix<T, I> {
+    let mut t = Vec::with_capacity(n * (2 * half_width + 1));
+    for i in 0..n {
+        for j in i.saturating_sub(half_width)..(i + half_width + 1).min(n) {
+            t.push((i, j, T::from_f64(unit_hash(seed, (i * n + j) as u64))));
+        }
+    }
+    build(n, n, &t)
+}
+
+/// A dense row-major `rows × cols` matrix with deterministic entries in `[-1, 1)`.
+pub fn dense<T: Scalar>(rows: usize, cols: usize, seed: u64) -> Vec<T> {
+    (0..rows * cols)
+        .map(|k| T::from_f64(unit_hash(seed, k as u64)))
+        .collect()
+}
+
+/// Parses a generator spec used by the CLI and benches: `kron:SCALE`, `rmat:SCALE:EDGE_FACTOR`,
+/// `stencil27:N`, `stencil5:NX`, `uniform:ROWS:PER_ROW`, `arrow:N:DENSE`, `banded:N:HALF_WIDTH`.
+///
+/// # Errors
+/// [`crate::SparseError::InvalidInput`] for an unknown generator or malformed numbers.
+pub fn from_spec<T: Scalar, I: SpIndex>(spec: &str, seed: u64) -> crate::Result<CsrMatrix<T, I>> {
+    let bad = |why: &str| crate::SparseError::InvalidInput(format!("generator `{spec}`: {why}"));
+    let mut parts = spec.split(':');
+    let name = parts.next().unwrap_or_default();
+    let nums: Vec<usize> = parts
+        .map(|p| {
+            p.parse::<usize>()
+                .map_err(|_| bad("parameters must be non-negative integers"))
+        })
+        .collect::<crate::Result<_>>()?;
+    let arg = |i: usize, default: Option<usize>| {
+        nums.get(i)
+            .copied()
+            .or(default)
+            .ok_or_else(|| bad("missing parameter"))
+    };
+    let scale = |s: usize| {
+        if (1..=26).contains(&s) {
+            Ok(s as u32)
+        } else {
+            Err(bad("scale must be 1..=26"))
+        }
+    };
+    Ok(match name {
+        "kron" => kronecker(scale(arg(0, None)?)?, seed),
+        "rmat" => rmat(
+            scale(arg(0, None)?)?,
+            arg(1, Some(GRAPH500_EDGE_FACTOR))?,
+            GRAPH500_ABC,
+            seed,
+        ),
+        "stencil27" => stencil_3d_27pt(arg(0, Some(64))?),
+        "stencil5" => {
+            let n = arg(0, Some(512))?;
+            stencil_2d_5pt(n, n)
+        }
+        "uniform" => {
+            let (rows, per_row) = (arg(0, Some(1 << 16))?, arg(1, Some(16))?);
+            if per_row > rows {
+                return Err(bad("more entries per row than columns"));
+            }
+            uniform(rows, rows, per_row, seed)
+        }
+        "arrow" => arrow(arg(0, Some(46_500))?, arg(1, Some(1))?, seed),
+        "banded" => banded(arg(0, Some(1 << 16))?, arg(1, Some(8))?, seed),
+        _ => {
+            return Err(bad(
+                "unknown generator (kron, rmat, stencil27, stencil5, uniform, arrow, banded)",
+            ))
+        }
+    })
+}

@@ -1,0 +1,62 @@
+//! LSSM: long-row splitting and short-row merging.
+//!
+//! Z. Cao, Y. Wang, Y. Yang, Y. Xia, Z. Guo, W. Liu, "LSSM-SpMM: A Long-Row Splitting and
+//! Short-Row Merging Approach for parallel SpMM", ICA3PP 2024 — written for the PEZY-SC3s MIMD
+//! processor and adapted here to multicore CPUs:
+//!
+//! * **Symbolic phase** ([`SpmmPlan::new`]): profile the rows ([`RowStats`]), pick a block
+//!   size (nonzeros per task) from the profile and K, classify rows against it. A *long* row
+//!   (more than `block` nonzeros) is split into segments of `block` nonzeros, each its own task;
+//!   runs of consecutive *short* rows are merged into one task of about `block` nonzeros. The
+//!   task list and the scratch size (one K-vector per extra segment) are fixed here.
+//! * **Numeric phase** ([`SpmmPlan::execute`]): workers take tasks through one shared atomic
+//!   counter (the paper's "atomic cache"), so a worker that finishes early takes the next task
+//!   at once. Each task walks its rows with the register-tiled SIMD micro-kernel (the paper's
+//!   "local memory" tile of C). A long row's first segment writes the row of C; the others write
+//!   scratch vectors that are added to it afterwards, always in segment order — the result is
+//!   bit-identical across runs and thread counts.
+//!
+//! The plan depends only on the sparsity pattern and K, so GNN-style workloads that multiply the
+//! same A by many B build it once.
+
+mod exec;
+mod plan;
+
+pub use plan::{LssmConfig, SpmmPlan, BLOCK_WORK, MAX_BLOCK, MIN_BLOCK, MIN_TASKS};
+
+use crate::dense::{DenseMut, DenseRef};
+use crate::{CsrMatrix, Par, Result, Scalar, SpIndex};
+
+/// `C = A · B` with LSSM, building a default plan for this call.
+///
+/// To multiply the same A by several B, build a [`SpmmPlan`] once and call
+/// [`SpmmPlan::execute`].
+///
+/// # Errors
+/// [`crate::SparseError::ThreadPool`] if `par` asks for a pool that cannot be built.
+///
+/// # Panics
+/// If the shapes do not match.
+///
+/// # Examples
+/// ```
+/// use sparse_kernels::{gen, spmm_lssm, spmm_reference, max_relative_error, DenseMut, DenseRef, Par};
+/// let a = gen::arrow::<f64, u32>(1000, 2, 7);
+/// let k = 8;
+/// let b: Vec<f64> = (0..1000 * k).map(|i| (i % 13) as f64).collect();
+/// let (mut c, mut r) = (vec![0.0; 1000 * k], vec![0.0; 1000 * k]);
+/// spmm_lssm(&a, DenseRef::contiguous(&b, 1000, k), DenseMut::contiguous(&mut c, 1000, k), Par::Current)?;
+/// spmm_reference(&a, DenseRef::contiguous(&b, 1000, k), DenseMut::contiguous(&mut r, 1000, k));
+/// assert!(max_relative_error(DenseRef::contiguous(&c, 1000, k), DenseRef::contiguous(&r, 1000, k)) < 1e-12);
+/// # Ok::<(), sparse_kernels::SparseError>(())
+/// ```
+#[track_caller]
+pub fn spmm_lssm<T: Scalar, I: SpIndex>(
+    a: &CsrMatrix<T, I>,
+    b: DenseRef<'_, T>,
+    c: DenseMut<'_, T>,
+    par: Par,
+) -> Result<()> {
+    let plan = SpmmPlan::new(a, b.cols(), &LssmConfig::default());
+    plan.execute(a, b, c, par)
+}

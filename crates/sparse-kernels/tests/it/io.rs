@@ -1,0 +1,162 @@
+//! Matrix Market and DLMC readers and the Matrix Market writer: every variant, gzip, and typed
+//! errors with line numbers.
+
+use flate2::write::GzEncoder;
+use proptest::prelude::*;
+use sparse_kernels::io::{
+    parse_matrix_market, parse_smtx, read_matrix, read_matrix_market, write_matrix_market,
+};
+use sparse_kernels::{gen, CsrMatrix, SparseError};
+use std::io::Write;
+
+fn mm(text: &str) -> Result<CsrMatrix<f64, u32>, SparseError> {
+    parse_matrix_market(text.as_bytes())
+}
+
+fn dense_of(a: &CsrMatrix<f64, u32>) -> Vec<Vec<f64>> {
+    let mut d = vec![vec![0.0; a.ncols()]; a.nrows()];
+    for (i, row) in d.iter_mut().enumerate() {
+        let (c, v) = a.row(i);
+        for (&c, &v) in c.iter().zip(v) {
+            row[c as usize] += v;
+        }
+    }
+    d
+}
+
+fn parse_error_line(r: Result<CsrMatrix<f64, u32>, SparseError>) -> usize {
+    match r {
+        Err(SparseError::Parse { line, .. }) => line,
+        other => panic!("expected a parse error, got {other:?}"),
+    }
+}
+
+#[test]
+fn coordinate_variants() {
+    let general =
+        mm("%%MatrixMarket matrix coordinate real general\n% c\n2 3 3\n1 1 1.5\n2 3 -2\n1 3 4e0\n")
+            .unwrap();
+    assert_eq!(
+        dense_of(&general),
+        vec![vec![1.5, 0.0, 4.0], vec![0.0, 0.0, -2.0]]
+    );
+    let sym = mm("%%MatrixMarket matrix coordinate real symmetric\n2 2 2\n1 1 1\n2 1 3\n").unwrap();
+    assert_eq!(dense_of(&sym), vec![vec![1.0, 3.0], vec![3.0, 0.0]]);
+    let skew = mm("%%MatrixMarket matrix coordinate real skew-symmetric\n2 2 1\n2 1 3\n").unwrap();
+    assert_eq!(dense_of(&skew), vec![vec![0.0, -3.0], vec![3.0, 0.0]]);
+    let pattern =
+        mm("%%MatrixMarket matrix coordinate pattern general\n2 2 2\n1 2\n\n2 1\n").unwrap();
+    assert_eq!(dense_of(&pattern), vec![vec![0.0, 1.0], vec![1.0, 0.0]]);
+    let integer =
+        mm("%%MatrixMarket MATRIX Coordinate INTEGER General\r\n1 1 1\r\n1 1 -7\r\n").unwrap();
+    assert_eq!(integer.values(), &[-7.0]);
+}
+
+#[test]
+fn array_variants() {
+    let general = mm("%%MatrixMarket matrix array real general\n2 2\n1\n2\n0\n4\n").unwrap();
+    assert_eq!(dense_of(&general), vec![vec![1.0, 0.0], vec![2.0, 4.0]]);
+    assert_eq!(general.nnz(), 3);
+    let sym = mm("%%MatrixMarket matrix array real symmetric\n2 2\n1\n2\n3\n").unwrap();
+    assert_eq!(dense_of(&sym), vec![vec![1.0, 2.0], vec![2.0, 3.0]]);
+    let skew = mm("%%MatrixMarket matrix array integer skew-symmetric\n3 3\n1\n2\n3\n").unwrap();
+    assert_eq!(
+        dense_of(&skew),
+        vec![
+            vec![0.0, -1.0, -2.0],
+            vec![1.0, 0.0, -3.0],
+            vec![2.0, 3.0, 0.0]
+        ]
+    );
+}
+
+#[test]
+fn errors_carry_line_numbers() {
+    let h = "%%MatrixMarket matrix coordinate real general\n";
+    assert_eq!(parse_error_line(mm(&format!("{h}2 2 1\n1 x 1\n"))), 3);
+    assert_eq!(
+        parse_error_line(mm(&format!("{h}% c\n2 2 2\n1 1 1\n3 1 1\n"))),
+        5
+    );
+    assert_eq!(parse_error_line(mm(&format!("{h}2 2 1\n0 1 1\n"))), 3);
+    assert_eq!(parse_error_line(mm(&format!("{h}2 2 1\n1 1\n"))), 3);
+    assert_eq!(
+        parse_error_line(mm(&format!("{h}2 2 1\n1 1 1\n2 2 2\n"))),
+        4
+    );
+    assert_eq!(parse_error_line(mm(&format!("{h}2 two 1\n"))), 2);
+    assert_eq!(
+        parse_error_line(mm("%%MatrixMarket matrix coordinate real\n1 1 0\n")),
+        1
+    );
+    assert_eq!(parse_error_line(mm("hello\n")), 1);
+    let sym = "%%MatrixMarket matrix coordinate real symmetric\n2 2 1\n1 2 1\n";
+    assert_eq!(parse_error_line(mm(sym)), 3);
+    match mm(&format!("{h}3 3 4\n1 1 1\n2 2 2\n")) {
+        Err(SparseError::Truncated {
+            expected: 4,
+            found: 2,
+            line: 4,
+            ..
+        }) => {}
+        other => panic!("expected truncation, got {other:?}"),
+    }
+    let complex = mm("%%MatrixMarket matrix coordinate complex general\n1 1 1\n1 1 1 0\n");
+    assert!(matches!(complex, Err(SparseError::Unsupported(_))));
+    assert!(matches!(mm(""), Err(SparseError::Parse { line: 1, .. })));
+    let missing = read_matrix_market::<f64, u32>(std::path::Path::new("/nonexistent/x.mtx"));
+    assert!(matches!(missing, Err(SparseError::Io { .. })));
+}
+
+#[test]
+fn gzip_files_are_detected_by_content() {
+    let a = gen::kronecker::<f64, u32>(6, 1);
+    let mut text = Vec::new();
+    write_matrix_market(&a, &mut text).unwrap();
+    let path = std::env::temp_dir().join(format!("sk-test-{}.mtx.gz", std::process::id()));
+    let mut gz = GzEncoder::new(
+        std::fs::File::create(&path).unwrap(),
+        flate2::Compression::fast(),
+    );
+    gz.write_all(&text).unwrap();
+    gz.finish().unwrap();
+    let back: CsrMatrix<f64, u32> = read_matrix(&path, 0).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(back, a);
+}
+
+#[test]
+fn smtx_reads_and_rejects() {
+    let ok: CsrMatrix<f32, u32> = parse_smtx("2, 4, 3\n0 2 3\n3 0 1\n".as_bytes(), 5).unwrap();
+    assert_eq!((ok.nrows(), ok.ncols(), ok.nnz()), (2, 4, 3));
+    assert_eq!(ok.indices(), &[3, 0, 1]);
+    assert!(!ok.has_sorted_columns());
+    assert!(ok.values().iter().all(|v| (-1.0..1.0).contains(v)));
+    let again: CsrMatrix<f32, u32> = parse_smtx("2, 4, 3\n0 2 3\n3 0 1\n".as_bytes(), 5).unwrap();
+    assert_eq!(ok, again, "values are deterministic");
+    let line = |text: &str| match parse_smtx::<f64, u32>(text.as_bytes(), 0) {
+        Err(SparseError::Parse { line, .. }) => line,
+        other => panic!("expected a parse error, got {other:?}"),
+    };
+    assert_eq!(line("2 4\n0 1 2\n0 1\n"), 1);
+    assert_eq!(line("2, 4, 2\n0 1\n0 1\n"), 2);
+    assert_eq!(line("2, 4, 2\n0 3 2\n0 1\n"), 2);
+    assert_eq!(line("2, 4, 2\n0 1 2\n0 9\n"), 3);
+    assert_eq!(line("2, 4, 2\n0 1 2\n0\n"), 3);
+    assert!(matches!(
+        parse_smtx::<f64, u32>("2, 4, 2\n0 1 2\n".as_bytes(), 0),
+        Err(SparseError::Truncated { .. })
+    ));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #[test]
+    fn matrix_market_round_trip(rows in 0usize..20, cols in 1usize..20, per_row in 0usize..5, seed in any::<u64>()) {
+        let a = gen::uniform::<f64, u32>(rows, cols, per_row.min(cols), seed);
+        let mut text = Vec::new();
+        write_matrix_market(&a, &mut text).unwrap();
+        let back: CsrMatrix<f64, u32> = parse_matrix_market(text.as_slice()).unwrap();
+        prop_assert_eq!(back, a);
+    }
+}

@@ -1,0 +1,262 @@
+//! Every kernel against `spmm_reference` on random matrices (proptest), with the edge cases of
+//! the issue: empty matrix, empty rows, one dense row, K = 1, K not a multiple of the vector
+//! width, non-square A, u32 and usize indices, f32 and f64; and determinism across runs and
+//! thread counts.
+
+use crate::common::{reference, rel_err, tolerance};
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sparse_kernels::{
+    gen, spmm_merge_path_with, spmm_rode_like_with, spmm_row_parallel_with, BaselineConfig,
+    CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, Par, Scalar, SpIndex, SpmmPlan,
+};
+
+/// A random CSR matrix with unsorted, possibly duplicated columns. `kind` 0: short rows with
+/// many empty ones; 1: one dense row among short ones; 2: heavy-tailed row lengths.
+fn random_csr(rows: usize, cols: usize, kind: u8, seed: u64) -> CsrMatrix<f64, u32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let dense_row = if rows > 0 {
+        rng.random_range(0..rows)
+    } else {
+        0
+    };
+    let mut offsets = vec![0u32];
+    let (mut indices, mut values) = (Vec::new(), Vec::new());
+    for r in 0..rows {
+        let len = match (cols, kind) {
+            (0, _) => 0,
+            (_, 1) if r == dense_row => rng.random_range(cols..=3 * cols + 20),
+            (_, 2) => (rng.random_range(0.0f64..1.0).powi(4) * 60.0) as usize,
+            _ => rng.random_range(0..=cols.min(6)),
+        };
+        for _ in 0..len {
+            indices.push(rng.random_range(0..cols) as u32);
+            values.push(rng.random_range(-1.0..1.0));
+        }
+        offsets.push(indices.len() as u32);
+    }
+    CsrMatrix::try_new(rows, cols, offsets, indices, values).expect("valid by construction")
+}
+
+fn convert<T: Scalar, I: SpIndex>(a: &CsrMatrix<f64, u32>) -> CsrMatrix<T, I> {
+    let ix = |v: &[u32]| {
+        v.iter()
+            .map(|&x| I::checked_from(x as usize).unwrap())
+            .collect::<Vec<I>>()
+    };
+    let values = a.values().iter().map(|&v| T::from_f64(v)).collect();
+    CsrMatrix::try_new(
+        a.nrows(),
+        a.ncols(),
+        ix(a.offsets()),
+        ix(a.indices()),
+        values,
+    )
+    .unwrap()
+}
+
+/// Runs `kernel` into a fresh buffer with leading dimension `ldc` and returns the K columns.
+fn run<T: Scalar>(
+    rows: usize,
+    k: usize,
+    ldc: usize,
+    kernel: impl FnOnce(DenseMut<'_, T>),
+) -> Vec<T> {
+    let mut c = vec![T::from_f64(7.0); rows.max(1) * ldc];
+    kernel(DenseMut::new(&mut c, rows, k, ldc));
+    (0..rows)
+        .flat_map(|i| c[i * ldc..i * ldc + k].to_vec())
+        .collect()
+}
+
+/// Checks every kernel against the reference, and bitwise determinism across thread counts.
+fn check_all<T: Scalar, I: SpIndex>(
+    a: &CsrMatrix<T, I>,
+    k: usize,
+    pad: usize,
+    block: usize,
+    parts: usize,
+) {
+    let (m, n) = (a.nrows(), a.ncols());
+    let ldb = k + pad;
+    let b_data = gen::dense::<T>(n.max(1), ldb, 11);
+    let b = DenseRef::new(&b_data, n, k, ldb);
+    let r = reference(a, b);
+    let base = BaselineConfig {
+        serial_work: 0,
+        merge_items_per_part: parts,
+        merge_max_parts: 1 << 20,
+        rode_block: block,
+        rode_long_row: 3 * block,
+    };
+    let lssm = LssmConfig {
+        block_nnz: Some(block),
+        serial_work: 0,
+    };
+    let plan = SpmmPlan::new(a, k, &lssm);
+    let ldc = k + pad;
+    for par in [Par::Threads(2), Par::Threads(3), Par::Seq, Par::Current] {
+        let outs: [(&str, Vec<T>); 5] = [
+            (
+                "row",
+                run(m, k, ldc, |c| {
+                    spmm_row_parallel_with(a, b, c, par, &base).unwrap()
+                }),
+            ),
+            (
+                "merge",
+                run(m, k, ldc, |c| {
+                    spmm_merge_path_with(a, b, c, par, &base).unwrap()
+                }),
+            ),
+            (
+                "rode",
+                run(m, k, ldc, |c| {
+                    spmm_rode_like_with(a, b, c, par, &base).unwrap()
+                }),
+            ),
+            (
+                "lssm",
+                run(m, k, ldc, |c| plan.execute(a, b, c, par).unwrap()),
+            ),
+            (
+                "lssm-auto",
+                run(m, k, ldc, |c| Kernel::Lssm.run(a, b, c, par).unwrap()),
+            ),
+        ];
+        for (name, c) in &outs {
+            let err = rel_err(c, &r, m, k);
+            assert!(
+                err <= tolerance::<T>(),
+                "{name} {par:?} {}: error {err} (m={m} n={n} k={k})",
+                T::NAME
+            );
+        }
+        // Determinism: the same plan gives bit-identical results for every thread count.
+        let again = run(m, k, ldc, |c| {
+            plan.execute(a, b, c, Par::Threads(2)).unwrap()
+        });
+        assert!(
+            outs[3].1 == again,
+            "lssm differs between {par:?} and 2 threads"
+        );
+        let merge2 = run(m, k, ldc, |c| {
+            spmm_merge_path_with(a, b, c, Par::Threads(2), &base).unwrap()
+        });
+        assert!(
+            outs[1].1 == merge2,
+            "merge path differs between {par:?} and 2 threads"
+        );
+    }
+}
+
+fn k_strategy() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        Just(0usize),
+        Just(1usize),
+        2usize..20,
+        60usize..70,
+        Just(133usize)
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn kernels_match_reference_f64_u32(
+        rows in 0usize..40, cols in 0usize..40, kind in 0u8..3, seed in any::<u64>(),
+        k in k_strategy(), pad in 0usize..3, block in 1usize..9, parts in 2usize..12,
+    ) {
+        check_all(&random_csr(rows, cols, kind, seed), k, pad, block, parts);
+    }
+
+    #[test]
+    fn kernels_match_reference_f32_usize(
+        rows in 0usize..40, cols in 0usize..40, kind in 0u8..3, seed in any::<u64>(),
+        k in k_strategy(), pad in 0usize..3, block in 1usize..9, parts in 2usize..12,
+    ) {
+        check_all(&convert::<f32, usize>(&random_csr(rows, cols, kind, seed)), k, pad, block, parts);
+    }
+
+    #[test]
+    fn kernels_match_reference_f64_usize_and_f32_u32(
+        rows in 1usize..30, cols in 1usize..30, seed in any::<u64>(), k in k_strategy(),
+    ) {
+        let a = random_csr(rows, cols, 1, seed);
+        check_all(&convert::<f64, usize>(&a), k, 1, 4, 5);
+        check_all(&convert::<f32, u32>(&a), k, 0, 3, 7);
+    }
+}
+
+#[test]
+fn edge_cases_by_name() {
+    let empty = CsrMatrix::<f64, u32>::try_new(0, 0, vec![0], vec![], vec![]).unwrap();
+    check_all(&empty, 4, 0, 2, 3);
+    let no_entries = CsrMatrix::<f32, u32>::try_new(5, 3, vec![0; 6], vec![], vec![]).unwrap();
+    check_all(&no_entries, 9, 1, 2, 3);
+    let one_dense_row = gen::arrow::<f64, u32>(50, 1, 3);
+    check_all(&one_dense_row, 1, 0, 4, 6); // SpMV
+    check_all(&one_dense_row, 37, 2, 4, 6);
+    let wide = gen::uniform::<f64, usize>(7, 300, 40, 2); // non-square
+    check_all(&wide, 70, 0, 16, 50);
+}
+
+#[test]
+fn default_settings_take_the_parallel_paths_on_larger_matrices() {
+    for a in [
+        gen::kronecker::<f64, u32>(10, 5),
+        gen::arrow::<f64, u32>(3000, 2, 5),
+    ] {
+        let k = 24;
+        let plan = SpmmPlan::new(&a, k, &LssmConfig::default());
+        assert!(!plan.is_serial());
+        assert!(plan.num_long_rows() > 0, "the test matrices have long rows");
+        check_all(
+            &a,
+            k,
+            0,
+            plan.block_nnz(),
+            sparse_kernels::MERGE_ITEMS_PER_PART,
+        );
+    }
+}
+
+#[test]
+fn plan_classifies_long_and_short_rows() {
+    let a = gen::arrow::<f64, u32>(1000, 1, 1);
+    let plan = SpmmPlan::new(
+        &a,
+        16,
+        &LssmConfig {
+            block_nnz: Some(100),
+            serial_work: 0,
+        },
+    );
+    assert_eq!(plan.num_long_rows(), 1);
+    assert_eq!(plan.num_short_rows(), 999);
+    assert_eq!(plan.num_segments(), 10);
+    assert_eq!(plan.scratch_len(), 9 * 16);
+    // 999 short rows of 2 nonzeros (+1 write each) merged into tasks of >= 100 cost.
+    assert_eq!(plan.num_tasks(), 10 + 999usize.div_ceil(34));
+    let auto = SpmmPlan::new(&a, 64, &LssmConfig::default());
+    assert_eq!(
+        auto.block_nnz(),
+        SpmmPlan::auto_block_size(auto.stats(), 64)
+    );
+}
+
+#[test]
+#[should_panic(expected = "B has")]
+fn shape_mismatch_panics() {
+    let a = gen::arrow::<f64, u32>(10, 1, 1);
+    let b = vec![0.0; 9 * 2];
+    let mut c = vec![0.0; 10 * 2];
+    let _ = Kernel::RowParallel.run(
+        &a,
+        DenseRef::contiguous(&b, 9, 2),
+        DenseMut::contiguous(&mut c, 10, 2),
+        Par::Seq,
+    );
+}
