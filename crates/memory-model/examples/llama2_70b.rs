@@ -139,17 +139,7 @@ fn main() -> Result<(), memory_model::MemoryError> {
         hits.len()
     );
     for h in hits.iter().take(5) {
-        println!(
-            "  dp {:>2} tp {} pp {} sp {:<5} {:?} recompute {:?} b {}: peak {}",
-            h.dp,
-            h.tp,
-            h.pp,
-            h.sequence_parallel,
-            h.zero,
-            h.recompute,
-            h.micro_batch,
-            gib(h.per_device.total())
-        );
+        println!("  {h}: peak {}", gib(h.per_device.total()));
     }
     Ok(())
 }

@@ -4,7 +4,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{MemoryError, Result};
 use crate::model::{ModelConfig, MoeConfig, PositionKind};
-use crate::zoo::{gpt, llama};
+use crate::zoo::{bert, gpt, llama};
 
 struct Fields<'a>(&'a Map<String, Value>);
 
@@ -78,7 +78,8 @@ impl ModelConfig {
     /// Parses the text of a Hugging Face `config.json`.
     ///
     /// Supported `model_type`s: `llama`, `mistral`, `mixtral` (SwiGLU, RMSNorm, rotary), `gpt2`
-    /// (GeLU, LayerNorm, learned positions, tied) and `gpt_neox` (GeLU, LayerNorm, rotary).
+    /// (GeLU, LayerNorm, learned positions, tied), `gpt_neox` (GeLU, LayerNorm, rotary) and
+    /// `bert` (encoder with token types and pooler; e.g. all-MiniLM-L6-v2).
     /// Optional fields take the Transformers defaults (`num_key_value_heads` = heads,
     /// `head_dim` = hidden / heads, `tie_word_embeddings` = false except GPT-2).
     ///
@@ -161,6 +162,20 @@ impl ModelConfig {
                 m.qkv_bias = f.opt_bool("attention_bias")?.unwrap_or(true);
                 m.tied_embeddings = f.opt_bool("tie_word_embeddings")?.unwrap_or(false);
                 m.dropout = f.opt_f64("hidden_dropout")?.unwrap_or(0.0) > 0.0;
+                m
+            }
+            "bert" => {
+                let mut m = bert(
+                    &name,
+                    f.u64("num_hidden_layers")?,
+                    f.u64("hidden_size")?,
+                    f.u64("num_attention_heads")?,
+                    f.u64("intermediate_size")?,
+                );
+                m.vocab_size = f.u64("vocab_size")?;
+                m.max_positions = f.opt_u64("max_position_embeddings")?.unwrap_or(512);
+                m.token_types = f.opt_u64("type_vocab_size")?.unwrap_or(2);
+                m.dropout = f.opt_f64("hidden_dropout_prob")?.unwrap_or(0.1) > 0.0;
                 m
             }
             other => return Err(MemoryError::UnknownArchitecture(other.to_string())),

@@ -1,4 +1,5 @@
-//! Description of a decoder-only transformer: the shapes that decide its memory.
+//! Description of a transformer (decoder-only, or a BERT-style encoder): the shapes that decide
+//! its memory.
 
 use serde::{Deserialize, Serialize};
 
@@ -53,7 +54,8 @@ pub struct MoeConfig {
 /// bytes on a cluster of up to 2^16 devices fit in 64 bits.
 pub const MAX_PARAMETERS: u128 = 1 << 44;
 
-/// A decoder-only transformer.
+/// A transformer: decoder-only (GPT, Llama, Mixtral) or, with [`ModelConfig::token_types`] and
+/// [`ModelConfig::pooler`], a BERT-style encoder.
 ///
 /// All sizes are element counts. Build one with [`ModelConfig::preset`], from a Hugging Face
 /// `config.json` with [`ModelConfig::from_hf_config_json`], or by filling the fields and calling
@@ -96,6 +98,14 @@ pub struct ModelConfig {
     pub dropout: bool,
     /// Mixture-of-experts FFN, when present.
     pub moe: Option<MoeConfig>,
+    /// Rows of a learned token-type (segment) embedding table added to the input embeddings
+    /// (BERT: 2); 0 for decoders.
+    #[serde(default)]
+    pub token_types: u64,
+    /// A pooler (`h×h` linear with bias and tanh on the first token) after the last layer, as in
+    /// BERT's `BertModel`.
+    #[serde(default)]
+    pub pooler: bool,
 }
 
 impl ModelConfig {

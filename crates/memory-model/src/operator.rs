@@ -34,7 +34,7 @@ pub enum Dim {
     Experts,
     /// Experts per token `k` (routed copies of a token).
     TopK,
-    /// Rows of a learned position table.
+    /// Rows of a learned position table (or of a token-type table).
     Positions,
     /// LoRA rank `r`.
     LoraRank,

@@ -61,6 +61,24 @@ pub struct SearchHit {
     pub per_device: DeviceBreakdown,
 }
 
+impl std::fmt::Display for SearchHit {
+    /// One line: `dp 8 tp 8 pp 1 sp true Zero1 recompute Selective b 1 × 16`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "dp {:>2} tp {} pp {} sp {:<5} {:?} recompute {:?} b {} × {}",
+            self.dp,
+            self.tp,
+            self.pp,
+            self.sequence_parallel,
+            self.zero,
+            self.recompute,
+            self.micro_batch,
+            self.num_microbatches
+        )
+    }
+}
+
 impl SearchHit {
     /// Sort key, best first: least recomputation, least model parallelism (`tp·pp`), lowest
     /// ZeRO stage (least communication), largest micro-batch, then least memory.

@@ -25,6 +25,8 @@ pub(crate) fn gpt(name: &str, layers: u64, hidden: u64, heads: u64, positions: u
         tied_embeddings: true,
         dropout: true,
         moe: None,
+        token_types: 0,
+        pooler: false,
     }
 }
 
@@ -60,11 +62,29 @@ pub(crate) fn llama(
         tied_embeddings: false,
         dropout: false,
         moe: None,
+        token_types: 0,
+        pooler: false,
     }
 }
 
+/// BERT encoders (Devlin et al. 2019; Hugging Face `BertModel`): GeLU, post-LayerNorm, biases,
+/// learned positions (512), two token types, a pooler, vocabulary 30522, `f = 4h`. Parameter
+/// counts are those of `BertModel` (encoder + pooler); the masked-LM decoder is tied to the word
+/// embeddings. The embedding LayerNorm of a post-LN encoder has the size of a decoder's final
+/// norm and takes its place in the operator list.
+pub(crate) fn bert(name: &str, layers: u64, hidden: u64, heads: u64, ffn: u64) -> ModelConfig {
+    let mut m = gpt(name, layers, hidden, heads, 512);
+    m.vocab_size = 30522;
+    m.ffn_hidden = ffn;
+    m.token_types = 2;
+    m.pooler = true;
+    m
+}
+
 /// Names accepted by [`ModelConfig::preset`].
-pub const PRESET_NAMES: [&str; 15] = [
+pub const PRESET_NAMES: [&str; 17] = [
+    "bert-base",
+    "bert-large",
     "gpt2",
     "gpt3-125m",
     "gpt3-350m",
@@ -99,6 +119,8 @@ impl ModelConfig {
     pub fn preset(name: &str) -> Result<ModelConfig> {
         let key = name.trim().to_ascii_lowercase().replace('_', "-");
         let m = match key.as_str() {
+            "bert-base" => bert("bert-base", 12, 768, 12, 3072),
+            "bert-large" => bert("bert-large", 24, 1024, 16, 4096),
             "gpt2" => gpt("gpt2", 12, 768, 12, 1024),
             "gpt3-125m" => gpt("gpt3-125m", 12, 768, 12, 2048),
             "gpt3-350m" => gpt("gpt3-350m", 24, 1024, 16, 2048),

@@ -293,6 +293,18 @@ pub fn embedding_operators(model: &ModelConfig, workload: &Workload) -> Vec<Oper
             vec![],
         ));
     }
+    if model.token_types > 0 {
+        let types = sh(&[
+            (Dim::Positions, model.token_types),
+            (Dim::Hidden, model.hidden),
+        ]);
+        ops.push(c.op(
+            "token_type_embedding",
+            OpKind::PositionEmbedding,
+            vec![param("token_type_embeddings", types, ParamKind::Embedding)],
+            vec![],
+        ));
+    }
     ops.extend(c.dropout("embedding_dropout", c.bsh(), SaveClass::Always));
     ops
 }
@@ -348,7 +360,25 @@ pub fn head_operators(
         inputs: vec![logits],
         outputs: vec![sh(&[])],
     };
-    let mut ops = vec![c.norm("final_norm", false), head, loss];
+    let mut ops = vec![c.norm("final_norm", false)];
+    if model.pooler {
+        // tanh(W·h_[CLS] + b) on the first token of each sequence.
+        let pooler = c.linear(
+            "pooler",
+            &[(
+                "pooler_weight",
+                "pooler_bias",
+                vec![(Dim::Hidden, model.hidden)],
+            )],
+            &[],
+            &[(Dim::Hidden, model.hidden)],
+            true,
+            0,
+            &[(Dim::Batch, workload.micro_batch)],
+        );
+        ops.push(pooler);
+    }
+    ops.extend([head, loss]);
     for t in ops.iter_mut().flat_map(|op| op.saved.iter_mut()) {
         t.class = SaveClass::Always;
     }

@@ -51,6 +51,26 @@ fn gpt2_and_neox_configs() {
 }
 
 #[test]
+fn bert_config_minilm() {
+    // sentence-transformers/all-MiniLM-L6-v2 (`BertModel`): 22,713,216 parameters, the count
+    // `sum(p.numel() for p in model.parameters())` gives for the published checkpoint.
+    let m = load("all-minilm-l6-v2.config.json");
+    assert_eq!(
+        (m.num_layers, m.hidden, m.token_types, m.pooler),
+        (6, 384, 2, true)
+    );
+    assert_eq!(m.num_parameters(), 22_713_216);
+    let base = ModelConfig::preset("bert-base").unwrap();
+    let mut shrunk = ModelConfig {
+        name: m.name.clone(),
+        ..base
+    };
+    (shrunk.num_layers, shrunk.hidden, shrunk.num_heads) = (6, 384, 12);
+    (shrunk.num_kv_heads, shrunk.head_dim, shrunk.ffn_hidden) = (12, 32, 1536);
+    assert_eq!(m, shrunk);
+}
+
+#[test]
 fn bad_configs_name_the_field() {
     let missing = r#"{"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
         "intermediate_size": 11008, "vocab_size": 32000}"#;

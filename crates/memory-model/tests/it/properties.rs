@@ -70,6 +70,9 @@ fn model_strategy() -> impl Strategy<Value = ModelConfig> {
                         expert_ffn_hidden: ffn / 2 + 1,
                         shared_experts: shared,
                     }),
+                    // BERT-style encoder parts on some of the models with learned positions.
+                    token_types: if learned && bias { 2 } else { 0 },
+                    pooler: learned && bias,
                 }
             },
         )

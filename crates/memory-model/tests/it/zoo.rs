@@ -25,6 +25,19 @@ fn gpt2_small_matches_hugging_face_count() {
     assert_eq!(count("gpt2"), 124_439_808);
 }
 
+#[test]
+fn bert_matches_hugging_face_counts() {
+    // `BertModel.from_pretrained("bert-base-uncased")` / `("bert-large-uncased")`:
+    // `sum(p.numel() for p in model.parameters())` = 109,482,240 / 335,141,888 (encoder, token
+    // type embeddings and pooler; the masked-LM decoder is tied to the word embeddings).
+    assert_eq!(count("bert-base"), 109_482_240);
+    assert_eq!(count("bert-large"), 335_141_888);
+    // Closed form: embeddings (V + 512 + 2)·h + 2h, 12h² + 13h per layer, pooler h² + h.
+    let (l, h) = (12u64, 768u64);
+    let closed = (30522 + 512 + 2) * h + 2 * h + l * (12 * h * h + 13 * h) + h * h + h;
+    assert_eq!(count("bert-base"), closed);
+}
+
 /// Closed form for a GPT-3-style model (Brown et al. 2020; Narayanan et al. SC'21 eq. 2 without
 /// the approximation): per layer `12h² + 13h` (attention `4h² + 4h`, MLP `8h² + 5h`, two
 /// LayerNorms `4h`), embeddings `(V + s)·h`, final LayerNorm `2h`.
@@ -55,7 +68,7 @@ fn gpt3_family_matches_closed_form() {
 
 #[test]
 fn presets_are_listed_and_case_insensitive() {
-    assert_eq!(ModelConfig::preset_names().len(), 15);
+    assert_eq!(ModelConfig::preset_names().len(), 17);
     for name in ModelConfig::preset_names() {
         assert!(ModelConfig::preset(name).unwrap().validate().is_ok());
     }
