@@ -1,25 +1,48 @@
 //! Criterion benchmarks: collectives (issue #7). All-reduce over the local and TCP transports at
-//! several sizes and rank counts, and the preemptive engine against ordered mode when all ranks
-//! submit in the same order. Bandwidth comparisons with memcpy / loopback TCP are in
-//! `scripts/compare-collectives`.
+//! several sizes and rank counts, the preemptive engine against ordered mode when all ranks
+//! submit in the same order, and broadcast by binomial tree against the pipelined chain.
+//! Bandwidth comparisons with memcpy / loopback TCP / MPI are in `scripts/compare-collectives`.
 #![allow(missing_docs)]
 
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
+};
 use pardis::collectives::bench::{run_bench, BenchConfig, BenchTransport};
-use pardis::collectives::{Config, Mode, OpKind};
+use pardis::collectives::{BroadcastAlgorithm, Config, Mode, OpKind};
+
+fn time_op(
+    op: OpKind,
+    transport: BenchTransport,
+    ranks: usize,
+    bytes: usize,
+    engine: Config,
+    iters: u64,
+) -> Duration {
+    let cfg = BenchConfig::new(transport, ranks, op, bytes, iters as usize, engine);
+    run_bench(&cfg).expect("benchmark run").time * iters as u32
+}
 
 fn time(transport: BenchTransport, ranks: usize, bytes: usize, mode: Mode, iters: u64) -> Duration {
-    let cfg = BenchConfig::new(
+    time_op(
+        OpKind::AllReduce,
         transport,
         ranks,
-        OpKind::AllReduce,
         bytes,
-        iters as usize,
         Config::with_mode(mode),
-    );
-    run_bench(&cfg).expect("benchmark run").time * iters as u32
+        iters,
+    )
+}
+
+/// A benchmark group `collectives/<name>` with short sampling (each sample runs whole jobs).
+fn group<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTime> {
+    let mut g = c.benchmark_group(format!("collectives/{name}"));
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(300));
+    g
 }
 
 fn all_reduce(c: &mut Criterion) {
@@ -35,10 +58,7 @@ fn all_reduce(c: &mut Criterion) {
             &[1 << 10, 1 << 20][..],
         ),
     ] {
-        let mut g = c.benchmark_group(format!("collectives/{name}"));
-        g.sample_size(10)
-            .measurement_time(Duration::from_secs(2))
-            .warm_up_time(Duration::from_millis(300));
+        let mut g = group(c, name);
         for ranks in [2, 4] {
             for &bytes in sizes {
                 g.throughput(Throughput::Bytes(bytes as u64));
@@ -57,25 +77,49 @@ fn all_reduce(c: &mut Criterion) {
     }
 }
 
-fn preemptive_vs_ordered(c: &mut Criterion) {
-    let mut g = c.benchmark_group("collectives/mode_same_order");
-    g.sample_size(10)
-        .measurement_time(Duration::from_secs(2))
-        .warm_up_time(Duration::from_millis(300));
-    for bytes in [1usize << 10, 1 << 20] {
+/// `op` on 4 local ranks at each size under each labelled engine setting.
+fn engine_variants(
+    c: &mut Criterion,
+    name: &str,
+    op: OpKind,
+    sizes: &[usize],
+    variants: &[(&str, Config)],
+) {
+    let mut g = group(c, name);
+    for &bytes in sizes {
         g.throughput(Throughput::Bytes(bytes as u64));
-        for mode in [Mode::Preemptive, Mode::Ordered] {
-            g.bench_with_input(
-                BenchmarkId::new(format!("{mode:?}"), bytes),
-                &bytes,
-                |b, &bytes| {
-                    b.iter_custom(|iters| time(BenchTransport::Local, 4, bytes, mode, iters))
-                },
-            );
+        for (label, engine) in variants {
+            g.bench_with_input(BenchmarkId::new(*label, bytes), &bytes, |b, &bytes| {
+                b.iter_custom(|iters| {
+                    time_op(op, BenchTransport::Local, 4, bytes, engine.clone(), iters)
+                })
+            });
         }
     }
     g.finish();
 }
 
-criterion_group!(benches, all_reduce, preemptive_vs_ordered);
+fn preemptive_vs_ordered(c: &mut Criterion) {
+    let variants = [
+        ("Preemptive", Config::with_mode(Mode::Preemptive)),
+        ("Ordered", Config::with_mode(Mode::Ordered)),
+    ];
+    let sizes = [1usize << 10, 1 << 20];
+    engine_variants(c, "mode_same_order", OpKind::AllReduce, &sizes, &variants);
+}
+
+fn broadcast(c: &mut Criterion) {
+    let with = |broadcast| Config {
+        broadcast,
+        ..Config::default()
+    };
+    let variants = [
+        ("Binomial", with(BroadcastAlgorithm::Binomial)),
+        ("Pipelined", with(BroadcastAlgorithm::Pipelined)),
+    ];
+    let sizes = [1usize << 20, 16 << 20];
+    engine_variants(c, "broadcast_4ranks", OpKind::Broadcast, &sizes, &variants);
+}
+
+criterion_group!(benches, all_reduce, preemptive_vs_ordered, broadcast);
 criterion_main!(benches);

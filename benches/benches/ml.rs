@@ -1,5 +1,6 @@
 //! Criterion benchmarks of `ml-models`: NF4 fused dequantize-matmul vs dense f32 matmul vs
-//! dequantize-then-matmul, NF4 quantization, and training tokens/s of the mini GPT.
+//! dequantize-then-matmul, NF4 quantization, training tokens/s of the mini GPT, and the forward
+//! latency of all-MiniLM-L6-v2 (f32 and NF4; skipped unless `scripts/fetch-minilm` has run).
 #![allow(missing_docs)]
 
 use std::time::Duration;
@@ -108,5 +109,50 @@ fn train_step(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, nf4_matmul, nf4_quantize, train_step);
+fn minilm_forward(c: &mut Criterion) {
+    use pardis::ml::core::data::{pad_batch, SubwordTokenizer};
+    use pardis::ml::qlora::{Bert, BertConfig};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/cache/minilm");
+    if !dir.join("model.safetensors").is_file() {
+        eprintln!("minilm_forward: skipped, run scripts/fetch-minilm first");
+        return;
+    }
+    let tok = SubwordTokenizer::from_file(&dir.join("tokenizer.json"), 128).unwrap();
+    let cfg = BertConfig::from_file(&dir.join("config.json")).unwrap();
+    let ids = tok
+        .encode("The Eiffel Tower , located in Paris , was completed in 1889 by the company of Gustave Eiffel .")
+        .unwrap();
+    let mut g = c.benchmark_group("minilm_forward");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(4))
+        .warm_up_time(Duration::from_millis(500));
+    for base in ["f32", "nf4_dq"] {
+        let mut bert = Bert::load(cfg, &dir.join("model.safetensors")).unwrap();
+        if base == "nf4_dq" {
+            let lc = LoraConfig {
+                rules: Vec::new(),
+                ..LoraConfig::default()
+            };
+            bert.apply_lora(&lc, &mut ParamStore::new(), &mut SeededInit::new(0))
+                .unwrap();
+        }
+        for batch in [1usize, 16] {
+            let seqs = vec![ids.as_slice(); batch];
+            let (x, mask) = pad_batch(&seqs, 0, &Device::Cpu).unwrap();
+            g.throughput(Throughput::Elements((batch * ids.len()) as u64));
+            g.bench_with_input(BenchmarkId::new(base, batch), &batch, |b, _| {
+                b.iter(|| bert.forward(&x, &mask, false).unwrap())
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    nf4_matmul,
+    nf4_quantize,
+    train_step,
+    minilm_forward
+);
 criterion_main!(benches);

@@ -18,9 +18,9 @@ const HEAVY: [&str; 3] = ["highs", "highs-sys", "candle-core"];
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("demo") => ensure_system_deps().and_then(|()| demo(&args[1..])),
-        Some("test") => ensure_system_deps().and_then(|()| test()),
-        Some("deps") => ensure_system_deps(),
+        Some("demo") => ensure_system_deps(false).and_then(|()| demo(&args[1..])),
+        Some("test") => ensure_system_deps(true).and_then(|()| test()),
+        Some("deps") => ensure_system_deps(true),
         _ => Err("usage: cargo xtask <demo|test|deps>".to_string()),
     };
     match result {
@@ -95,8 +95,9 @@ fn have_libclang() -> bool {
         })
 }
 
-/// Installs cmake and libclang (needed to build HiGHS) with apt-get when they are missing.
-fn ensure_system_deps() -> Result<(), String> {
+/// Installs cmake and libclang (needed to build HiGHS) with apt-get when they are missing, and
+/// with `mpi` OpenMPI (for the tests of the `collectives` MPI transport).
+fn ensure_system_deps(mpi: bool) -> Result<(), String> {
     let mut missing = Vec::new();
     if !have("cmake") {
         missing.push("cmake");
@@ -106,6 +107,12 @@ fn ensure_system_deps() -> Result<(), String> {
     }
     if !have("c++") && !have("g++") {
         missing.push("g++");
+    }
+    if mpi && !have("mpicc") {
+        missing.push("libopenmpi-dev");
+    }
+    if mpi && !have("mpirun") {
+        missing.push("openmpi-bin");
     }
 
     if missing.is_empty() {
@@ -199,6 +206,19 @@ fn test() -> Result<(), String> {
         )
     })?;
     step("test", &mut || run("cargo", &["test", "--workspace"], &[]))?;
+    step("mpi transport", &mut || {
+        if have("mpirun") && have("mpicc") {
+            // The test re-runs itself under `mpirun -n 2/3/4`.
+            run(
+                "cargo",
+                &["test", "-p", "collectives", "--features", "mpi"],
+                &[],
+            )
+        } else {
+            eprintln!("skipped: OpenMPI not installed (libopenmpi-dev, openmpi-bin)");
+            Ok(())
+        }
+    })?;
     step("selective builds", &mut || {
         for f in FEATURES {
             run(

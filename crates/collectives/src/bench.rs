@@ -92,7 +92,8 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchResult> {
             "bench needs ranks >= 1 and iters >= 1".into(),
         ));
     }
-    let body = |comm: Communicator| bench_rank(cfg, &comm);
+    let body =
+        |comm: Communicator| bench_communicator(&comm, cfg.op, cfg.bytes, cfg.iters, cfg.warmup);
     let outcomes = match cfg.transport {
         BenchTransport::Local => run_local_with(&cfg.engine, cfg.ranks, body),
         BenchTransport::Tcp => run_tcp_local(&cfg.engine, cfg.ranks, body),
@@ -111,13 +112,22 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchResult> {
     })
 }
 
-fn bench_rank(cfg: &BenchConfig, comm: &Communicator) -> Result<Duration> {
+/// This rank's part of a benchmark point on `comm` (any transport): `warmup` untimed then
+/// `iters` timed runs of `op` over `bytes` bytes of f32; returns this rank's time for the timed
+/// runs (the slowest rank's time is the point's time).
+pub fn bench_communicator(
+    comm: &Communicator,
+    op: OpKind,
+    bytes: usize,
+    iters: usize,
+    warmup: usize,
+) -> Result<Duration> {
     let n = comm.world_size();
-    let count = cfg.bytes / 4;
+    let count = bytes / 4;
     let per_rank = count / n;
     let mut buf = vec![1.0f32; count];
     let once = |buf: Vec<f32>| -> Result<Vec<f32>> {
-        match cfg.op {
+        match op {
             OpKind::AllReduce => comm.all_reduce(buf, ReduceOp::Sum),
             OpKind::ReduceScatter => comm
                 .reduce_scatter(buf[..per_rank * n].to_vec(), ReduceOp::Sum)
@@ -132,12 +142,12 @@ fn bench_rank(cfg: &BenchConfig, comm: &Communicator) -> Result<Duration> {
             )),
         }
     };
-    for _ in 0..cfg.warmup {
+    for _ in 0..warmup {
         buf = once(buf)?;
     }
     comm.barrier()?;
     let start = Instant::now();
-    for _ in 0..cfg.iters {
+    for _ in 0..iters {
         buf = once(buf)?;
     }
     Ok(start.elapsed())

@@ -83,7 +83,9 @@ pub fn run_chaos(cfg: &ChaosConfig) -> Result<Vec<ChaosRank>> {
     outcomes.into_iter().map(|o| o.and_then(|r| r)).collect()
 }
 
-fn chaos_rank(cfg: &ChaosConfig, world: &Communicator) -> Result<ChaosRank> {
+/// Runs one rank's part of the chaos workload on `world`, whatever its transport (threads, TCP
+/// processes, MPI); `cfg.ranks` and `cfg.engine` are ignored (the communicator has them).
+pub fn chaos_rank(cfg: &ChaosConfig, world: &Communicator) -> Result<ChaosRank> {
     let (n, me) = (world.world_size(), world.rank());
     let comms = (0..cfg.collectives)
         .map(|c| world.split(0, ((me + c) % n) as i64))

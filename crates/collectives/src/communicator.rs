@@ -3,13 +3,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::config::{AllReduceAlgorithm, Config};
+use crate::config::{AllReduceAlgorithm, BroadcastAlgorithm, Config};
 use crate::dtype::{Element, ReduceOp};
 use crate::engine::{AbortHandle, EngineRef, EngineStats};
 use crate::frame::{Fingerprint, MailboxKey, OpKind};
 use crate::handle::{Completion, Handle};
 use crate::program::{OpMeta, StepProgram};
-use crate::schedule::{self, Action, Step};
+use crate::schedule::{self, Action, RingPass, Step};
 use crate::{CollectiveError, Result};
 
 /// Bit that marks point-to-point mailbox keys (collectives use plain sequence numbers).
@@ -230,7 +230,12 @@ impl Communicator {
     pub fn ireduce_scatter<T: Element>(&self, data: Vec<T>, op: ReduceOp) -> Result<Handle<T>> {
         let block = self.blocks(data.len(), "reduce-scatter")?;
         let (n, me) = (self.world_size(), self.rank());
-        let steps = schedule::ring_reduce_scatter(n, me, |i| i * block..(i + 1) * block);
+        let steps = schedule::ring(
+            n,
+            me,
+            |i| i * block..(i + 1) * block,
+            RingPass::ReduceScatter,
+        );
         let plan = Plan {
             output: Some(me * block..(me + 1) * block),
             reduce: Some(op),
@@ -245,7 +250,7 @@ impl Communicator {
         let (n, me, block) = (self.world_size(), self.rank(), data.len());
         let mut buf = vec![T::ZERO; n * block];
         buf[me * block..(me + 1) * block].copy_from_slice(&data);
-        let steps = schedule::ring_all_gather(n, me, |i| i * block..(i + 1) * block);
+        let steps = schedule::ring(n, me, |i| i * block..(i + 1) * block, RingPass::AllGather);
         let plan = Plan {
             output: Some(0..n * block),
             ..Self::plan(OpKind::AllGather, steps, block)
@@ -253,14 +258,40 @@ impl Communicator {
         Ok(self.submit(buf, plan))
     }
 
-    /// Starts a broadcast of `root`'s `data`; other ranks pass a vector of the same length.
+    /// Starts a broadcast of `root`'s `data` with the configured algorithm; other ranks pass a
+    /// vector of the same length.
     pub fn ibroadcast<T: Element>(&self, data: Vec<T>, root: usize) -> Result<Handle<T>> {
+        self.ibroadcast_with(data, root, self.config().broadcast)
+    }
+
+    /// Starts a broadcast with an explicit algorithm (all ranks must pass the same).
+    pub fn ibroadcast_with<T: Element>(
+        &self,
+        data: Vec<T>,
+        root: usize,
+        algo: BroadcastAlgorithm,
+    ) -> Result<Handle<T>> {
         self.check_root(root)?;
-        let count = data.len();
-        let steps = schedule::binomial_broadcast(self.world_size(), self.rank(), root, count);
+        let (n, me, count) = (self.world_size(), self.rank(), data.len());
+        let cfg = self.config();
+        let bytes = count * std::mem::size_of::<T>();
+        let pipelined = match algo {
+            BroadcastAlgorithm::Auto => bytes >= cfg.pipeline_threshold_bytes,
+            BroadcastAlgorithm::Binomial => false,
+            BroadcastAlgorithm::Pipelined => true,
+        };
+        let (steps, code) = if pipelined {
+            let pieces = bytes
+                .div_ceil(cfg.pipeline_chunk_bytes.max(1))
+                .clamp(1, count.max(1));
+            (schedule::pipelined_broadcast(n, me, root, count, pieces), 3)
+        } else {
+            (schedule::binomial_broadcast(n, me, root, count), 0)
+        };
         let plan = Plan {
             output: Some(0..count),
             root,
+            algo: code,
             ..Self::plan(OpKind::Broadcast, steps, count)
         };
         Ok(self.submit(data, plan))

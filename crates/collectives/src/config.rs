@@ -27,8 +27,25 @@ pub enum AllReduceAlgorithm {
     HalvingDoubling,
 }
 
+/// Broadcast algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BroadcastAlgorithm {
+    /// Binomial tree below [`Config::pipeline_threshold_bytes`], pipelined chain at or above.
+    #[default]
+    Auto,
+    /// Binomial tree: `log2 n` full-message steps, latency-optimal.
+    Binomial,
+    /// Chain in rank order from the root, the message cut into pieces of
+    /// [`Config::pipeline_chunk_bytes`] that move one hop per step: bandwidth-optimal.
+    Pipelined,
+}
+
 /// Default [`Config::small_message_bytes`]: 64 KiB.
 pub const DEFAULT_SMALL_MESSAGE_BYTES: usize = 64 << 10;
+/// Default [`Config::pipeline_threshold_bytes`]: 1 MiB.
+pub const DEFAULT_PIPELINE_THRESHOLD_BYTES: usize = 1 << 20;
+/// Default [`Config::pipeline_chunk_bytes`]: 256 KiB.
+pub const DEFAULT_PIPELINE_CHUNK_BYTES: usize = 256 << 10;
 /// Default [`Config::op_timeout`]: 60 s.
 pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default [`Config::deadlock_timeout`]: 2 s.
@@ -43,6 +60,13 @@ pub struct Config {
     pub all_reduce: AllReduceAlgorithm,
     /// Message size (bytes) below which `Auto` uses halving-doubling. Default: 64 KiB.
     pub small_message_bytes: usize,
+    /// Broadcast algorithm. Default: [`BroadcastAlgorithm::Auto`].
+    pub broadcast: BroadcastAlgorithm,
+    /// Message size (bytes) from which `Auto` broadcasts through the pipelined chain.
+    /// Default: 1 MiB.
+    pub pipeline_threshold_bytes: usize,
+    /// Piece size (bytes) of the pipelined broadcast. Default: 256 KiB.
+    pub pipeline_chunk_bytes: usize,
     /// Steps a collective may run per poll. Default: 8.
     pub poll_budget: usize,
     /// Polls the head collective gets per round. Default: 4.
@@ -70,6 +94,9 @@ impl Default for Config {
             mode: Mode::Preemptive,
             all_reduce: AllReduceAlgorithm::Auto,
             small_message_bytes: DEFAULT_SMALL_MESSAGE_BYTES,
+            broadcast: BroadcastAlgorithm::Auto,
+            pipeline_threshold_bytes: DEFAULT_PIPELINE_THRESHOLD_BYTES,
+            pipeline_chunk_bytes: DEFAULT_PIPELINE_CHUNK_BYTES,
             poll_budget: 8,
             head_tries: 4,
             initial_threshold: 16,

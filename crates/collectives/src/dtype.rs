@@ -2,20 +2,50 @@
 
 use std::fmt;
 
-/// Runtime tag of an element type; part of every collective's fingerprint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum DType {
-    /// 32-bit float.
-    F32 = 1,
-    /// 64-bit float.
-    F64 = 2,
-    /// 32-bit signed integer.
-    I32 = 3,
-    /// 64-bit signed integer.
-    I64 = 4,
-    /// Byte.
-    U8 = 5,
+use half::bf16;
+
+/// Defines a `#[repr(u8)]` enum whose variants carry a wire code and a name, with `ALL`,
+/// `name()`, `from_u8()` and `Display`. Variants are listed as
+/// `Variant = code, "name", "doc";`.
+macro_rules! wire_enum {
+    ($(#[$meta:meta])* pub enum $ty:ident { $($v:ident = $code:literal, $name:literal, $doc:literal;)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum $ty { $(#[doc = $doc] $v = $code,)* }
+
+        impl $ty {
+            /// Every variant, in wire-code order.
+            pub const ALL: [Self; [$($code),*].len()] = [$(Self::$v),*];
+
+            /// Human-readable name, e.g. as printed in errors.
+            pub fn name(self) -> &'static str {
+                match self { $(Self::$v => $name,)* }
+            }
+
+            /// The variant with wire code `code`.
+            #[allow(dead_code)]
+            pub(crate) fn from_u8(code: u8) -> Option<Self> {
+                Self::ALL.into_iter().find(|v| *v as u8 == code)
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+pub(crate) use wire_enum;
+
+wire_enum! {
+    /// Runtime tag of an element type; part of every collective's fingerprint.
+    pub enum DType {
+        F32 = 1, "f32", "32-bit float."; F64 = 2, "f64", "64-bit float.";
+        I32 = 3, "i32", "32-bit signed integer."; I64 = 4, "i64", "64-bit signed integer.";
+        U8 = 5, "u8", "Byte."; BF16 = 6, "bf16", "bfloat16 (`half::bf16`); reductions compute in f32.";
+    }
 }
 
 impl DType {
@@ -24,62 +54,30 @@ impl DType {
         match self {
             DType::F32 | DType::I32 => 4,
             DType::F64 | DType::I64 => 8,
+            DType::BF16 => 2,
             DType::U8 => 1,
         }
     }
+}
 
-    pub(crate) fn from_u8(v: u8) -> Option<Self> {
-        Some(match v {
-            1 => DType::F32,
-            2 => DType::F64,
-            3 => DType::I32,
-            4 => DType::I64,
-            5 => DType::U8,
-            _ => return None,
-        })
+wire_enum! {
+    /// Reduction operator of `all_reduce`, `reduce` and `reduce_scatter`.
+    ///
+    /// Integer sum and product wrap on overflow; float `min`/`max` follow `f32::min`/`f32::max`
+    /// (a NaN loses against a number). For bf16 every pairwise reduction converts both operands
+    /// to f32, computes in f32 and rounds the result to bf16 once.
+    pub enum ReduceOp {
+        Sum = 1, "sum", "Sum."; Prod = 2, "prod", "Product.";
+        Min = 3, "min", "Minimum."; Max = 4, "max", "Maximum.";
     }
-}
-
-impl fmt::Display for DType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = match self {
-            DType::F32 => "f32",
-            DType::F64 => "f64",
-            DType::I32 => "i32",
-            DType::I64 => "i64",
-            DType::U8 => "u8",
-        };
-        f.write_str(s)
-    }
-}
-
-/// Reduction operator of `all_reduce`, `reduce` and `reduce_scatter`.
-///
-/// Integer sum and product wrap on overflow; float `min`/`max` follow `f32::min`/`f32::max`
-/// (a NaN loses against a number).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum ReduceOp {
-    /// Sum.
-    Sum = 1,
-    /// Product.
-    Prod = 2,
-    /// Minimum.
-    Min = 3,
-    /// Maximum.
-    Max = 4,
-}
-
-impl ReduceOp {
-    /// All operators, for tests and sweeps.
-    pub const ALL: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max];
 }
 
 mod sealed {
     pub trait Sealed {}
 }
 
-/// An element type that collectives can move and reduce: `f32`, `f64`, `i32`, `i64`, `u8`.
+/// An element type that collectives can move and reduce: `f32`, `f64`, `i32`, `i64`, `u8` and
+/// [`half::bf16`].
 ///
 /// Sealed: every implementor is plain old data with alignment at most 8 and no invalid bit
 /// patterns, which the message buffers rely on.
@@ -122,51 +120,18 @@ macro_rules! element {
     };
 }
 
-element!(
-    f32,
-    F32,
-    0.0,
-    |a, b| a + b,
-    |a, b| a * b,
-    f32::min,
-    f32::max
-);
-element!(
-    f64,
-    F64,
-    0.0,
-    |a, b| a + b,
-    |a, b| a * b,
-    f64::min,
-    f64::max
-);
-element!(
-    i32,
-    I32,
-    0,
-    i32::wrapping_add,
-    i32::wrapping_mul,
-    Ord::min,
-    Ord::max
-);
-element!(
-    i64,
-    I64,
-    0,
-    i64::wrapping_add,
-    i64::wrapping_mul,
-    Ord::min,
-    Ord::max
-);
-element!(
-    u8,
-    U8,
-    0,
-    u8::wrapping_add,
-    u8::wrapping_mul,
-    Ord::min,
-    Ord::max
-);
+element! { f32, F32, 0.0, |a, b| a + b, |a, b| a * b, f32::min, f32::max }
+element! { f64, F64, 0.0, |a, b| a + b, |a, b| a * b, f64::min, f64::max }
+element! { i32, I32, 0, i32::wrapping_add, i32::wrapping_mul, Ord::min, Ord::max }
+element! { i64, I64, 0, i64::wrapping_add, i64::wrapping_mul, Ord::min, Ord::max }
+element! { u8, U8, 0, u8::wrapping_add, u8::wrapping_mul, Ord::min, Ord::max }
+
+/// bf16 through f32: `op(a, b)` is computed in f32 and rounded to bf16 once per element pair.
+fn via_f32(f: impl Fn(f32, f32) -> f32) -> impl Fn(bf16, bf16) -> bf16 {
+    move |a, b| bf16::from_f32(f(a.to_f32(), b.to_f32()))
+}
+
+element! { bf16, BF16, bf16::ZERO, via_f32(|a, b| a + b), via_f32(|a, b| a * b), via_f32(f32::min), via_f32(f32::max) }
 
 /// A reusable message payload: bytes stored in 8-byte words so that it can be viewed as a
 /// slice of any [`Element`] without copying.
@@ -217,8 +182,8 @@ impl AlignedBuf {
         if self.len % size != 0 {
             return None;
         }
-        // SAFETY: `T` is sealed to f32/f64/i32/i64/u8: alignment <= 8 (the words are 8-aligned),
-        // no invalid bit patterns, and `len / size` elements fit inside the initialised words.
+        // SAFETY: `T` is sealed to f32/f64/i32/i64/u8/bf16 (bf16 is `repr(transparent)` over
+        // u16): alignment <= 8 (the words are 8-aligned), no invalid bit patterns, and `len / size` elements fit inside the initialised words.
         Some(unsafe {
             std::slice::from_raw_parts(self.words.as_ptr().cast::<T>(), self.len / size)
         })
@@ -245,6 +210,43 @@ mod tests {
         assert!(b.as_slice::<f64>().is_none());
         b.fill_from(&[7u8; 3]);
         assert_eq!(b.as_bytes(), &[7, 7, 7]);
+    }
+
+    #[test]
+    fn wire_codes_names_and_sizes() {
+        for d in DType::ALL {
+            assert_eq!(DType::from_u8(d as u8), Some(d));
+        }
+        assert_eq!(DType::from_u8(0), None);
+        assert_eq!(ReduceOp::from_u8(ReduceOp::Min as u8), Some(ReduceOp::Min));
+        assert_eq!(
+            (DType::BF16.to_string(), ReduceOp::Prod.name()),
+            ("bf16".into(), "prod")
+        );
+        fn size_of_element<T: Element>() -> (usize, usize) {
+            (T::DTYPE.size(), std::mem::size_of::<T>())
+        }
+        for (tag, real) in [
+            size_of_element::<f32>(),
+            size_of_element::<f64>(),
+            size_of_element::<i32>(),
+            size_of_element::<i64>(),
+            size_of_element::<u8>(),
+            size_of_element::<bf16>(),
+        ] {
+            assert_eq!(tag, real);
+        }
+    }
+
+    #[test]
+    fn bf16_reduces_through_f32() {
+        let v = |x: f32| bf16::from_f32(x);
+        let mut d = [v(1.0), v(256.0), v(-3.5)];
+        bf16::reduce_into(ReduceOp::Sum, &mut d, &[v(1.0), v(1.0), v(0.25)]);
+        // 256 + 1 = 257 is not a bf16 (8 significant bits): rounds to even, 256.
+        assert_eq!(d, [v(2.0), v(256.0), v(-3.25)]);
+        bf16::reduce_into(ReduceOp::Max, &mut d, &[v(3.0), v(-1.0), v(-4.0)]);
+        assert_eq!(d, [v(3.0), v(256.0), v(-3.25)]);
     }
 
     #[test]

@@ -253,6 +253,7 @@ fn run(shared: &Shared) {
             std::thread::park_timeout(Duration::from_millis(100));
             continue;
         }
+        shared.transport.progress();
         let progressed = match cfg.mode {
             Mode::Preemptive => round_preemptive(shared, &mut queue),
             Mode::Ordered => round_ordered(shared, &mut queue),
@@ -329,7 +330,7 @@ fn fail(shared: &Shared, mut a: Active, f: Failure) {
             .iter()
             .filter(|&&p| p != me && !shared.transport.is_lost(p))
         {
-            let mut payload = shared.transport.inbox().pool().take(0);
+            let mut payload = shared.transport.inbox().pool().take(text.len());
             payload.fill_from(text.as_bytes());
             let frame = Frame {
                 kind,

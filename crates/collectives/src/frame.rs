@@ -1,43 +1,17 @@
 //! Messages between ranks: the frame header, the collective fingerprint and the wire format.
 
-use crate::dtype::{AlignedBuf, DType};
+use std::fmt;
+
+use crate::dtype::{wire_enum, AlignedBuf, DType, ReduceOp};
 use crate::CollectiveError;
 
-/// The kind of a collective operation (also the `op` in errors and statistics).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum OpKind {
-    /// All-reduce.
-    AllReduce = 1,
-    /// Reduce-scatter.
-    ReduceScatter = 2,
-    /// All-gather.
-    AllGather = 3,
-    /// Broadcast from a root.
-    Broadcast = 4,
-    /// Reduce to a root.
-    Reduce = 5,
-    /// All-to-all personalised exchange.
-    AllToAll = 6,
-    /// Barrier.
-    Barrier = 7,
-    /// Point-to-point message (send or matching receive).
-    PointToPoint = 8,
-}
-
-impl OpKind {
-    /// Human-readable name, e.g. `all-reduce`.
-    pub fn name(self) -> &'static str {
-        match self {
-            OpKind::AllReduce => "all-reduce",
-            OpKind::ReduceScatter => "reduce-scatter",
-            OpKind::AllGather => "all-gather",
-            OpKind::Broadcast => "broadcast",
-            OpKind::Reduce => "reduce",
-            OpKind::AllToAll => "all-to-all",
-            OpKind::Barrier => "barrier",
-            OpKind::PointToPoint => "send/recv",
-        }
+wire_enum! {
+    /// The kind of a collective operation (also the `op` in errors and statistics).
+    pub enum OpKind {
+        AllReduce = 1, "all-reduce", "All-reduce."; ReduceScatter = 2, "reduce-scatter", "Reduce-scatter.";
+        AllGather = 3, "all-gather", "All-gather."; Broadcast = 4, "broadcast", "Broadcast from a root.";
+        Reduce = 5, "reduce", "Reduce to a root."; AllToAll = 6, "all-to-all", "All-to-all personalised exchange.";
+        Barrier = 7, "barrier", "Barrier."; PointToPoint = 8, "send/recv", "Point-to-point message (send or matching receive).";
     }
 }
 
@@ -45,65 +19,52 @@ impl OpKind {
 /// by the receiver, so disagreeing ranks get [`CollectiveError::Mismatch`] instead of garbage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Fingerprint {
+    /// [`OpKind`] code.
     pub(crate) kind: u8,
+    /// [`DType`] code.
     pub(crate) dtype: u8,
+    /// [`ReduceOp`] code, 0 without reduction.
     pub(crate) reduce: u8,
+    /// Algorithm code (all-reduce: 1 ring, 2 halving-doubling; broadcast: 0 binomial,
+    /// 3 pipelined), 0 where there is one algorithm.
     pub(crate) algo: u8,
+    /// Root rank of rooted collectives, else 0.
     pub(crate) root: u32,
+    /// Element count (per block for block-wise collectives).
     pub(crate) count: u64,
 }
 
 impl Fingerprint {
     /// Names the first field in which `theirs` differs from `self`, if any.
     pub(crate) fn difference(&self, theirs: &Fingerprint) -> Option<String> {
-        let kind = |k: u8| {
-            [
-                OpKind::AllReduce,
-                OpKind::ReduceScatter,
-                OpKind::AllGather,
-                OpKind::Broadcast,
-                OpKind::Reduce,
-                OpKind::AllToAll,
-                OpKind::Barrier,
-                OpKind::PointToPoint,
-            ]
-            .into_iter()
-            .find(|o| *o as u8 == k)
-            .map_or("unknown", OpKind::name)
-        };
-        let dt = |d: u8| DType::from_u8(d).map_or_else(|| "none".to_string(), |d| d.to_string());
-        if self.kind != theirs.kind {
-            Some(format!(
-                "collective type: here {}, peer {}",
-                kind(self.kind),
-                kind(theirs.kind)
-            ))
-        } else if self.dtype != theirs.dtype {
-            Some(format!(
-                "dtype: here {}, peer {}",
-                dt(self.dtype),
-                dt(theirs.dtype)
-            ))
-        } else if self.count != theirs.count {
-            Some(format!(
-                "element count: here {}, peer {}",
-                self.count, theirs.count
-            ))
-        } else if self.root != theirs.root {
-            Some(format!("root: here {}, peer {}", self.root, theirs.root))
-        } else if self.reduce != theirs.reduce {
-            Some(format!(
-                "reduce op: here {}, peer {}",
-                self.reduce, theirs.reduce
-            ))
-        } else if self.algo != theirs.algo {
-            Some(format!(
-                "algorithm: here {}, peer {}",
-                self.algo, theirs.algo
-            ))
-        } else {
-            None
+        fn named<E: fmt::Display>(code: u64, from: fn(u8) -> Option<E>) -> String {
+            let known = u8::try_from(code).ok().and_then(from);
+            known.map_or_else(|| format!("#{code}"), |e| e.to_string())
         }
+        type Field = (&'static str, u64, u64, fn(u64) -> String);
+        let fields: [Field; 6] = [
+            (
+                "collective type",
+                self.kind.into(),
+                theirs.kind.into(),
+                |c| named(c, OpKind::from_u8),
+            ),
+            ("dtype", self.dtype.into(), theirs.dtype.into(), |c| {
+                named(c, DType::from_u8)
+            }),
+            ("element count", self.count, theirs.count, |c| c.to_string()),
+            ("root", self.root.into(), theirs.root.into(), |c| {
+                c.to_string()
+            }),
+            ("reduce op", self.reduce.into(), theirs.reduce.into(), |c| {
+                named(c, ReduceOp::from_u8)
+            }),
+            ("algorithm", self.algo.into(), theirs.algo.into(), |c| {
+                c.to_string()
+            }),
+        ];
+        let (what, here, peer, show) = fields.into_iter().find(|f| f.1 != f.2)?;
+        Some(format!("{what}: here {}, peer {}", show(here), show(peer)))
     }
 }
 
@@ -168,7 +129,7 @@ impl Frame {
     pub(crate) fn decode_header(h: &[u8; HEADER_BYTES]) -> crate::Result<(Frame, usize)> {
         let u64_at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().expect("8 bytes"));
         let u32_at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().expect("4 bytes"));
-        let kind = match h[0] {
+        let frame_kind = match h[0] {
             0 => FrameKind::Data,
             1 => FrameKind::AbortLost,
             2 => FrameKind::AbortOther,
@@ -178,20 +139,21 @@ impl Frame {
                 )));
             }
         };
+        let [kind, dtype, reduce, algo] = [h[1], h[2], h[3], h[4]];
         let len = usize::try_from(u64_at(48))
             .map_err(|_| CollectiveError::InvalidInput("corrupt frame: length".into()))?;
         let frame = Frame {
-            kind,
+            kind: frame_kind,
             src: u32_at(8) as usize,
             key: MailboxKey {
                 comm: u64_at(16),
                 seq: u64_at(24),
             },
             fp: Fingerprint {
-                kind: h[1],
-                dtype: h[2],
-                reduce: h[3],
-                algo: h[4],
+                kind,
+                dtype,
+                reduce,
+                algo,
                 root: u32_at(12),
                 count: u64_at(32),
             },

@@ -43,9 +43,19 @@
 //! How it is built: `schedule` compiles each collective algorithm into per-rank steps; a
 //! program runs the steps as a resumable state machine ([`Poll`]); each rank's engine schedules
 //! its programs, preemptively or in order ([`Mode`], counters in [`EngineStats`] and
-//! [`OpStats`]); transports ([`run_local`] threads, [`tcp`] processes) move frames into
-//! per-collective mailboxes. [`chaos`] is the paper's random-order workload and [`bench`](mod@bench) the
-//! nccl-tests bandwidth definitions.
+//! [`OpStats`]); transports move frames into per-collective mailboxes. [`chaos`] is the paper's
+//! random-order workload and [`bench`](mod@bench) the nccl-tests bandwidth definitions.
+//!
+//! Element types: `f32`, `f64`, `i32`, `i64`, `u8` and [`bf16`] (reduced in f32 per element
+//! pair). Launchers, one per transport — the same closure runs on any of them:
+//!
+//! - [`run_local`]`(n, |comm| ..)`: `n` ranks as threads of this process (shared memory).
+//! - [`from_env`]`()`: this process joins a multi-process TCP job whose rank, size and
+//!   rendezvous address come from environment variables ([`tcp`] documents them). It is the
+//!   only place where the crate reads the environment, and only when called; [`tcp::join`]
+//!   takes the same settings explicitly.
+//! - `mpi::MpiJob::init` (cargo feature `mpi`, off by default): the ranks of an MPI job started
+//!   by `mpirun`, over the system's MPI library through rsmpi; see the `mpi` module.
 //!
 //! Part of the [pardis](https://github.com/pardis-rs/pardis) workspace; usable on its own.
 
@@ -66,14 +76,20 @@ pub mod transport;
 
 pub use communicator::Communicator;
 pub use config::{
-    AllReduceAlgorithm, Config, Mode, DEFAULT_DEADLOCK_TIMEOUT, DEFAULT_OP_TIMEOUT,
+    AllReduceAlgorithm, BroadcastAlgorithm, Config, Mode, DEFAULT_DEADLOCK_TIMEOUT,
+    DEFAULT_OP_TIMEOUT, DEFAULT_PIPELINE_CHUNK_BYTES, DEFAULT_PIPELINE_THRESHOLD_BYTES,
     DEFAULT_SMALL_MESSAGE_BYTES,
 };
 pub use dtype::{DType, Element, ReduceOp};
 pub use engine::{AbortHandle, EngineStats};
 pub use error::{CollectiveError, Result};
 pub use frame::OpKind;
+/// The bfloat16 element type (from the `half` crate).
+pub use half::bf16;
 pub use handle::{Handle, OpStats};
 pub use launch::{run_local, run_local_with};
 pub use program::Poll;
+#[cfg(feature = "mpi")]
+pub use transport::mpi;
 pub use transport::tcp;
+pub use transport::tcp::from_env;

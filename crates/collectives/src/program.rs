@@ -176,8 +176,10 @@ impl<T: Element> ActiveOp for StepProgram<T> {
             let step = step.clone();
             if !self.sent {
                 if let Some((peer, range)) = step.send {
-                    let mut payload = transport.inbox().pool().take(0);
-                    payload.fill_from(&self.buf[range]);
+                    // A pooled buffer that already fits: no allocation in steady state.
+                    let data = &self.buf[range];
+                    let mut payload = transport.inbox().pool().take(size_of_val(data));
+                    payload.fill_from(data);
                     let frame = Frame {
                         kind: FrameKind::Data,
                         src: transport.world_rank(),

@@ -5,7 +5,7 @@
 //! Algorithms (Thakur, Rabenseifner & Gropp, "Optimization of Collective Communication
 //! Operations in MPICH", IJHPCA 2005): ring reduce-scatter / all-gather / all-reduce,
 //! recursive halving-doubling all-reduce (Rabenseifner) for small messages, binomial-tree
-//! broadcast and reduce, pairwise all-to-all, dissemination barrier.
+//! broadcast and reduce, pipelined chain broadcast for large messages, pairwise all-to-all, dissemination barrier.
 
 use std::ops::Range;
 
@@ -38,6 +38,10 @@ impl Step {
             recv: Some((recv_from, recv, a)),
         }
     }
+    /// Sends `send` to `peer` and receives `recv` from the same peer.
+    pub(crate) fn swap(peer: usize, send: Range<usize>, recv: Range<usize>, a: Action) -> Self {
+        Self::exchange(peer, send, peer, recv, a)
+    }
     pub(crate) fn send(to: usize, r: Range<usize>) -> Self {
         Step {
             send: Some((to, r)),
@@ -57,34 +61,34 @@ pub(crate) fn part(count: usize, parts: usize, i: usize) -> Range<usize> {
     (i * count / parts)..((i + 1) * count / parts)
 }
 
-/// Ring reduce-scatter over `n` chunks (`chunk(i)`): afterwards rank `me` holds the reduced chunk `me`.
-pub(crate) fn ring_reduce_scatter(
-    n: usize,
-    me: usize,
-    chunk: impl Fn(usize) -> Range<usize>,
-) -> Vec<Step> {
-    let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
-    (0..n.saturating_sub(1))
-        .map(|s| {
-            let send = (me + 2 * n - s - 1) % n;
-            let recv = (me + 2 * n - s - 2) % n;
-            Step::exchange(next, chunk(send), prev, chunk(recv), Action::Reduce)
-        })
-        .collect()
+/// The two passes of ring algorithms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RingPass {
+    /// Ring reduce-scatter: afterwards rank `me` holds the reduced chunk `me`.
+    ReduceScatter,
+    /// Ring all-gather: rank `me` starts with chunk `me` and ends with all chunks.
+    AllGather,
 }
 
-/// Ring all-gather over `n` chunks: rank `me` starts with chunk `me`, ends with all.
-pub(crate) fn ring_all_gather(
+/// One pass around the ring over `n` chunks (`chunk(i)`) in `n - 1` steps: in step `s` rank
+/// `me` sends chunk `me - s - lag` to the next rank and receives chunk `me - s - lag - 1` from
+/// the previous one (indices mod `n`; `lag` is 1 for reduce-scatter, 0 for all-gather).
+pub(crate) fn ring(
     n: usize,
     me: usize,
     chunk: impl Fn(usize) -> Range<usize>,
+    pass: RingPass,
 ) -> Vec<Step> {
+    let (lag, action) = match pass {
+        RingPass::ReduceScatter => (1, Action::Reduce),
+        RingPass::AllGather => (0, Action::Copy),
+    };
     let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
     (0..n.saturating_sub(1))
         .map(|s| {
-            let send = (me + n - s) % n;
-            let recv = (me + 2 * n - s - 1) % n;
-            Step::exchange(next, chunk(send), prev, chunk(recv), Action::Copy)
+            let send = (me + 2 * n - s - lag) % n;
+            let recv = (me + 2 * n - s - lag - 1) % n;
+            Step::exchange(next, chunk(send), prev, chunk(recv), action)
         })
         .collect()
 }
@@ -92,8 +96,8 @@ pub(crate) fn ring_all_gather(
 /// Ring all-reduce of `count` elements: reduce-scatter then all-gather (bandwidth-optimal).
 pub(crate) fn ring_all_reduce(n: usize, me: usize, count: usize) -> Vec<Step> {
     let chunk = |i| part(count, n, i);
-    let mut steps = ring_reduce_scatter(n, me, chunk);
-    steps.extend(ring_all_gather(n, me, chunk));
+    let mut steps = ring(n, me, chunk, RingPass::ReduceScatter);
+    steps.extend(ring(n, me, chunk, RingPass::AllGather));
     steps
 }
 
@@ -122,7 +126,7 @@ pub(crate) fn halving_doubling_all_reduce(n: usize, me: usize, count: usize) -> 
         me - rem
     };
     let real = |nr: usize| if nr < rem { 2 * nr + 1 } else { nr + rem };
-    let blocks = |lo: usize, hi: usize| part(count, p, lo).start..part(count, p, hi - 1).end;
+    let blocks = |(lo, hi): (usize, usize)| part(count, p, lo).start..part(count, p, hi - 1).end;
     let (mut lo, mut hi) = (0, p);
     let mut history = Vec::new();
     let mut d = p / 2;
@@ -134,11 +138,10 @@ pub(crate) fn halving_doubling_all_reduce(n: usize, me: usize, count: usize) -> 
         } else {
             ((mid, hi), (lo, mid))
         };
-        steps.push(Step::exchange(
+        steps.push(Step::swap(
             partner,
-            blocks(give.0, give.1),
-            partner,
-            blocks(keep.0, keep.1),
+            blocks(give),
+            blocks(keep),
             Action::Reduce,
         ));
         history.push((partner, keep, give));
@@ -146,11 +149,10 @@ pub(crate) fn halving_doubling_all_reduce(n: usize, me: usize, count: usize) -> 
         d /= 2;
     }
     for (partner, keep, give) in history.into_iter().rev() {
-        steps.push(Step::exchange(
+        steps.push(Step::swap(
             partner,
-            blocks(keep.0, keep.1),
-            partner,
-            blocks(give.0, give.1),
+            blocks(keep),
+            blocks(give),
             Action::Copy,
         ));
     }
@@ -160,46 +162,80 @@ pub(crate) fn halving_doubling_all_reduce(n: usize, me: usize, count: usize) -> 
     steps
 }
 
-/// Binomial-tree broadcast of `count` elements from `root`.
-pub(crate) fn binomial_broadcast(n: usize, me: usize, root: usize, count: usize) -> Vec<Step> {
+/// Parent (if not the root) and children of `me` in the binomial tree over `n` ranks rooted
+/// at `root`; children smallest subtree first.
+fn binomial_tree(n: usize, me: usize, root: usize) -> (Option<usize>, Vec<usize>) {
     let vr = (me + n - root) % n;
     let abs = |v: usize| (v + root) % n;
-    let mut steps = Vec::new();
+    let mut children = Vec::new();
     let mut mask = 1;
     while mask < n {
         if vr & mask != 0 {
-            steps.push(Step::recv(abs(vr - mask), 0..count, Action::Copy));
-            break;
+            return (Some(abs(vr - mask)), children);
+        }
+        if vr + mask < n {
+            children.push(abs(vr + mask));
         }
         mask <<= 1;
     }
-    mask >>= 1;
-    while mask > 0 {
-        if vr + mask < n {
-            steps.push(Step::send(abs(vr + mask), 0..count));
-        }
-        mask >>= 1;
-    }
-    steps
+    (None, children)
 }
 
-/// Binomial-tree reduce of `count` elements to `root`.
+/// Binomial-tree broadcast of `count` elements from `root`: receive from the parent, then
+/// send to the children, largest subtree first.
+pub(crate) fn binomial_broadcast(n: usize, me: usize, root: usize, count: usize) -> Vec<Step> {
+    let (parent, children) = binomial_tree(n, me, root);
+    let recv = parent.map(|p| Step::recv(p, 0..count, Action::Copy));
+    let sends = children.into_iter().rev().map(|c| Step::send(c, 0..count));
+    recv.into_iter().chain(sends).collect()
+}
+
+/// Binomial-tree reduce of `count` elements to `root`: reduce the children's data in, then
+/// send to the parent.
 pub(crate) fn binomial_reduce(n: usize, me: usize, root: usize, count: usize) -> Vec<Step> {
+    let (parent, children) = binomial_tree(n, me, root);
+    let recvs = children
+        .into_iter()
+        .map(|c| Step::recv(c, 0..count, Action::Reduce));
+    recvs
+        .chain(parent.map(|p| Step::send(p, 0..count)))
+        .collect()
+}
+
+/// Pipelined chain broadcast of `count` elements from `root` in `pieces` pieces: the ranks form
+/// a chain in rank order starting at `root`, and every middle rank forwards piece `k` while it
+/// receives piece `k + 1`. The last rank has the data after `n - 2 + pieces` piece transfers
+/// instead of the binomial tree's `log2 n` full-message transfers, so for large messages the
+/// time approaches one message transfer (the pipelined broadcast of NCCL's rings).
+pub(crate) fn pipelined_broadcast(
+    n: usize,
+    me: usize,
+    root: usize,
+    count: usize,
+    pieces: usize,
+) -> Vec<Step> {
     let vr = (me + n - root) % n;
-    let abs = |v: usize| (v + root) % n;
-    let mut steps = Vec::new();
-    let mut mask = 1;
-    while mask < n {
-        if vr & mask != 0 {
-            steps.push(Step::send(abs(vr - mask), 0..count));
-            break;
+    let prev = (vr > 0).then(|| (me + n - 1) % n);
+    let next = (vr + 1 < n).then(|| (me + 1) % n);
+    let pieces = pieces.max(1);
+    let piece = |k: usize| part(count, pieces, k);
+    match (prev, next) {
+        (None, None) => Vec::new(),
+        (None, Some(to)) => (0..pieces).map(|k| Step::send(to, piece(k))).collect(),
+        (Some(from), None) => (0..pieces)
+            .map(|k| Step::recv(from, piece(k), Action::Copy))
+            .collect(),
+        (Some(from), Some(to)) => {
+            let first = Step::recv(from, piece(0), Action::Copy);
+            let forward =
+                (1..pieces).map(|k| Step::exchange(to, piece(k - 1), from, piece(k), Action::Copy));
+            let last = Step::send(to, piece(pieces - 1));
+            std::iter::once(first)
+                .chain(forward)
+                .chain(std::iter::once(last))
+                .collect()
         }
-        if vr + mask < n {
-            steps.push(Step::recv(abs(vr + mask), 0..count, Action::Reduce));
-        }
-        mask <<= 1;
     }
-    steps
 }
 
 /// Pairwise all-to-all: the working buffer is `input ++ output`, each `n * block` long.

@@ -37,17 +37,17 @@ impl Adjacency {
         raw.sorted_dedup()
     }
 
+    /// Wraps arrays that already satisfy the invariants (offsets from 0 to `targets.len()`,
+    /// every list sorted and duplicate-free).
+    pub(crate) fn from_sorted_parts(offsets: Vec<u64>, targets: Vec<u32>) -> Self {
+        debug_assert_eq!(offsets.last().copied(), Some(targets.len() as u64));
+        Adjacency { offsets, targets }
+    }
+
     /// Sorts every list and removes duplicate targets, compacting the arrays.
     fn sorted_dedup(mut self) -> Self {
         let n = self.offsets.len() - 1;
-        let mut lists: Vec<&mut [u32]> = Vec::with_capacity(n);
-        let mut rest = self.targets.as_mut_slice();
-        for v in 0..n {
-            let len = (self.offsets[v + 1] - self.offsets[v]) as usize;
-            let (head, tail) = rest.split_at_mut(len);
-            lists.push(head);
-            rest = tail;
-        }
+        let lists = split_lists(&self.offsets, &mut self.targets);
         let kept: Vec<u64> = lists
             .into_par_iter()
             .map(|list| {
@@ -104,6 +104,19 @@ impl Adjacency {
     pub fn targets(&self) -> &[u32] {
         &self.targets
     }
+}
+
+/// The mutable list of every vertex: `targets` cut at `offsets` (which start at 0), so the
+/// lists can be filled or sorted in parallel.
+pub(crate) fn split_lists<'t>(offsets: &[u64], targets: &'t mut [u32]) -> Vec<&'t mut [u32]> {
+    let mut lists = Vec::with_capacity(offsets.len().saturating_sub(1));
+    let mut rest = targets;
+    for bounds in offsets.windows(2) {
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut((bounds[1] - bounds[0]) as usize);
+        lists.push(head);
+        rest = tail;
+    }
+    lists
 }
 
 /// A graph in CSR form. Undirected graphs store every edge in both directions and share one

@@ -2,7 +2,7 @@
 //! bottom-up BFS finds first sit together in memory (an optional optimisation, as in GAPBS).
 
 use crate::bfs::{BfsResult, UNREACHED};
-use crate::csr::{Adjacency, CsrGraph};
+use crate::csr::{split_lists, Adjacency, CsrGraph};
 use rayon::prelude::*;
 
 /// A vertex permutation with both directions kept, to map results back to the input ids.
@@ -71,21 +71,32 @@ impl Permutation {
 /// Renumbers vertices by decreasing out-degree (ties by old id) and returns the relabelled
 /// graph with the permutation that maps back.
 ///
-/// Complexity: O(n log n + m log d) work, parallel.
+/// Complexity: O(n log n + m log d) work, parallel: each new list is the renamed old list,
+/// written straight into its final place and sorted there.
 pub fn relabel_by_degree(graph: &CsrGraph) -> (CsrGraph, Permutation) {
     let n = graph.num_vertices();
     let mut old_of_new: Vec<u32> = (0..n).collect();
     old_of_new.par_sort_by_key(|&v| (std::cmp::Reverse(graph.out_degree(v)), v));
     let perm = Permutation::from_old_of_new(old_of_new);
-    let pairs: Vec<(u32, u32)> = (0..n)
+    let mut offsets = Vec::with_capacity(n as usize + 1);
+    offsets.push(0u64);
+    let mut total = 0;
+    for new in 0..n {
+        total += graph.out_degree(perm.old_id(new));
+        offsets.push(total);
+    }
+    let mut targets = vec![0u32; total as usize];
+    split_lists(&offsets, &mut targets)
         .into_par_iter()
-        .flat_map_iter(|new| {
-            let old = perm.old_id(new);
-            graph.out_neighbors(old).iter().map(move |&t| (new, t))
-        })
-        .map(|(new, t)| (new, perm.new_id(t)))
-        .collect();
-    let out = Adjacency::from_pairs(n, &pairs);
-    drop(pairs);
+        .with_min_len(256)
+        .enumerate()
+        .for_each(|(new, list)| {
+            let old = perm.old_id(new as u32);
+            for (slot, &t) in list.iter_mut().zip(graph.out_neighbors(old)) {
+                *slot = perm.new_id(t);
+            }
+            list.sort_unstable();
+        });
+    let out = Adjacency::from_sorted_parts(offsets, targets);
     (CsrGraph::from_adjacency(n, graph.is_directed(), out), perm)
 }

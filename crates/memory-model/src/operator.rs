@@ -38,11 +38,14 @@ pub enum Dim {
     Positions,
     /// LoRA rank `r`.
     LoraRank,
+    /// Output side of a square `h×h` weight (BERT's pooler), so that its two sides are distinct
+    /// dimensions that shard independently.
+    HiddenOut,
 }
 
 impl Dim {
     /// Number of dimensions (length of [`Dim::ALL`]).
-    pub const COUNT: usize = 13;
+    pub const COUNT: usize = 14;
     /// All dimensions, in declaration order (`Dim::ALL[d as usize] == d`).
     pub const ALL: [Dim; Dim::COUNT] = [
         Dim::Batch,
@@ -58,6 +61,7 @@ impl Dim {
         Dim::TopK,
         Dim::Positions,
         Dim::LoraRank,
+        Dim::HiddenOut,
     ];
 }
 

@@ -13,18 +13,17 @@ use ml_models::qlora::{
     fused_matmul_t, BaseFormat, Gpt, GptConfig, LayerKind, LoraConfig, Nf4Matrix, QuantizedMatrix,
 };
 
-/// Median seconds of `reps` calls of `f`.
+/// Median seconds of `reps` timed calls of `f`, after one warm-up call.
 fn median_secs(reps: usize, mut f: impl FnMut()) -> f64 {
     f();
-    let mut t: Vec<f64> = (0..reps)
-        .map(|_| {
-            let s = Instant::now();
-            f();
-            s.elapsed().as_secs_f64()
-        })
-        .collect();
-    t.sort_by(f64::total_cmp);
-    t[reps / 2]
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let start = Instant::now();
+        f();
+        times.push(start.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    times[reps / 2]
 }
 
 fn main() -> ml_models::Result<()> {

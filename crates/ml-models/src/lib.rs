@@ -6,10 +6,13 @@
 //! - [`core`]: seeded initialisation (candle's CPU RNG cannot be seeded), differentiable
 //!   RMSNorm/LayerNorm/softmax (candle's fused kernels have no backward), named parameters with
 //!   safetensors checkpoints, AdamW with exportable state, a training loop with callbacks, early
-//!   stopping and resume, and loaders for `.npy`/`.npz`, CSV, IDX and FewRel JSON.
+//!   stopping and resume, loaders for `.npy`/`.npz`, CSV, IDX and FewRel JSON, sub-word
+//!   tokenisation through Hugging Face `tokenizers` (pretrained `tokenizer.json`, BPE training),
+//!   differentiable `asin`/`acos`/`acosh`, and a counting allocator for measured peak memory.
 //! - [`qlora`]: NF4 quantization with double quantization (Dettmers et al., QLoRA, 2023), a fused
 //!   dequantize-and-multiply, LoRA over f32/bf16/NF4/int8 bases with per-layer-type and per-depth
-//!   ranks, a GPT-style decoder, and the key-variables study (Shen et al., CMC 2025).
+//!   ranks, a GPT-style decoder, a BERT encoder that loads all-MiniLM-L6-v2 from safetensors,
+//!   QLoRA relation classification on FewRel, and the key-variables study (Shen et al., CMC 2025).
 //!
 //! ## Features
 //!

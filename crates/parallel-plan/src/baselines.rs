@@ -131,30 +131,36 @@ impl Baseline {
             dim_axes,
             zero,
             saved_seq_axes: 0,
+            zero_skip_axes: 0,
         };
         if let Baseline::Megatron {
             sequence_parallel: true,
             ..
         } = self
         {
-            // Column-parallel linears keep their input sequence-split (Korthikanti et al. 2022).
+            // Column-parallel linears (and the vocabulary-parallel embedding and head) keep their
+            // input sequence-split (Korthikanti et al. 2022); the distributed optimizer shards
+            // the states of sequence-parallel norms over the data-parallel group only.
             let tp: AxisMask = 1 << (mesh.axes.len() - 1);
+            s.zero_skip_axes = s.dp_axes(o) & tp;
             let input_axes = o.inputs.first().map_or(0, |t| s.tensor_axes(t));
             let has_seq = o
                 .inputs
                 .first()
                 .is_some_and(|t| t.dims.iter().any(|&d| names[d] == MmDim::Seq));
-            if o.weight.is_some()
+            if (o.weight.is_some() || matches!(o.kind, crate::graph::OpKind::Matmul))
                 && s.used_axes() & tp != 0
                 && input_axes & tp == 0
                 && has_seq
-                && matches!(o.kind, crate::graph::OpKind::Matmul)
             {
                 s.saved_seq_axes = tp;
             }
         }
-        if group_size(mesh, s.dp_axes(o)) <= 1 {
+        if group_size(mesh, s.zero_axes(o)) <= 1 {
             s.zero = ZeroStage::Zero0;
+        }
+        if s.zero == ZeroStage::Zero0 {
+            s.zero_skip_axes = 0;
         }
         s
     }

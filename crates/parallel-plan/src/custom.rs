@@ -4,11 +4,15 @@
 //! group for what ZeRO shards) plus the saved tensors at [`crate::sharding::ACTIVATION_BYTES`]
 //! per element, times the micro-batches in flight.
 
+use serde::{Deserialize, Serialize};
+
 use crate::cost_model::group_size;
-use crate::error::Result;
+use crate::error::{PlanError, Result};
 use crate::graph::ComputationGraph;
-use crate::ilp::{IlpSolution, SolverConfig};
+use crate::ilp::{IlpStats, SolverConfig};
 use crate::mesh::DeviceMesh;
+use crate::plan::{MemoryBreakdown, OperatorPlan};
+use crate::search::operator_plan;
 use crate::sharding::{Sharding, ACTIVATION_BYTES};
 use crate::strategy::{build_strategy_space, OpMemory, PipelineContext, StrategySpace};
 
@@ -33,6 +37,35 @@ impl Default for StateBytes {
     }
 }
 
+/// Memory of operator `op` of `graph` under `s` by the rule of the module docs, by category
+/// (`activations` for one micro-batch).
+pub fn generic_breakdown(
+    graph: &ComputationGraph,
+    mesh: &DeviceMesh,
+    bytes: &StateBytes,
+    op: usize,
+    s: &Sharding,
+) -> MemoryBreakdown {
+    let o = &graph.ops[op];
+    let mut m = MemoryBreakdown::default();
+    if let Some(w) = &o.weight {
+        let local = s.local_numel(mesh, w);
+        let dp = group_size(mesh, s.zero_axes(o)) as u64;
+        let zero = s.zero.number();
+        let shard = |on: bool| if on { local.div_ceil(dp) } else { local };
+        m.parameters = shard(zero >= 3) * bytes.parameter;
+        m.gradients = shard(zero >= 2) * bytes.gradient;
+        m.optimizer_states = shard(zero >= 1) * bytes.optimizer;
+    }
+    m.activations = o
+        .saved
+        .iter()
+        .map(|t| s.local_numel(mesh, t) * ACTIVATION_BYTES)
+        .sum();
+    m.total = m.parameters + m.gradients + m.optimizer_states + m.activations;
+    m
+}
+
 /// Memory of operator `op` of `graph` under `s` by the rule of the module docs.
 pub fn generic_memory(
     graph: &ComputationGraph,
@@ -41,23 +74,11 @@ pub fn generic_memory(
     op: usize,
     s: &Sharding,
 ) -> OpMemory {
-    let o = &graph.ops[op];
-    let mut m = OpMemory::default();
-    if let Some(w) = &o.weight {
-        let local = s.local_numel(mesh, w);
-        let dp = group_size(mesh, s.dp_axes(o)) as u64;
-        let zero = s.zero.number();
-        let shard = |on: bool, n: u64| if on { n.div_ceil(dp) } else { n };
-        m.model_states = shard(zero >= 3, local) * bytes.parameter
-            + shard(zero >= 2, local) * bytes.gradient
-            + shard(zero >= 1, local) * bytes.optimizer;
+    let m = generic_breakdown(graph, mesh, bytes, op, s);
+    OpMemory {
+        model_states: m.parameters + m.gradients + m.optimizer_states,
+        activations_per_micro_batch: m.activations,
     }
-    m.activations_per_micro_batch = o
-        .saved
-        .iter()
-        .map(|t| s.local_numel(mesh, t) * ACTIVATION_BYTES)
-        .sum();
-    m
 }
 
 /// The strategy space of a custom graph (one pipeline stage holding the whole graph).
@@ -78,20 +99,68 @@ pub fn graph_space(
     ))
 }
 
-/// Lexicographic min-memory plan of a custom graph: (min-time solution, min-memory solution).
+/// The plan of a custom graph on a mesh (the whole mesh runs the whole graph; no pipeline).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GraphPlan {
+    /// Devices of the mesh, e.g. `node 2×gpu 8`.
+    pub mesh: String,
+    /// Micro-batches per step (the graph's shapes are one micro-batch's).
+    pub micro_batches: u64,
+    /// Per operator, the chosen sharding and its collectives.
+    pub operators: Vec<OperatorPlan>,
+    /// Per-device memory by category (copies counted; activations of one micro-batch).
+    pub per_device_memory: MemoryBreakdown,
+    /// Step time of the plan, seconds.
+    pub step_time_s: f64,
+    /// Step time of the fastest plan (the min-time ILP), seconds.
+    pub fastest_step_time_s: f64,
+    /// Statistics of the min-time and min-memory solves (largest size, worst status, total time).
+    pub ilp: IlpStats,
+}
+
+/// Lexicographic min-memory plan of a custom graph: minimise step time, then per-device memory
+/// within `(1 + slack)` of it, with [`StateBytes::default`] per parameter.
 pub fn plan_graph(
     graph: &ComputationGraph,
     mesh: &DeviceMesh,
     micro_batches: u64,
     slack: f64,
     solver: &SolverConfig,
-) -> Result<(StrategySpace, IlpSolution, IlpSolution)> {
+) -> Result<GraphPlan> {
+    if micro_batches == 0 || !(slack >= 0.0 && slack.is_finite()) {
+        return Err(PlanError::InvalidInput(format!(
+            "micro-batches must be ≥ 1 and the slack finite and ≥ 0 (got {micro_batches}, {slack})"
+        )));
+    }
     let ctx = PipelineContext {
         micro_batches,
         stages: 1,
         in_flight: 1,
     };
-    let space = graph_space(graph, mesh, &ctx, &StateBytes::default())?;
+    let bytes = StateBytes::default();
+    let space = graph_space(graph, mesh, &ctx, &bytes)?;
     let (fast, lean) = space.ilp.solve_min_memory(slack, solver)?;
-    Ok((space, fast, lean))
+    let mut memory = MemoryBreakdown::default();
+    for (op, &c) in lean.choice.iter().enumerate() {
+        let m = generic_breakdown(graph, mesh, &bytes, op, &space.shardings[op][c]);
+        let k = graph.ops[op].copies as u64;
+        memory.parameters += k * m.parameters;
+        memory.gradients += k * m.gradients;
+        memory.optimizer_states += k * m.optimizer_states;
+        memory.activations += k * m.activations;
+    }
+    memory.total =
+        memory.parameters + memory.gradients + memory.optimizer_states + memory.activations;
+    let operators = (0..graph.ops.len())
+        .map(|op| operator_plan(graph, &space.shardings, mesh, op, &lean.choice))
+        .collect();
+    Ok(GraphPlan {
+        mesh: mesh.shape_string(),
+        micro_batches,
+        operators,
+        per_device_memory: memory,
+        step_time_s: lean.time,
+        fastest_step_time_s: fast.time,
+        ilp: IlpStats::summary_of([&fast.stats, &lean.stats]),
+    })
 }

@@ -20,6 +20,16 @@
 //! axes only when `splittable` (default true) and the split divides its `units` (default: its
 //! size; e.g. the number of heads for a head dimension). `numel` is the element count of the
 //! whole tensor. `kind` is `matmul` (compute-bound, FLOPs) or `elementwise` (memory-bound).
+//! Optional fields: `copies` (default 1; identical tied copies, e.g. layers, and on an edge the
+//! identical edges it stands for), `reduce_dims`, `weight`, `saved`, `flops` (default 0) and
+//! `recomputed` (default false: the forward runs again in backward, activation checkpointing).
+//! An edge's `input` is the consumer's input slot.
+//!
+//! `crates/parallel-plan/examples/mlp_block_graph.json` is a complete example: two tied
+//! pre-norm MLP blocks (`norm → fc1 → gelu → fc2`, hidden 1024, FFN 4096, one micro-batch of
+//! 8 × 512 tokens) with the block-to-block edge `fc2 → norm` counted once. Plan it with
+//! `pardis plan --graph crates/parallel-plan/examples/mlp_block_graph.json` or
+//! [`crate::custom::plan_graph`]; memory then follows the rule of [`crate::custom`].
 
 use serde::{Deserialize, Serialize};
 
@@ -112,6 +122,10 @@ pub struct Operator {
     /// Forward FLOPs of the whole (unsharded) operator.
     #[serde(default)]
     pub flops: f64,
+    /// The forward pass runs again in the backward pass (activation recomputation), so its
+    /// compute counts once more (default false).
+    #[serde(default)]
+    pub recomputed: bool,
 }
 
 /// A producer → consumer edge: the producer's output feeds the consumer's input slot `input`.

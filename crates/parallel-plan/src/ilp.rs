@@ -16,6 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{PlanError, Result};
 
+mod evaluate;
+
 /// Primal and integer feasibility tolerance given to HiGHS (its defaults are 1e-7 and 1e-6);
 /// coefficients are scaled so that the largest total is about 1.
 const FEASIBILITY_TOLERANCE: f64 = 1e-10;
@@ -141,6 +143,31 @@ pub struct IlpStats {
     pub solve_time_s: f64,
 }
 
+impl IlpStats {
+    /// Summarises several solves: the largest variable and constraint counts, `Optimal` when
+    /// every solve was proven optimal (else the first other status), the largest gap and the
+    /// total solve time.
+    pub fn summary_of<'a>(stats: impl IntoIterator<Item = &'a IlpStats>) -> Self {
+        let mut s = IlpStats {
+            variables: 0,
+            constraints: 0,
+            status: "Optimal".into(),
+            gap: 0.0,
+            solve_time_s: 0.0,
+        };
+        for st in stats {
+            s.variables = s.variables.max(st.variables);
+            s.constraints = s.constraints.max(st.constraints);
+            if st.status != "Optimal" && s.status == "Optimal" {
+                s.status = st.status.clone();
+            }
+            s.gap = s.gap.max(st.gap);
+            s.solve_time_s += st.solve_time_s;
+        }
+        s
+    }
+}
+
 /// A solution: one strategy per node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IlpSolution {
@@ -155,91 +182,45 @@ pub struct IlpSolution {
 }
 
 impl StrategyGraph {
-    /// Checks that every node has ≥ 1 strategy with matching cost vectors, copies ≥ 1, and that
-    /// edges reference existing nodes with matrices of the right size and finite costs.
-    pub fn validate(&self) -> Result<()> {
-        for n in &self.nodes {
-            if n.time.is_empty() || n.time.len() != n.memory.len() || n.copies == 0 {
-                return Err(PlanError::InvalidGraph(format!(
-                    "node `{}` needs ≥ 1 strategy, equal-length time/memory and copies ≥ 1",
-                    n.name
-                )));
-            }
-            if n.time.iter().any(|t| !t.is_finite() || *t < 0.0) {
-                return Err(PlanError::InvalidGraph(format!(
-                    "node `{}` has a bad time",
-                    n.name
-                )));
-            }
-        }
-        for (k, e) in self.edges.iter().enumerate() {
-            let (Some(u), Some(v)) = (self.nodes.get(e.from), self.nodes.get(e.to)) else {
-                return Err(PlanError::InvalidGraph(format!(
-                    "edge {k} names a missing node"
-                )));
-            };
-            let maps_ok = (e.from_class.is_empty() || e.from_class.len() == u.time.len())
-                && (e.to_class.is_empty() || e.to_class.len() == v.time.len());
-            let (cu, cv) = (
-                StrategyEdge::classes(&e.from_class, u.time.len()),
-                StrategyEdge::classes(&e.to_class, v.time.len()),
-            );
-            if e.from == e.to || e.copies == 0 || !maps_ok || e.cost.len() != cu * cv {
-                return Err(PlanError::InvalidGraph(format!(
-                    "edge {k} ({} → {}) needs distinct ends, copies ≥ 1, class maps per strategy and a {cu}×{cv} matrix",
-                    u.name, v.name
-                )));
-            }
-            if e.cost.iter().any(|t| !t.is_finite() || *t < 0.0) {
-                return Err(PlanError::InvalidGraph(format!("edge {k} has a bad cost")));
-            }
-        }
-        Ok(())
-    }
-
-    /// Total time of a choice, seconds (copies counted).
-    pub fn time_of(&self, choice: &[usize]) -> f64 {
-        let nodes: f64 = self
-            .nodes
-            .iter()
-            .zip(choice)
-            .map(|(n, &c)| n.copies as f64 * n.time[c])
-            .sum();
-        let edges: f64 = self
-            .edges
-            .iter()
-            .map(|e| {
-                e.copies as f64
-                    * e.cost_of(choice[e.from], choice[e.to], self.nodes[e.to].time.len())
-            })
-            .sum();
-        nodes + edges
-    }
-
-    /// Total memory of a choice, bytes (copies counted).
-    pub fn memory_of(&self, choice: &[usize]) -> u64 {
-        self.nodes
-            .iter()
-            .zip(choice)
-            .map(|(n, &c)| n.copies as u64 * n.memory[c])
-            .sum()
-    }
-
-    /// The smallest memory any choice reaches (memory is separable per node), bytes.
-    pub fn min_memory(&self) -> u64 {
-        self.nodes
-            .iter()
-            .map(|n| n.copies as u64 * n.memory.iter().copied().min().unwrap_or(0))
-            .sum()
-    }
-
     /// Solves the ILP for `objective`.
     ///
     /// Errors: [`PlanError::Infeasible`] when no choice meets the bound (the message carries the
     /// smallest achievable value), [`PlanError::Solver`] when HiGHS fails or stops without a
     /// feasible solution.
     pub fn solve(&self, objective: IlpObjective, config: &SolverConfig) -> Result<IlpSolution> {
+        self.solve_from(objective, config, None)
+    }
+
+    /// The column values of `choice`: one-hot `s`, and per edge a 1 at the pair of classes.
+    fn columns_of(&self, choice: &[usize]) -> Vec<f64> {
+        let mut cols = Vec::new();
+        for (n, &c) in self.nodes.iter().zip(choice) {
+            cols.extend((0..n.time.len()).map(|i| if i == c { 1.0 } else { 0.0 }));
+        }
+        for e in &self.edges {
+            let (nu, nv) = (self.nodes[e.from].time.len(), self.nodes[e.to].time.len());
+            let cols_to = StrategyEdge::classes(&e.to_class, nv);
+            let rows_from = StrategyEdge::classes(&e.from_class, nu);
+            let hot = StrategyEdge::class(&e.from_class, choice[e.from]) * cols_to
+                + StrategyEdge::class(&e.to_class, choice[e.to]);
+            cols.extend((0..rows_from * cols_to).map(|k| if k == hot { 1.0 } else { 0.0 }));
+        }
+        cols
+    }
+
+    /// [`StrategyGraph::solve`] warm-started from a feasible `start` choice (e.g. the min-time
+    /// solution for a min-memory solve under a looser time bound): HiGHS begins with it as its
+    /// incumbent, and if it stops at its time limit without a better one, `start` is returned.
+    pub fn solve_from(
+        &self,
+        objective: IlpObjective,
+        config: &SolverConfig,
+        start: Option<&[usize]>,
+    ) -> Result<IlpSolution> {
         self.validate()?;
+        let warm = start.filter(|c| {
+            c.len() == self.nodes.len() && c.iter().zip(&self.nodes).all(|(&i, n)| i < n.time.len())
+        });
         let start = Instant::now();
         // Scale time and memory so that the largest possible totals are about 1.
         let max_time: f64 = self
@@ -368,6 +349,10 @@ impl StrategyGraph {
         model.set_option("threads", 1);
         model.set_option("primal_feasibility_tolerance", FEASIBILITY_TOLERANCE);
         model.set_option("mip_feasibility_tolerance", FEASIBILITY_TOLERANCE);
+        if let Some(c) = warm {
+            // A rejected start only loses the warm start.
+            let _ = model.try_set_solution(Some(&self.columns_of(c)), None, None, None);
+        }
         let solved = model
             .try_solve()
             .map_err(|e| PlanError::Solver(format!("HiGHS failed: {e:?}")))?;
@@ -404,11 +389,19 @@ impl StrategyGraph {
                 .max_by(|a, b| a.1.total_cmp(b.1))
                 .map_or(0, |(i, _)| i);
             if values[best] < 0.5 {
-                return Err(PlanError::Solver(format!(
-                    "HiGHS returned no integral solution (status {status:?})"
-                )));
+                break;
             }
             choice.push(best);
+        }
+        if choice.len() < self.nodes.len() {
+            choice = match warm {
+                Some(c) => c.to_vec(),
+                None => {
+                    return Err(PlanError::Solver(format!(
+                        "HiGHS returned no integral solution (status {status:?})"
+                    )))
+                }
+            };
         }
         if let IlpObjective::MinTime {
             memory_budget: Some(budget),
@@ -458,41 +451,11 @@ impl StrategyGraph {
             config,
         )?;
         let limit = fastest.time * (1.0 + slack);
-        let leanest = self.solve(IlpObjective::MinMemory { time_limit: limit }, config)?;
+        let leanest = self.solve_from(
+            IlpObjective::MinMemory { time_limit: limit },
+            config,
+            Some(&fastest.choice),
+        )?;
         Ok((fastest, leanest))
-    }
-
-    /// Exhaustive reference: the best choice for `objective` by enumerating every combination
-    /// (exponential; for tests on graphs of a few nodes). `None` when no choice is feasible.
-    pub fn brute_force(&self, objective: IlpObjective) -> Option<(Vec<usize>, f64)> {
-        let mut choice = vec![0usize; self.nodes.len()];
-        let mut best: Option<(Vec<usize>, f64)> = None;
-        loop {
-            let (time, mem) = (self.time_of(&choice), self.memory_of(&choice) as f64);
-            let value = match objective {
-                IlpObjective::MinTime { memory_budget } => {
-                    memory_budget.is_none_or(|b| mem <= b).then_some(time)
-                }
-                IlpObjective::MinMemory { time_limit } => (time <= time_limit).then_some(mem),
-            };
-            if let Some(v) = value {
-                if best.as_ref().is_none_or(|(_, b)| v < *b) {
-                    best = Some((choice.clone(), v));
-                }
-            }
-            // Odometer increment.
-            let mut k = 0;
-            loop {
-                if k == choice.len() {
-                    return best;
-                }
-                choice[k] += 1;
-                if choice[k] < self.nodes[k].time.len() {
-                    break;
-                }
-                choice[k] = 0;
-                k += 1;
-            }
-        }
     }
 }

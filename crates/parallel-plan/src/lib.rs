@@ -4,9 +4,10 @@
 //! "Automatic parallelism strategy generation with minimal memory redundancy" (FITEE 2025):
 //! every operator of a transformer gets an SPMD sharding on a device mesh (data, tensor,
 //! sequence splits and ZeRO-style sharding of its model states), chosen by an integer linear
-//! program solved with HiGHS, inside an outer search over pipeline degree, mesh factorization
-//! and micro-batch count. The memory of every operator under every sharding comes from
-//! `memory_model::operator_memory`, so the planner and `pardis memory` agree byte for byte.
+//! program solved with HiGHS, inside an outer search over pipeline degree, mesh factorization,
+//! layer split, micro-batch count, pipeline schedule and activation recomputation. The memory
+//! of every operator under every sharding comes from `memory_model::operator_memory`, so the
+//! planner and `pardis memory` agree byte for byte.
 //!
 //! | concept | module |
 //! |---|---|
@@ -17,7 +18,8 @@
 //! | shardings, layouts, resharding | [`sharding`] |
 //! | strategies and costs → ILP input | [`strategy`] |
 //! | the ILP (Alpa's linearisation, layer tying) on HiGHS | [`ilp`] |
-//! | outer search (pipeline, mesh, micro-batches) | [`search`] |
+//! | outer search (pipeline, mesh, layer split, micro-batches, schedule, recomputation) | [`search`] |
+//! | custom JSON graphs on a mesh | [`custom`] |
 //! | objectives, baselines, report | [`planner`], [`baselines`], [`plan`] |
 //!
 //! ## Example
@@ -32,6 +34,7 @@
 //! let mut problem = Problem::new(model, mesh);
 //! problem.global_batch = 8;
 //! problem.setup.seq_len = 512;
+//! problem.solver.time_limit_s = 60.0; // prove optimality even on a loaded machine
 //! let report = planner::plan(&problem, Objective::MinMemory { slack: 0.05 }, &|_, _, _| {})?;
 //! let best = &report.plan;
 //! // Within 5 % of the fastest plan's step time, and never above Megatron-LM's memory.

@@ -61,20 +61,9 @@ pub struct StagePlan {
     pub ilp: IlpStats,
 }
 
-/// ILP statistics summed (sizes, times) or worst-cased (status, gap) over a plan's solves.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct IlpSummary {
-    /// Variables of the largest ILP solved for this plan.
-    pub variables: usize,
-    /// Constraints of the largest ILP solved for this plan.
-    pub constraints: usize,
-    /// `Optimal` when every solve was proven optimal, else the first other status.
-    pub status: String,
-    /// Largest MIP gap.
-    pub gap: f64,
-    /// Total solve time of this plan's ILPs, seconds.
-    pub solve_time_s: f64,
-}
+/// ILP statistics of a plan: the largest size, the worst status and gap, and the total solve
+/// time over its solves ([`IlpStats::summary_of`]).
+pub type IlpSummary = IlpStats;
 
 /// A complete training plan on the whole mesh.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -89,8 +78,12 @@ pub struct Plan {
     pub micro_batches: u64,
     /// Sequences per micro-batch (over the whole stage).
     pub micro_batch_size: u64,
-    /// Pipeline schedule.
+    /// Pipeline schedule (`OneFOneB` or `GPipe`).
     pub schedule: String,
+    /// Activation recomputation: `none`, `selective` or `full`.
+    pub recompute: String,
+    /// Transformer layers of each pipeline stage.
+    pub layers_per_stage: Vec<u64>,
     /// Per-device memory of the peak stage.
     pub per_device_memory: MemoryBreakdown,
     /// Step time (slowest stage), seconds.
@@ -101,27 +94,4 @@ pub struct Plan {
     pub stages: Vec<StagePlan>,
     /// ILP statistics.
     pub ilp: IlpSummary,
-}
-
-impl IlpSummary {
-    /// Summarises the statistics of several solves.
-    pub fn of<'a>(stats: impl IntoIterator<Item = &'a IlpStats>) -> Self {
-        let mut s = IlpSummary {
-            variables: 0,
-            constraints: 0,
-            status: "Optimal".into(),
-            gap: 0.0,
-            solve_time_s: 0.0,
-        };
-        for st in stats {
-            s.variables = s.variables.max(st.variables);
-            s.constraints = s.constraints.max(st.constraints);
-            if st.status != "Optimal" && s.status == "Optimal" {
-                s.status = st.status.clone();
-            }
-            s.gap = s.gap.max(st.gap);
-            s.solve_time_s += st.solve_time_s;
-        }
-        s
-    }
 }

@@ -3,16 +3,20 @@
 //! al. OSDI 2022; the memory objective of Shi et al., FITEE 2025).
 
 use memory_model::{
-    chunks_in_flight, layers_per_stage, ModelConfig, PipelineSchedule, TrainingSetup,
+    chunks_in_flight, layers_per_stage, ModelConfig, PipelineSchedule, Recompute, TrainingSetup,
 };
 
 use crate::error::{PlanError, Result};
-use crate::ilp::{IlpObjective, IlpSolution, SolverConfig};
+use crate::ilp::SolverConfig;
 use crate::mesh::DeviceMesh;
-use crate::plan::{IlpSummary, MemoryBreakdown, OperatorPlan, Plan, StagePlan};
 use crate::sharding::Sharding;
-use crate::strategy::{build_strategy_space, edge_collectives, PipelineContext, StrategySpace};
+use crate::strategy::{build_strategy_space, PipelineContext, StrategySpace};
 use crate::transformer::{stage_graph, StageSpec, TransformerGraph};
+
+mod assemble;
+
+pub use assemble::axis_names;
+pub(crate) use assemble::operator_plan;
 
 /// One point of the outer search space.
 #[derive(Debug, Clone)]
@@ -23,6 +27,37 @@ pub struct Candidate {
     pub stage_mesh: DeviceMesh,
     /// Micro-batches per step.
     pub micro_batches: u64,
+    /// Transformer layers of each stage (sums to the model's layers).
+    pub layers: Vec<u64>,
+    /// Pipeline schedule.
+    pub schedule: PipelineSchedule,
+    /// Activation recomputation.
+    pub recompute: Recompute,
+}
+
+impl Candidate {
+    /// A candidate with memory-model's even layer split ([`layers_per_stage`]), 1F1B and no
+    /// recomputation.
+    pub fn new(num_layers: u64, pp: u64, stage_mesh: DeviceMesh, micro_batches: u64) -> Self {
+        Candidate {
+            pp,
+            stage_mesh,
+            micro_batches,
+            layers: layers_per_stage(num_layers, pp),
+            schedule: PipelineSchedule::OneFOneB,
+            recompute: Recompute::None,
+        }
+    }
+
+    /// Micro-batch slots of the step: `m + p − 1` (the pipeline bubble included, GPipe and 1F1B).
+    pub fn time_slots(&self) -> u64 {
+        self.micro_batches + self.pp - 1
+    }
+
+    /// Micro-batches whose activations stage `i` holds at its peak under the schedule.
+    pub fn in_flight(&self, stage: u64) -> u64 {
+        chunks_in_flight(self.schedule, self.pp, stage, self.micro_batches)
+    }
 }
 
 /// A pinned or restricted strategy choice: `Some(f)` keeps the shardings `f` accepts.
@@ -43,12 +78,20 @@ pub struct Problem {
     pub setup: TrainingSetup,
     /// Sequences per training step.
     pub global_batch: u64,
-    /// Pipeline schedule.
-    pub schedule: PipelineSchedule,
     /// HiGHS settings.
     pub solver: SolverConfig,
     /// Tie identical layers (default true).
     pub tie_layers: bool,
+    /// Pipeline schedules the search tries (default 1F1B and GPipe; a schedule that holds at
+    /// least as many micro-batches on every stage as another with the same step time is pruned,
+    /// see [`Problem::candidates`]). Interleaved 1F1B is not searched.
+    pub schedules: Vec<PipelineSchedule>,
+    /// Recomputation modes the search tries (default none, selective, full; a mode that
+    /// changes no operator of the model, e.g. selective with flash attention, is pruned).
+    pub recomputes: Vec<Recompute>,
+    /// Also try a layer split balanced for time (embedding and head counted in layer
+    /// equivalents) beside the even split, when the pipeline has several stages (default true).
+    pub balance_layers: bool,
 }
 
 /// A distinct stage of a candidate: its layers, ends and the most micro-batches in flight.
@@ -73,13 +116,21 @@ pub struct StageProblem {
 }
 
 impl Problem {
-    /// Pipeline degrees, stage meshes (and their 2-axis factorizations) and micro-batch counts
-    /// worth trying: `pp` divides the devices and is at most the layers; a stage is a whole
-    /// number of nodes or a divisor of one node; `m` runs over powers of [`MICRO_BATCH_STEP`] times
-    /// the power of two ≥ `pp`, dividing the
-    /// global batch with at most [`MAX_SEQUENCES_PER_DEVICE`] sequences per device per micro-batch.
+    /// Pipeline degrees, stage meshes (and their 2-axis factorizations), micro-batch counts,
+    /// layer splits, schedules and recomputation modes worth trying: `pp` divides the devices
+    /// and is at most the layers; a stage is a whole number of nodes or a divisor of one node;
+    /// `m` runs over powers of [`MICRO_BATCH_STEP`] times the power of two ≥ `pp`, dividing the
+    /// global batch with at most [`MAX_SEQUENCES_PER_DEVICE`] sequences per device per
+    /// micro-batch; the layers split evenly and, with [`Problem::balance_layers`], balanced
+    /// for time ([`balanced_layers`]).
+    ///
+    /// Pruned without loss: a schedule holding at least as many micro-batches in flight on
+    /// every stage as an earlier one of the list (same step time in this cost model: both run
+    /// `m + p − 1` micro-batch slots), and a recomputation mode that drops no saved tensor of
+    /// the model (it would only add time).
     pub fn candidates(&self, max_pp: Option<u64>) -> Vec<Candidate> {
         let n = self.mesh.num_devices() as u64;
+        let recomputes = self.effective_recomputes();
         let mut out = Vec::new();
         for pp in (1..=n)
             .filter(|p| n % p == 0 && *p <= self.model.num_layers && max_pp.is_none_or(|m| *p <= m))
@@ -94,6 +145,13 @@ impl Problem {
                     meshes.push(f);
                 }
             }
+            let mut splits = vec![layers_per_stage(self.model.num_layers, pp)];
+            if self.balance_layers && pp > 1 {
+                let b = balanced_layers(&self.model, pp);
+                if !splits.contains(&b) {
+                    splits.push(b);
+                }
+            }
             let devices = n / pp;
             for mesh in meshes {
                 let mut m = pp.next_power_of_two();
@@ -103,11 +161,20 @@ impl Problem {
                         && b <= MAX_SEQUENCES_PER_DEVICE * devices
                         && m >= pp
                     {
-                        out.push(Candidate {
-                            pp,
-                            stage_mesh: mesh.clone(),
-                            micro_batches: m,
-                        });
+                        for schedule in self.useful_schedules(pp, m) {
+                            for layers in &splits {
+                                for &recompute in &recomputes {
+                                    out.push(Candidate {
+                                        pp,
+                                        stage_mesh: mesh.clone(),
+                                        micro_batches: m,
+                                        layers: layers.clone(),
+                                        schedule,
+                                        recompute,
+                                    });
+                                }
+                            }
+                        }
                     }
                     m *= MICRO_BATCH_STEP;
                 }
@@ -116,10 +183,56 @@ impl Problem {
         out
     }
 
-    fn stage_keys(&self, pp: u64, m: u64) -> Vec<StageKey> {
-        let layers = layers_per_stage(self.model.num_layers, pp);
+    /// The schedules of [`Problem::schedules`] not dominated by an earlier one for `pp`, `m`.
+    fn useful_schedules(&self, pp: u64, m: u64) -> Vec<PipelineSchedule> {
+        let mut kept: Vec<PipelineSchedule> = Vec::new();
+        for &s in &self.schedules {
+            if matches!(s, PipelineSchedule::Interleaved { .. }) || kept.contains(&s) {
+                continue;
+            }
+            let holds = |x: PipelineSchedule| -> Vec<u64> {
+                (0..pp).map(|i| chunks_in_flight(x, pp, i, m)).collect()
+            };
+            let mine = holds(s);
+            if !kept
+                .iter()
+                .any(|&k| holds(k).iter().zip(&mine).all(|(a, b)| a <= b))
+            {
+                kept.push(s);
+            }
+        }
+        kept
+    }
+
+    /// The recomputation modes of [`Problem::recomputes`] that change some saved tensor.
+    fn effective_recomputes(&self) -> Vec<Recompute> {
+        let workload = self.setup.workload();
+        let ops = memory_model::layer_operators(&self.model, &workload);
+        let kept = |r: Recompute| -> Vec<bool> {
+            ops.iter()
+                .flat_map(|o| {
+                    o.saved
+                        .iter()
+                        .map(move |a| memory_model::is_kept(a.class, r))
+                })
+                .collect()
+        };
+        let mut out: Vec<Recompute> = Vec::new();
+        for &r in &self.recomputes {
+            if !out.iter().any(|&o| kept(o) == kept(r)) {
+                out.push(r);
+            }
+        }
+        if out.is_empty() {
+            out.push(Recompute::None);
+        }
+        out
+    }
+
+    fn stage_keys(&self, cand: &Candidate) -> Vec<StageKey> {
+        let pp = cand.pp;
         let mut keys: Vec<StageKey> = Vec::new();
-        for (i, &l) in layers.iter().enumerate() {
+        for (i, &l) in cand.layers.iter().enumerate() {
             let i = i as u64;
             let spec = StageSpec {
                 layers: l,
@@ -127,6 +240,7 @@ impl Problem {
                 last: i + 1 == pp,
                 pipelined: pp > 1,
                 tie_layers: self.tie_layers,
+                recompute: cand.recompute,
             };
             if keys.iter().any(|k| k.spec == spec) {
                 continue; // an earlier stage with the same operators holds at least as much
@@ -134,7 +248,7 @@ impl Problem {
             keys.push(StageKey {
                 index: i,
                 spec,
-                in_flight: chunks_in_flight(self.schedule, pp, i, m),
+                in_flight: cand.in_flight(i),
             });
         }
         keys
@@ -146,13 +260,10 @@ impl Problem {
         cand: &Candidate,
         restrict: Option<Restriction<'_>>,
     ) -> Result<Vec<StageProblem>> {
-        let b = self.global_batch / cand.micro_batches;
-        let mut setup = self.setup.clone();
-        setup.micro_batch = b;
-        setup.num_microbatches = cand.micro_batches;
+        let setup = self.stage_setup(cand);
         let workload = setup.workload();
         let mut out = Vec::new();
-        for key in self.stage_keys(cand.pp, cand.micro_batches) {
+        for key in self.stage_keys(cand) {
             let graph = stage_graph(&self.model, &workload, &key.spec);
             let ctx = PipelineContext {
                 micro_batches: cand.micro_batches,
@@ -191,155 +302,41 @@ impl Problem {
         Ok(out)
     }
 
-    /// Solves every stage of `cand` for `objective` and assembles the plan.
-    pub(crate) fn solve(
-        &self,
-        name: &str,
-        cand: &Candidate,
-        stages: &[StageProblem],
-        objective: IlpObjective,
-    ) -> Result<Plan> {
-        let solutions = stages
-            .iter()
-            .map(|st| st.space.ilp.solve(objective, &self.solver))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(self.assemble(name, cand, stages, &solutions))
-    }
-
-    /// Turns stage solutions into a [`Plan`], recomputing every stage's memory by category with
-    /// memory-model's `operator_memory` for the chosen shardings.
-    pub(crate) fn assemble(
-        &self,
-        name: &str,
-        cand: &Candidate,
-        stages: &[StageProblem],
-        solutions: &[IlpSolution],
-    ) -> Plan {
-        let b = self.global_batch / cand.micro_batches;
+    /// The training setup of one stage of `cand`: the micro-batch (whole stage), micro-batch
+    /// count and recomputation of the candidate.
+    fn stage_setup(&self, cand: &Candidate) -> TrainingSetup {
         let mut setup = self.setup.clone();
-        setup.micro_batch = b;
-        let mesh = &cand.stage_mesh;
-        let keys = self.stage_keys(cand.pp, cand.micro_batches);
-        let mut stage_plans = Vec::new();
-        for ((st, sol), key) in stages.iter().zip(solutions).zip(&keys) {
-            let mut mem = MemoryBreakdown {
-                overhead: self.setup.overhead_bytes,
-                ..Default::default()
-            };
-            let mut ops = Vec::new();
-            for (i, &c) in sol.choice.iter().enumerate() {
-                let s = &st.space.shardings[i][c];
-                let copies = st.graph.graph.ops[i].copies as u64;
-                let sharding = st.graph.operator_sharding(i, s, mesh);
-                if let Ok(m) =
-                    memory_model::operator_memory(&st.graph.source_ops[i], &sharding, &setup)
-                {
-                    mem.parameters += copies * m.device.parameters;
-                    mem.gradients += copies * m.device.gradients;
-                    mem.optimizer_states += copies * m.device.optimizer_states;
-                    mem.activations += copies * m.device.activations * key.in_flight;
-                }
-                ops.push(operator_plan(st, mesh, i, s, &sol.choice));
-            }
-            mem.total = mem.parameters
-                + mem.gradients
-                + mem.optimizer_states
-                + mem.activations
-                + mem.buffers
-                + mem.transient
-                + mem.overhead;
-            stage_plans.push(StagePlan {
-                index: st.key_index,
-                layers: st.layers,
-                operators: ops,
-                memory: mem,
-                ilp_memory: sol.memory,
-                time_s: sol.time,
-                ilp: sol.stats.clone(),
-            });
-        }
-        let peak = stage_plans
+        setup.micro_batch = self.global_batch / cand.micro_batches;
+        setup.num_microbatches = cand.micro_batches;
+        setup.recompute = cand.recompute;
+        setup
+    }
+}
+
+/// A layer split over `pp` stages balanced for compute: the last stage's head (a
+/// `hidden × vocabulary` matmul per token) counts as `h·V / layer parameters` layers, the
+/// embedding lookup as none; the last stage takes the layer count that minimises the largest
+/// stage and the others split the rest evenly (earlier stages one more).
+pub fn balanced_layers(model: &ModelConfig, pp: u64) -> Vec<u64> {
+    let total = model.num_layers;
+    if pp <= 1 {
+        return vec![total];
+    }
+    let head =
+        (model.hidden * model.padded_vocab()) as f64 / model.layer_parameters().max(1) as f64;
+    let mut best: Option<(f64, Vec<u64>)> = None;
+    for last in 1..=total.saturating_sub(pp - 1) {
+        let mut split = layers_per_stage(total - last, pp - 1);
+        split.push(last);
+        let worst = split[..split.len() - 1]
             .iter()
-            .map(|s| s.memory)
-            .max_by_key(|m| m.total)
-            .unwrap_or_default();
-        let time = stage_plans.iter().map(|s| s.time_s).fold(0.0, f64::max);
-        Plan {
-            name: name.to_string(),
-            pipeline_stages: cand.pp,
-            stage_mesh: mesh.shape_string(),
-            micro_batches: cand.micro_batches,
-            micro_batch_size: b,
-            schedule: format!("{:?}", self.schedule),
-            per_device_memory: peak,
-            step_time_s: time,
-            fits: peak.total <= self.mesh.device_memory_bytes,
-            ilp: IlpSummary::of(stage_plans.iter().map(|s| &s.ilp)),
-            stages: stage_plans,
+            .map(|&l| l as f64)
+            .fold(last as f64 + head, f64::max);
+        if best.as_ref().is_none_or(|(w, _)| worst < *w) {
+            best = Some((worst, split));
         }
     }
-}
-
-/// Names of the axes in `mask`, e.g. `node,gpu`.
-pub fn axis_names(mesh: &DeviceMesh, mask: u8) -> String {
-    let names: Vec<&str> = mesh
-        .axes
-        .iter()
-        .enumerate()
-        .filter(|(k, _)| mask & (1 << k) != 0)
-        .map(|(_, a)| a.name.as_str())
-        .collect();
-    names.join(",")
-}
-
-fn operator_plan(
-    st: &StageProblem,
-    mesh: &DeviceMesh,
-    op: usize,
-    s: &Sharding,
-    choice: &[usize],
-) -> OperatorPlan {
-    let g = &st.graph.graph;
-    let o = &g.ops[op];
-    let parts: Vec<String> = o
-        .dims
-        .iter()
-        .zip(&s.dim_axes)
-        .filter(|(_, &a)| a != 0)
-        .map(|(d, &a)| format!("{}:{}", d.name, axis_names(mesh, a)))
-        .collect();
-    let mut collectives = Vec::new();
-    for (k, e) in g.edges.iter().enumerate().filter(|(_, e)| e.to == op) {
-        let su = &st.space.shardings[e.from][choice[e.from]];
-        for (c, axes) in edge_collectives(g, mesh, k, su, s) {
-            collectives.push(format!(
-                "{c}@{} from {}",
-                axis_names(mesh, axes),
-                g.ops[e.from].name
-            ));
-        }
-    }
-    let dp = s.dp_axes(o);
-    if o.weight.is_some() && dp != 0 {
-        let sync = match s.zero.number() {
-            0 => "grad all-reduce",
-            1 => "grad reduce-scatter + param all-gather",
-            2 => "grad reduce-scatter per micro-batch + param all-gather",
-            _ => "param all-gather ×2 + grad reduce-scatter per micro-batch",
-        };
-        collectives.push(format!("{sync}@{}", axis_names(mesh, dp)));
-    }
-    OperatorPlan {
-        name: o.name.clone(),
-        copies: o.copies,
-        sharding: if parts.is_empty() {
-            "replicated".into()
-        } else {
-            parts.join(" ")
-        },
-        zero: s.zero.number(),
-        collectives,
-    }
+    best.map_or_else(|| layers_per_stage(total, pp), |(_, s)| s)
 }
 
 /// Most sequences one device processes per micro-batch in the search.
@@ -356,7 +353,8 @@ impl Problem {
     /// A problem with the defaults: the vocabulary padded to [`VOCAB_PAD_MULTIPLE`] when the
     /// model does not pad it (so that it splits 8 ways, as Megatron-LM pads it), mixed-precision Adam (16 B per parameter), flash attention,
     /// no recomputation, sequence length [`DEFAULT_SEQ_LEN`], [`DEFAULT_GLOBAL_BATCH`] sequences
-    /// per step, 1F1B, layers tied, default HiGHS settings.
+    /// per step, schedules 1F1B and GPipe, every recomputation mode, layers tied and balanced,
+    /// default HiGHS settings.
     pub fn new(mut model: ModelConfig, mesh: DeviceMesh) -> Self {
         if model.vocab_pad_multiple == 1 {
             model.vocab_pad_multiple = VOCAB_PAD_MULTIPLE;
@@ -371,9 +369,11 @@ impl Problem {
             mesh,
             setup,
             global_batch: DEFAULT_GLOBAL_BATCH,
-            schedule: PipelineSchedule::OneFOneB,
             solver: SolverConfig::default(),
             tie_layers: true,
+            schedules: vec![PipelineSchedule::OneFOneB, PipelineSchedule::GPipe],
+            recomputes: vec![Recompute::None, Recompute::Selective, Recompute::Full],
+            balance_layers: true,
         }
     }
 }

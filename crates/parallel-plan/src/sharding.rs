@@ -48,6 +48,12 @@ pub struct Sharding {
     /// stored as a `1/n` slice, and all-gathered again in the backward pass. Empty by default.
     #[serde(default)]
     pub saved_seq_axes: AxisMask,
+    /// Data-parallel axes the ZeRO sharding leaves out (their gradients are all-reduced
+    /// instead): Megatron-LM's distributed optimizer shards the states of sequence-parallel
+    /// norms over the data-parallel group only, not over the tensor-parallel axis that splits
+    /// their sequence. Empty by default.
+    #[serde(default)]
+    pub zero_skip_axes: AxisMask,
 }
 
 /// Layout of one tensor: the axes splitting each of its dimensions, and the axes over which it
@@ -111,6 +117,12 @@ impl Sharding {
         }
     }
 
+    /// Axes over which ZeRO shards the operator's model states: the data-parallel axes less
+    /// [`Sharding::zero_skip_axes`].
+    pub fn zero_axes(&self, op: &Operator) -> AxisMask {
+        self.dp_axes(op) & !self.zero_skip_axes
+    }
+
     /// Number of shards of `t` (product of the sizes of the axes splitting it).
     pub fn shards(&self, mesh: &DeviceMesh, t: &TensorSpec) -> u64 {
         group_size(mesh, self.tensor_axes(t)) as u64
@@ -145,14 +157,15 @@ impl Sharding {
                 memory_bound_time((bytes * ACTIVATION_BYTES) as f64)
             }
         };
-        let mut time = compute * (1.0 + BACKWARD_FLOP_FACTOR);
+        let recompute = if op.recomputed { 1.0 } else { 0.0 };
+        let mut time = compute * (1.0 + BACKWARD_FLOP_FACTOR + recompute);
         if self.saved_seq_axes != 0 {
             let input = &op.inputs[0];
             let bytes = (self.local_numel(mesh, input) * ACTIVATION_BYTES) as f64;
             time += collective_time(mesh, Collective::AllGather, self.saved_seq_axes, bytes);
         }
         if let Some(w) = &op.weight {
-            let dp = self.dp_axes(op);
+            let dp = self.zero_axes(op);
             let bytes = (self.local_numel(mesh, w) * ACTIVATION_BYTES) as f64;
             if self.zero >= ZeroStage::Zero2 {
                 time += collective_time(mesh, Collective::ReduceScatter, dp, bytes);
@@ -169,15 +182,22 @@ impl Sharding {
     /// alone for ZeRO-2, whose reduce-scatters are per micro-batch; nothing more for ZeRO-3).
     pub fn step_time(&self, mesh: &DeviceMesh, op: &Operator) -> f64 {
         let Some(w) = &op.weight else { return 0.0 };
-        let dp = self.dp_axes(op);
+        let dp = self.zero_axes(op);
         let bytes = (self.local_numel(mesh, w) * ACTIVATION_BYTES) as f64;
-        match self.zero {
-            ZeroStage::Zero0 | ZeroStage::Zero1 => {
-                collective_time(mesh, Collective::AllReduce, dp, bytes)
+        let skipped = self.dp_axes(op) & self.zero_skip_axes;
+        let skipped_sync = if skipped != 0 {
+            collective_time(mesh, Collective::AllReduce, skipped, bytes)
+        } else {
+            0.0
+        };
+        skipped_sync
+            + match self.zero {
+                ZeroStage::Zero0 | ZeroStage::Zero1 => {
+                    collective_time(mesh, Collective::AllReduce, dp, bytes)
+                }
+                ZeroStage::Zero2 => collective_time(mesh, Collective::AllGather, dp, bytes),
+                ZeroStage::Zero3 => 0.0,
             }
-            ZeroStage::Zero2 => collective_time(mesh, Collective::AllGather, dp, bytes),
-            ZeroStage::Zero3 => 0.0,
-        }
     }
 }
 
@@ -241,6 +261,7 @@ pub fn enumerate_shardings(mesh: &DeviceMesh, op: &Operator) -> Vec<Sharding> {
             dim_axes,
             zero: ZeroStage::Zero0,
             saved_seq_axes: 0,
+            zero_skip_axes: 0,
         };
         if !base.is_valid(mesh, op) {
             continue;
@@ -252,11 +273,30 @@ pub fn enumerate_shardings(mesh: &DeviceMesh, op: &Operator) -> Vec<Sharding> {
                 ..base.clone()
             });
         }
-        let has_dp = group_size(mesh, base.dp_axes(op)) > 1;
+        let dp = base.dp_axes(op);
+        // ZeRO over every data-parallel axis, and (when some of them split a dimension other
+        // than the batch, e.g. a sequence-parallel norm) over the batch axes only.
+        let not_batch = op
+            .dims
+            .iter()
+            .zip(&base.dim_axes)
+            .filter(|(d, _)| d.name != BATCH_DIM_NAME)
+            .fold(0, |m, (_, &a)| m | a)
+            & dp;
+        let mut skips = vec![0];
+        if not_batch != 0 && group_size(mesh, dp & !not_batch) > 1 {
+            skips.push(not_batch);
+        }
         for v in variants {
-            if has_dp {
-                for zero in [ZeroStage::Zero1, ZeroStage::Zero2, ZeroStage::Zero3] {
-                    out.push(Sharding { zero, ..v.clone() });
+            for &skip in &skips {
+                if group_size(mesh, dp & !skip) > 1 {
+                    for zero in [ZeroStage::Zero1, ZeroStage::Zero2, ZeroStage::Zero3] {
+                        out.push(Sharding {
+                            zero,
+                            zero_skip_axes: skip,
+                            ..v.clone()
+                        });
+                    }
                 }
             }
             out.push(v);
@@ -265,10 +305,10 @@ pub fn enumerate_shardings(mesh: &DeviceMesh, op: &Operator) -> Vec<Sharding> {
     out
 }
 
-/// For a matmul with parameters whose first input has a sequence dimension (named `seq`) and
+/// For a matmul, or an operator with parameters (an embedding lookup), whose first input has a sequence dimension (named `seq`) and
 /// is replicated along some axes the operator splits: those axes, if the sequence divides.
 fn seq_shardable_axes(mesh: &DeviceMesh, op: &Operator, s: &Sharding) -> Option<AxisMask> {
-    if op.kind != OpKind::Matmul || op.weight.is_none() {
+    if op.kind != OpKind::Matmul && op.weight.is_none() {
         return None;
     }
     let input = op.inputs.first()?;
@@ -284,3 +324,5 @@ fn seq_shardable_axes(mesh: &DeviceMesh, op: &Operator, s: &Sharding) -> Option<
 
 /// Name of the sequence dimension in graphs built from memory-model operators.
 pub const SEQ_DIM_NAME: &str = "seq";
+/// Name of the batch dimension in graphs built from memory-model operators.
+pub const BATCH_DIM_NAME: &str = "batch";

@@ -9,9 +9,9 @@
 //! [`StageSpec::tie_layers`] is off.
 
 use memory_model::{
-    embedding_operators, head_operators, layer_operators, operator_memory, Dim as MmDim,
-    ModelConfig, OpKind as MmKind, Operator as MmOperator, OperatorSharding, Shape, TrainingSetup,
-    Workload,
+    embedding_operators, head_operators, is_kept, layer_operators, operator_memory, Dim as MmDim,
+    ModelConfig, OpKind as MmKind, Operator as MmOperator, OperatorSharding, Recompute, Shape,
+    TrainingSetup, Workload,
 };
 
 use crate::cost_model::group_size;
@@ -34,6 +34,9 @@ pub struct StageSpec {
     pub pipelined: bool,
     /// Share one node among identical layers (default true; false builds every layer).
     pub tie_layers: bool,
+    /// Activation recomputation: layer operators whose saved tensors it drops are marked
+    /// [`Operator::recomputed`] (their forward runs again in the backward pass).
+    pub recompute: Recompute,
 }
 
 /// A stage graph together with the memory-model operators its nodes stand for.
@@ -61,7 +64,7 @@ fn splittable(kind: MmKind, dim: MmDim) -> bool {
                 | MmKind::Router
         ),
         Heads => true,
-        Hidden => kind == MmKind::Linear,
+        Hidden | HiddenOut => kind == MmKind::Linear,
         Ffn => matches!(kind, MmKind::Linear | MmKind::Activation | MmKind::Dropout),
         Vocab => matches!(
             kind,
@@ -171,7 +174,15 @@ fn convert(op: &MmOperator, model: &ModelConfig, copies: u32) -> (Operator, Vec<
                 .filter(|p| p.shape.0.len() >= 2)
                 .map(|p| p.shape.elements())
                 .sum();
-            (OpKind::Matmul, 2.0 * tokens as f64 * matrices as f64)
+            let flops = if matrices > 0 {
+                2.0 * tokens as f64 * matrices as f64
+            } else {
+                // A head tied to the embedding holds no parameters here; its matrix is
+                // `input features × output features`.
+                let (i, o) = (inputs[0].elements(), outputs[0].elements());
+                2.0 * i as f64 * o as f64 / tokens.max(1) as f64
+            };
+            (OpKind::Matmul, flops)
         }
         MmKind::AttentionScores | MmKind::AttentionContext => {
             let q = inputs[0];
@@ -204,6 +215,7 @@ fn convert(op: &MmOperator, model: &ModelConfig, copies: u32) -> (Operator, Vec<
         weight,
         saved,
         flops,
+        recomputed: false,
     };
     (converted, names)
 }
@@ -265,7 +277,14 @@ pub fn stage_graph(
         for op in layer_ops.iter().cloned() {
             let kind = op.kind;
             let name = op.name;
+            // Full recomputation reruns the whole layer; selective, the operators whose saved
+            // tensors it drops.
+            let recomputed = stage.recompute == Recompute::Full
+                || op.saved.iter().any(|a| {
+                    is_kept(a.class, Recompute::None) && !is_kept(a.class, stage.recompute)
+                });
             let id = push(&mut g, op, copies);
+            g.graph.ops[id].recomputed = recomputed;
             if let Some(prev) = last {
                 edge(&mut g, prev, id, 0, copies);
             }
@@ -334,7 +353,7 @@ impl TransformerGraph {
             s.splits[MmDim::Seq as usize] *= group_size(mesh, sharding.saved_seq_axes) as u64;
         }
         let zero = sharding.zero.number();
-        s.zero_group = group_size(mesh, sharding.dp_axes(&self.graph.ops[op])) as u64;
+        s.zero_group = group_size(mesh, sharding.zero_axes(&self.graph.ops[op])) as u64;
         s.shard_optimizer = zero >= 1;
         s.shard_grads = zero >= 2;
         s.shard_params = zero >= 3;

@@ -15,59 +15,23 @@ use rayon::prelude::*;
 use sparse_kernels::{
     gen, io, CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, RowStats, Scalar, SpmmPlan,
 };
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
-struct Options {
-    threads: usize,
-    ks: Vec<usize>,
-    reps: usize,
-    f32: bool,
-    dump: Option<PathBuf>,
-    matrices: Vec<String>,
-}
-
-fn parse_args() -> Options {
-    let mut o = Options {
-        threads: 2,
-        ks: vec![64],
-        reps: 5,
-        f32: false,
-        dump: None,
-        matrices: Vec::new(),
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut value = || args.next().unwrap_or_else(|| panic!("{a} needs a value"));
-        match a.as_str() {
-            "--threads" => o.threads = value().parse().expect("--threads N"),
-            "--k" => {
-                o.ks = value()
-                    .split(',')
-                    .map(|k| k.parse().expect("--k 16,64"))
-                    .collect()
-            }
-            "--reps" => o.reps = value().parse().expect("--reps N"),
-            "--precision" => o.f32 = value() == "f32",
-            "--dump" => o.dump = Some(PathBuf::from(value())),
-            _ => o.matrices.push(a),
-        }
-    }
-    o
-}
+#[path = "common/mod.rs"]
+mod common;
 
 /// Median wall time of `reps` runs after one warm-up, in seconds.
 fn median_time(reps: usize, mut f: impl FnMut()) -> f64 {
     f();
-    let mut t: Vec<f64> = (0..reps.max(1))
+    let t: Vec<f64> = (0..reps.max(1))
         .map(|_| {
             let s = Instant::now();
             f();
             s.elapsed().as_secs_f64()
         })
         .collect();
-    t.sort_by(f64::total_cmp);
-    t[t.len() / 2]
+    common::median(t)
 }
 
 /// STREAM triad `a = b + s·c` over 3 × 64 MiB arrays, parallel; bytes moved / best time.
@@ -137,13 +101,13 @@ fn dump<T: Scalar>(dir: &Path, name: &str, a: &CsrMatrix<T, u32>) -> String {
     stem
 }
 
-fn run_matrix<T: Scalar + sprs::MulAcc>(o: &Options, spec: &str) {
+fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str) {
     let (name, a) = load::<T>(spec);
     let stats = RowStats::of(&a);
     let stem = o
-        .dump
-        .as_ref()
-        .map(|d| dump(d, &name, &a))
+        .extra
+        .get("dump")
+        .map(|d| dump(Path::new(d), &name, &a))
         .unwrap_or_default();
     let sprs_a: sprs::CsMatI<T, u32> = a.clone().into();
     for &k in &o.ks {
@@ -212,7 +176,7 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(o: &Options, spec: &str) {
 }
 
 fn main() {
-    let o = parse_args();
+    let o = common::parse(&[64], 5, &["dump"], &[]);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(o.threads)
         .build()

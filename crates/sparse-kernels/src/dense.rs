@@ -37,38 +37,45 @@ fn check_shape(len: usize, rows: usize, cols: usize, ld: usize) {
     );
 }
 
-impl<'a, T> DenseRef<'a, T> {
-    /// Views `data` as `rows × cols` with leading dimension `ld`.
-    ///
-    /// # Panics
-    /// If `ld < cols` or `data` is too short.
-    #[track_caller]
-    pub fn new(data: &'a [T], rows: usize, cols: usize, ld: usize) -> Self {
-        check_shape(data.len(), rows, cols, ld);
-        Self {
-            data,
-            rows,
-            cols,
-            ld,
+/// The constructors and shape accessors both views share; `$data` is the buffer type.
+macro_rules! view_common {
+    ($data:ty) => {
+        /// Views `data` as `rows × cols` with leading dimension `ld`.
+        ///
+        /// # Panics
+        /// If `ld < cols` or `data` is too short.
+        #[track_caller]
+        pub fn new(data: $data, rows: usize, cols: usize, ld: usize) -> Self {
+            check_shape(data.len(), rows, cols, ld);
+            Self {
+                data,
+                rows,
+                cols,
+                ld,
+            }
         }
-    }
-    /// Views a contiguous row-major buffer (`ld = cols`).
-    #[track_caller]
-    pub fn contiguous(data: &'a [T], rows: usize, cols: usize) -> Self {
-        Self::new(data, rows, cols, cols)
-    }
-    /// Number of rows.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// Number of columns.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
-    /// Leading dimension (distance between the starts of consecutive rows).
-    pub fn ld(&self) -> usize {
-        self.ld
-    }
+        /// Views a contiguous row-major buffer (`ld = cols`).
+        #[track_caller]
+        pub fn contiguous(data: $data, rows: usize, cols: usize) -> Self {
+            Self::new(data, rows, cols, cols)
+        }
+        /// Number of rows.
+        pub fn rows(&self) -> usize {
+            self.rows
+        }
+        /// Number of columns.
+        pub fn cols(&self) -> usize {
+            self.cols
+        }
+        /// Leading dimension (distance between the starts of consecutive rows).
+        pub fn ld(&self) -> usize {
+            self.ld
+        }
+    };
+}
+
+impl<'a, T> DenseRef<'a, T> {
+    view_common!(&'a [T]);
     /// The underlying buffer.
     pub fn data(&self) -> &'a [T] {
         self.data
@@ -100,37 +107,7 @@ impl<'a, T> DenseRef<'a, T> {
 }
 
 impl<'a, T> DenseMut<'a, T> {
-    /// Views `data` as `rows × cols` with leading dimension `ld`.
-    ///
-    /// # Panics
-    /// If `ld < cols` or `data` is too short.
-    #[track_caller]
-    pub fn new(data: &'a mut [T], rows: usize, cols: usize, ld: usize) -> Self {
-        check_shape(data.len(), rows, cols, ld);
-        Self {
-            data,
-            rows,
-            cols,
-            ld,
-        }
-    }
-    /// Views a contiguous row-major buffer (`ld = cols`).
-    #[track_caller]
-    pub fn contiguous(data: &'a mut [T], rows: usize, cols: usize) -> Self {
-        Self::new(data, rows, cols, cols)
-    }
-    /// Number of rows.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// Number of columns.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
-    /// Leading dimension.
-    pub fn ld(&self) -> usize {
-        self.ld
-    }
+    view_common!(&'a mut [T]);
     /// Row `i`, mutable.
     #[inline]
     pub fn row_mut(&mut self, i: usize) -> &mut [T] {

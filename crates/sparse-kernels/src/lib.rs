@@ -3,7 +3,7 @@
 //! Parallel sparse × dense matrix multiplication (SpMM, `C = A · B` with A in CSR and B, C
 //! dense row-major) on multicore CPUs, built around LSSM — long-row splitting and short-row
 //! merging (Cao et al., ICA3PP 2024) — with the baselines it is measured against, the I/O and
-//! generators to feed them, and row-length statistics to choose between them.
+//! generators to feed them, and row-length statistics that size the LSSM plan.
 //!
 //! * Data: [`CsrMatrix`] (validated, `u32` or `usize` indices, moves to and from
 //!   [`sprs::CsMatI`]), [`DenseRef`]/[`DenseMut`] row-major views with an explicit leading
@@ -62,7 +62,10 @@ pub use kernels::{
     spmm_row_parallel, spmm_row_parallel_with, BaselineConfig, Kernel, MERGE_ITEMS_PER_PART,
     MERGE_MAX_PARTS, RODE_BLOCK, RODE_LONG_ROW, SERIAL_WORK,
 };
-pub use lssm::{spmm_lssm, LssmConfig, SpmmPlan, BLOCK_WORK, MAX_BLOCK, MIN_BLOCK, MIN_TASKS};
+pub use lssm::{
+    spmm_lssm, LssmConfig, SpmmPlan, BLOCK_WORK, LONG_ROW_GROUP, MAX_BLOCK, MIN_BLOCK, MIN_TASKS,
+    PREFETCH_B_BYTES,
+};
 pub use par::Par;
 pub use scalar::{Scalar, SpIndex};
 pub use stats::{MatrixClass, RowStats, DENSE_ROW_RATIO, REGULAR_CV};

@@ -98,13 +98,36 @@ fn rooted_schedules_are_correct() {
 }
 
 #[test]
+fn pipelined_broadcast_is_correct_and_pipelines() {
+    for n in 1..=9 {
+        for root in 0..n {
+            for (count, pieces) in [(0, 1), (1, 4), (7, 3), (64, 8), (13, 13)] {
+                let steps: Vec<_> = (0..n)
+                    .map(|r| pipelined_broadcast(n, r, root, count, pieces))
+                    .collect();
+                // Every rank moves each piece at most once in and once out, overlapped.
+                assert!(steps.iter().all(|s| s.len() <= pieces + 1));
+                let out = simulate(steps, inputs(n, count));
+                let want = &inputs(n, count)[root];
+                assert!(
+                    out.iter().all(|o| o == want),
+                    "n={n} root={root} count={count}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn gather_scatter_alltoall_barrier() {
     for n in 1..=9 {
         let block = 3;
         let chunk = |i: usize| i * block..(i + 1) * block;
         let full = inputs(n, n * block);
         let out = simulate(
-            (0..n).map(|r| ring_reduce_scatter(n, r, chunk)).collect(),
+            (0..n)
+                .map(|r| ring(n, r, chunk, RingPass::ReduceScatter))
+                .collect(),
             full.clone(),
         );
         let want = sums(n, n * block);
@@ -112,7 +135,9 @@ fn gather_scatter_alltoall_barrier() {
             assert_eq!(o[chunk(r)], want[chunk(r)]);
         }
         let out = simulate(
-            (0..n).map(|r| ring_all_gather(n, r, chunk)).collect(),
+            (0..n)
+                .map(|r| ring(n, r, chunk, RingPass::AllGather))
+                .collect(),
             full.clone(),
         );
         for o in &out {

@@ -4,6 +4,8 @@
 //! per-collective mailboxes the progress engine reads.
 
 pub(crate) mod local;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod tcp;
 
 use std::fmt::Debug;
@@ -27,4 +29,8 @@ pub(crate) trait Transport: Send + Sync + Debug {
     fn mark_self_lost(&self);
     /// This rank's mailboxes.
     fn inbox(&self) -> &Arc<Inbox>;
+    /// Called by the engine thread before each round with collectives waiting: a transport
+    /// that can move incoming messages into the inbox from this thread does so here (saving a
+    /// hand-off between threads). Never blocks.
+    fn progress(&self) {}
 }

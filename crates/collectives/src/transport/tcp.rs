@@ -16,13 +16,19 @@
 //! **Faults.** End of stream or an error on a connection marks that peer lost; collectives
 //! waiting on it fail with [`PeerLost`](crate::CollectiveError::PeerLost) at once.
 //!
-//! Environment of [`from_env`] (the launch contract, like `MPI_Init`'s):
+//! **Configuration.** [`join`] takes an explicit [`TcpConfig`]; [`TcpConfig::from_lookup`] builds
+//! one from any key-value source and is pure. [`from_env`] (also `collectives::from_env`) is
+//! the one function of this crate that reads environment variables, and only when the
+//! application calls it — the launch contract, like `MPI_Init` reading what `mpirun` set:
 //!
 //! | variable | meaning |
 //! |---|---|
 //! | `PARDIS_RANK` | this process's rank, `0..PARDIS_WORLD_SIZE` |
 //! | `PARDIS_WORLD_SIZE` | number of ranks |
 //! | `PARDIS_MASTER_ADDR` | `host:port` where rank 0 listens (e.g. `127.0.0.1:29500`) |
+//!
+//! Engine settings are not read from the environment: `from_env` uses [`Config::default`];
+//! use `join(&TcpConfig { engine, ..TcpConfig::from_lookup(..)? })` for others.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -74,7 +80,8 @@ impl TcpConfig {
         }
     }
 
-    /// Reads [`ENV_RANK`], [`ENV_WORLD_SIZE`] and [`ENV_MASTER_ADDR`] through `lookup`.
+    /// Reads [`ENV_RANK`], [`ENV_WORLD_SIZE`] and [`ENV_MASTER_ADDR`] through `lookup` (pure:
+    /// pass `|k| std::env::var(k).ok()` to read the environment, or a map in tests).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let get = |k: &str| {
             lookup(k).ok_or_else(|| CollectiveError::Rendezvous(format!("{k} is not set")))
@@ -101,7 +108,19 @@ impl TcpConfig {
     }
 }
 
-/// Joins the job described by the process environment (see the [module docs](self)).
+/// Joins the TCP job described by the environment variables [`ENV_RANK`],
+/// [`ENV_WORLD_SIZE`] and [`ENV_MASTER_ADDR`], with the default engine [`Config`]. This is the
+/// crate's only reader of the environment, and it reads only when called (see the
+/// [module docs](self)); it blocks until all ranks have joined or
+/// [`DEFAULT_RENDEZVOUS_TIMEOUT`] passed.
+///
+/// ```no_run
+/// // Started as `PARDIS_RANK=r PARDIS_WORLD_SIZE=n PARDIS_MASTER_ADDR=host:29500 ./app`.
+/// let comm = collectives::from_env()?;
+/// let total = comm.all_reduce(vec![1i64], collectives::ReduceOp::Sum)?;
+/// assert_eq!(total[0] as usize, comm.world_size());
+/// # Ok::<(), collectives::CollectiveError>(())
+/// ```
 pub fn from_env() -> Result<Communicator> {
     join(&TcpConfig::from_lookup(|k| std::env::var(k).ok())?)
 }

@@ -1,7 +1,10 @@
 //! Every collective × dtype × reduce op × size × world size on the local transport against a
 //! serial reference.
 
-use collectives::{run_local, AllReduceAlgorithm, Communicator, Element, ReduceOp};
+use collectives::{
+    bf16, run_local, run_local_with, AllReduceAlgorithm, BroadcastAlgorithm, Communicator, Config,
+    Element, ReduceOp,
+};
 use std::time::Duration;
 
 use crate::with_timeout;
@@ -9,6 +12,8 @@ use crate::with_timeout;
 /// Builds test values of each dtype from small integers (so float sums and products are exact
 /// whatever the reduction order).
 pub(crate) trait Small: Element {
+    /// Largest factor in product inputs (products of up to 8 of them must stay exact).
+    const MAX_FACTOR: i64 = 3;
     fn small(v: i64) -> Self;
 }
 macro_rules! small {
@@ -22,13 +27,21 @@ macro_rules! small {
 }
 small!(f32, f64, i32, i64, u8);
 
+/// bf16 has 8 significant bits: sums of up to 8 values below 17 are exact, products of powers
+/// of two too.
+impl Small for bf16 {
+    const MAX_FACTOR: i64 = 2;
+    fn small(v: i64) -> Self {
+        bf16::from_f32(v as f32)
+    }
+}
 /// Input of `rank` for reduce op `op`: small values; factors in {1, 2, 3} for products.
 pub(crate) fn input<T: Small>(rank: usize, len: usize, op: ReduceOp, salt: usize) -> Vec<T> {
     (0..len)
         .map(|i| {
             let h = (rank * 7919 + i * 104_729 + salt * 31) % 97;
             let v = match op {
-                ReduceOp::Prod => (h % 3) as i64 + 1,
+                ReduceOp::Prod => (h as i64 % T::MAX_FACTOR) + 1,
                 _ => (h % 17) as i64,
             };
             T::small(v)
@@ -91,16 +104,23 @@ pub(crate) fn check_all<T: Small>(comm: &Communicator, len: usize) {
     let got = comm.all_gather(input::<T>(me, len, op, 9)).unwrap();
     let want: Vec<T> = (0..n).flat_map(|r| input::<T>(r, len, op, 9)).collect();
     assert_eq!(got, want, "{}", ctx("all-gather", op));
-    for root in [0, n - 1] {
+    for (root, algo) in [
+        (0, BroadcastAlgorithm::Auto),
+        (n - 1, BroadcastAlgorithm::Binomial),
+        (n / 2, BroadcastAlgorithm::Pipelined),
+    ] {
         let data = if me == root {
             input::<T>(root, len, op, 5)
         } else {
             vec![T::ZERO; len]
         };
         assert_eq!(
-            comm.broadcast(data, root).unwrap(),
+            comm.ibroadcast_with(data, root, algo)
+                .unwrap()
+                .wait()
+                .unwrap(),
             input::<T>(root, len, op, 5),
-            "{}",
+            "{} {algo:?} root {root}",
             ctx("broadcast", op)
         );
     }
@@ -140,29 +160,90 @@ fn sweep<T: Small>(sizes: &[usize]) {
 /// 0, 1 and primes that no world size divides.
 const SMALL_SIZES: [usize; 5] = [0, 1, 7, 13, 1009];
 
+/// One test per dtype: every op × size × world size.
+macro_rules! sweep_tests {
+    ($($name:ident: $t:ty),*) => {$(
+        #[test]
+        fn $name() {
+            with_timeout(Duration::from_secs(60), || sweep::<$t>(&SMALL_SIZES));
+        }
+    )*};
+}
+sweep_tests!(
+    every_op_dtype_size_world_f32: f32,
+    every_op_dtype_size_world_f64: f64,
+    every_op_dtype_size_world_i32: i32,
+    every_op_dtype_size_world_i64: i64,
+    every_op_dtype_size_world_u8: u8,
+    every_op_dtype_size_world_bf16: bf16
+);
+
+/// Pipelined broadcast in many pieces (small piece size) at odd lengths, every root.
 #[test]
-fn every_op_dtype_size_world_f32() {
-    with_timeout(Duration::from_secs(60), || sweep::<f32>(&SMALL_SIZES));
+fn pipelined_broadcast_many_pieces() {
+    with_timeout(Duration::from_secs(60), || {
+        let cfg = Config {
+            pipeline_chunk_bytes: 1000,
+            pipeline_threshold_bytes: 4000,
+            ..Config::default()
+        };
+        for n in [2, 3, 5, 8] {
+            for r in run_local_with(&cfg, n, |comm| {
+                for root in 0..n {
+                    for len in [999, 1 << 14, 100_003] {
+                        let want: Vec<i32> = (0..len as i32).map(|i| i * 7 - root as i32).collect();
+                        let data = if comm.rank() == root {
+                            want.clone()
+                        } else {
+                            vec![0; len]
+                        };
+                        let (got, stats) = comm.ibroadcast(data, root).unwrap().wait_with_stats();
+                        assert_eq!(got.unwrap(), want, "n={n} root={root} len={len}");
+                        assert_eq!(stats.op, "broadcast");
+                    }
+                }
+            }) {
+                r.unwrap();
+            }
+        }
+    });
 }
 
+/// bf16 sums are computed in f32 per element pair: random values in [-1, 1] all-reduced over
+/// 4 ranks stay within bf16 rounding of the exact (f64) sum, for both algorithms.
 #[test]
-fn every_op_dtype_size_world_f64() {
-    with_timeout(Duration::from_secs(60), || sweep::<f64>(&SMALL_SIZES));
-}
-
-#[test]
-fn every_op_dtype_size_world_i32() {
-    with_timeout(Duration::from_secs(60), || sweep::<i32>(&SMALL_SIZES));
-}
-
-#[test]
-fn every_op_dtype_size_world_i64() {
-    with_timeout(Duration::from_secs(60), || sweep::<i64>(&SMALL_SIZES));
-}
-
-#[test]
-fn every_op_dtype_size_world_u8() {
-    with_timeout(Duration::from_secs(60), || sweep::<u8>(&SMALL_SIZES));
+fn bf16_sum_accumulates_in_f32() {
+    with_timeout(Duration::from_secs(30), || {
+        let len = 4099;
+        let value = |r: usize, i: usize| {
+            let h = (r as u64 * 0x9e37_79b9 + i as u64 * 0x85eb_ca6b) % 2001;
+            bf16::from_f32(h as f32 / 1000.0 - 1.0)
+        };
+        let n = 4;
+        run_local(n, move |comm| {
+            for algo in [
+                AllReduceAlgorithm::Ring,
+                AllReduceAlgorithm::HalvingDoubling,
+            ] {
+                let mine = (0..len).map(|i| value(comm.rank(), i)).collect();
+                let got = comm
+                    .iall_reduce_with(mine, ReduceOp::Sum, algo)
+                    .unwrap()
+                    .wait()
+                    .unwrap();
+                for (i, g) in got.iter().enumerate() {
+                    let terms: Vec<f64> = (0..n).map(|r| f64::from(value(r, i).to_f32())).collect();
+                    let exact: f64 = terms.iter().sum();
+                    let scale: f64 = terms.iter().map(|t| t.abs()).sum::<f64>().max(1e-3);
+                    // n - 1 roundings to bf16, each at most half an ulp (2^-8 relative).
+                    let tol = (n - 1) as f64 * scale * 2f64.powi(-8);
+                    let err = (f64::from(g.to_f32()) - exact).abs();
+                    assert!(err <= tol, "{algo:?} i={i}: {g} vs {exact} (tol {tol})");
+                }
+            }
+        })
+        .unwrap();
+    });
 }
 
 /// 1 MiB all-reduces (both algorithms) for every dtype and world size.
@@ -202,5 +283,6 @@ fn one_mebibyte_all_reduce() {
         run::<i32>();
         run::<i64>();
         run::<u8>();
+        run::<bf16>();
     });
 }

@@ -4,6 +4,8 @@ mod api;
 mod chaos;
 mod correctness;
 mod faults;
+#[cfg(feature = "mpi")]
+mod mpi;
 mod tcp;
 
 use std::time::Duration;

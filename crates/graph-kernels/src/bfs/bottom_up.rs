@@ -18,8 +18,9 @@ pub fn bfs_bottom_up(graph: &CsrGraph, root: u32) -> BfsResult {
     assert_root(graph, root);
     let n = graph.num_vertices();
     let mut state = SearchState::new(graph, root);
-    let mut front = queue_to_bitmap(&[root], n);
+    let mut front = vec![0u64; bitmap_words(n)];
     let mut next = vec![0u64; bitmap_words(n)];
+    queue_to_bitmap(&[root], &mut front);
     let mut awake = 1;
     let mut level = 0;
     while awake > 0 {

@@ -36,13 +36,19 @@ pub fn bfs_direction_optimizing(graph: &CsrGraph, root: u32, config: &BfsConfig)
     let mut edges_to_check = graph.num_arcs();
     let mut scout = graph.out_degree(root);
     let mut queue = vec![root];
+    let mut next_queue = Vec::new();
+    // Frontier bitmaps, allocated at the first switch to bottom-up and reused after.
+    let mut bitmaps: Option<(Vec<u64>, Vec<u64>)> = None;
     let mut level = 0;
     while !queue.is_empty() {
         let heavy = scout > edges_to_check / u64::from(config.alpha);
         let worth_a_scan = config.gamma == 0 || scout > u64::from(n / config.gamma);
         if heavy && worth_a_scan {
-            let mut front = queue_to_bitmap(&queue, n);
-            let mut next = vec![0u64; bitmap_words(n)];
+            let (front, next) = bitmaps.get_or_insert_with(|| {
+                let words = bitmap_words(n);
+                (vec![0; words], vec![0; words])
+            });
+            queue_to_bitmap(&queue, front);
             let mut awake = queue.len() as u64;
             loop {
                 state.steps.push(BfsStep {
@@ -51,8 +57,8 @@ pub fn bfs_direction_optimizing(graph: &CsrGraph, root: u32, config: &BfsConfig)
                     frontier: awake,
                 });
                 let old_awake = awake;
-                awake = state.bottom_up_step(&front, &mut next, level);
-                std::mem::swap(&mut front, &mut next);
+                awake = state.bottom_up_step(front, next, level);
+                std::mem::swap(front, next);
                 level += 1;
                 let growing = awake >= old_awake;
                 let large = awake > u64::from(n / config.beta);
@@ -60,7 +66,7 @@ pub fn bfs_direction_optimizing(graph: &CsrGraph, root: u32, config: &BfsConfig)
                     break;
                 }
             }
-            (queue, scout) = bitmap_to_queue(&front, state.graph());
+            scout = bitmap_to_queue(front, state.graph(), &mut queue);
         } else {
             state.steps.push(BfsStep {
                 depth: level,
@@ -68,7 +74,8 @@ pub fn bfs_direction_optimizing(graph: &CsrGraph, root: u32, config: &BfsConfig)
                 frontier: queue.len() as u64,
             });
             edges_to_check = edges_to_check.saturating_sub(scout);
-            (queue, scout) = state.top_down_step(&queue, level, config.serial_threshold);
+            scout = state.top_down_step(&queue, &mut next_queue, level, config.serial_threshold);
+            std::mem::swap(&mut queue, &mut next_queue);
             level += 1;
         }
     }

@@ -3,7 +3,7 @@
 //! - [`bfs_serial`]: the textbook queue, the oracle the others are tested against.
 //! - [`bfs_top_down`]: level-synchronous; each level's frontier is split across rayon tasks,
 //!   each task appends discoveries to its own buffer, and a vertex is claimed by an atomic
-//!   compare-and-swap of its depth, so exactly one parent wins.
+//!   `fetch_or` of its bit in a visited bitmap, so exactly one parent wins.
 //! - [`bfs_bottom_up`]: every unvisited vertex scans its in-neighbours for one in the frontier,
 //!   held as a bitmap, and stops at the first hit (Beamer, Asanović, Patterson, "Direction-
 //!   optimizing breadth-first search", SC 2012).

@@ -5,8 +5,8 @@ use super::{assert_root, BfsConfig, BfsResult, BfsStep, Direction};
 use crate::csr::CsrGraph;
 
 /// Level-synchronous parallel top-down BFS: each level's frontier is split across rayon
-/// tasks with thread-local output buffers; vertices are claimed with an atomic
-/// compare-and-swap, so each gets exactly one parent. Levels smaller than
+/// tasks with thread-local output buffers; vertices are claimed with an atomic `fetch_or` on
+/// a visited bitmap, so each gets exactly one parent. Levels smaller than
 /// `config.serial_threshold` run serially.
 ///
 /// Complexity: O(n + m) work, O(diameter) fork-join phases. Runs in the caller's rayon pool.
@@ -24,6 +24,7 @@ pub fn bfs_top_down(graph: &CsrGraph, root: u32, config: &BfsConfig) -> BfsResul
     assert_root(graph, root);
     let mut state = SearchState::new(graph, root);
     let mut frontier = vec![root];
+    let mut next = Vec::new();
     let mut level = 0;
     while !frontier.is_empty() {
         state.steps.push(BfsStep {
@@ -31,9 +32,8 @@ pub fn bfs_top_down(graph: &CsrGraph, root: u32, config: &BfsConfig) -> BfsResul
             direction: Direction::TopDown,
             frontier: frontier.len() as u64,
         });
-        frontier = state
-            .top_down_step(&frontier, level, config.serial_threshold)
-            .0;
+        state.top_down_step(&frontier, &mut next, level, config.serial_threshold);
+        std::mem::swap(&mut frontier, &mut next);
         level += 1;
     }
     state.finish()

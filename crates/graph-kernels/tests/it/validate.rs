@@ -1,7 +1,7 @@
 //! validate_bfs catches each broken Graph500 rule.
 
 use graph_kernels::bfs::{bfs_serial, UNREACHED};
-use graph_kernels::{validate_bfs, GraphBuilder, GraphError};
+use graph_kernels::{validate_bfs, CsrGraph, GraphBuilder, GraphError};
 
 fn rule_of(e: GraphError) -> u8 {
     match e {
@@ -10,13 +10,18 @@ fn rule_of(e: GraphError) -> u8 {
     }
 }
 
+/// The undirected graph on `n` vertices with `edges`.
+fn undirected(n: u64, edges: &[(u32, u32)]) -> CsrGraph {
+    GraphBuilder::new(n)
+        .edges(edges.iter().copied())
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn each_rule_is_detected() {
     // 0 - 1 - 2 - 3, plus 0 - 2 and an isolated 4.
-    let g = GraphBuilder::new(5)
-        .edges([(0, 1), (1, 2), (2, 3), (0, 2)])
-        .build()
-        .unwrap();
+    let g = undirected(5, &[(0, 1), (1, 2), (2, 3), (0, 2)]);
     let good = bfs_serial(&g, 0);
     validate_bfs(&g, &good).unwrap();
 
@@ -45,10 +50,7 @@ fn each_rule_is_detected() {
     assert_eq!(rule_of(validate_bfs(&g, &r).unwrap_err()), 4);
 
     // Diamond 0-1-3, 0-2-3: either depth-1 vertex is a valid parent of 3.
-    let h = GraphBuilder::new(4)
-        .edges([(0, 1), (0, 2), (1, 3), (2, 3)])
-        .build()
-        .unwrap();
+    let h = undirected(4, &[(0, 1), (0, 2), (1, 3), (2, 3)]);
     let mut r = bfs_serial(&h, 0);
     r.parent[3] = if r.parent[3] == 1 { 2 } else { 1 };
     validate_bfs(&h, &r).unwrap();
@@ -56,10 +58,7 @@ fn each_rule_is_detected() {
     assert_eq!(rule_of(validate_bfs(&h, &r).unwrap_err()), 2);
 
     // 0-1-3 and 0-2-4: vertex 1 has the right depth to parent 4, but 1-4 is not an edge.
-    let sq = GraphBuilder::new(5)
-        .edges([(0, 1), (0, 2), (1, 3), (2, 4)])
-        .build()
-        .unwrap();
+    let sq = undirected(5, &[(0, 1), (0, 2), (1, 3), (2, 4)]);
     let mut r = bfs_serial(&sq, 0);
     r.parent[4] = 1;
     assert_eq!(rule_of(validate_bfs(&sq, &r).unwrap_err()), 5);

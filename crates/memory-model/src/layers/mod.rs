@@ -368,7 +368,7 @@ pub fn head_operators(
             &[(
                 "pooler_weight",
                 "pooler_bias",
-                vec![(Dim::Hidden, model.hidden)],
+                vec![(Dim::HiddenOut, model.hidden)],
             )],
             &[],
             &[(Dim::Hidden, model.hidden)],

@@ -60,17 +60,35 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
-/// The candle op `x ↦ x · Wᵀ` over a quantized `W` (forward: [`fused_matmul_t`]; backward:
-/// `∂x = ∂y · W` with `W` dequantized, as bitsandbytes does). `W` itself gets no gradient.
+/// Inputs with more rows than this go through dequantize-then-gemm in [`QuantLinearOp`].
+pub const FUSED_MAX_ROWS: usize = 16;
+
+/// The candle op `x ↦ x · Wᵀ` over a quantized `W`. Forward: [`fused_matmul_t`] for inputs of
+/// at most [`FUSED_MAX_ROWS`] rows (decoding, small batches); for more rows, `W` is dequantized
+/// into a temporary f32 matrix and multiplied with candle's blocked gemm — the same split
+/// bitsandbytes makes (its fused 4-bit kernel serves single-token inference, training batches
+/// dequantize then matmul), because the portable fused loop is much slower than gemm there.
+/// Backward: `∂x = ∂y · W` with `W` dequantized. `W` itself gets no gradient.
 #[derive(Debug, Clone)]
 pub struct QuantLinearOp {
     w: Arc<dyn QuantizedMatrix>,
+    fused_max_rows: usize,
 }
 
 impl QuantLinearOp {
-    /// The op for weight `w` (`[out, in]`).
+    /// The op for weight `w` (`[out, in]`), switching to dequantize-then-gemm above
+    /// [`FUSED_MAX_ROWS`] input rows.
     pub fn new(w: Arc<dyn QuantizedMatrix>) -> Self {
-        Self { w }
+        Self {
+            w,
+            fused_max_rows: FUSED_MAX_ROWS,
+        }
+    }
+
+    /// The same op with another row threshold (`usize::MAX`: always the fused kernel).
+    pub fn with_fused_max_rows(mut self, rows: usize) -> Self {
+        self.fused_max_rows = rows;
+        self
     }
 
     /// `W` dequantized as a `[out, in]` tensor on `dev`.
@@ -98,7 +116,16 @@ impl CustomOp1 for QuantLinearOp {
                 self.w.cols()
             );
         }
-        let y = fused_matmul_t(&v[a..b], self.w.as_ref());
+        let x = &v[a..b];
+        let m = x.len() / self.w.cols().max(1);
+        let y = if m <= self.fused_max_rows {
+            fused_matmul_t(x, self.w.as_ref())
+        } else {
+            let dev = candle_core::Device::Cpu;
+            let xt = Tensor::from_slice(x, (m, self.w.cols()), &dev)?;
+            let wt = self.dequantized(&dev)?;
+            xt.matmul(&wt.t()?)?.flatten_all()?.to_vec1::<f32>()?
+        };
         let mut out = dims.to_vec();
         *out.last_mut().expect("non-empty") = self.w.rows();
         Ok((CpuStorage::F32(y), Shape::from(out)))

@@ -257,10 +257,7 @@ impl Gpt {
         }
         for (l, blk) in self.blocks.iter_mut().enumerate() {
             for (kind, lin) in blk.linears_mut() {
-                lin.freeze_base(cfg.base, store)?;
-                if let Some(spec) = cfg.adapter_for(kind, l) {
-                    lin.attach_adapter(spec, cfg.dropout, store, init)?;
-                }
+                cfg.apply_to(lin, kind, l, store, init)?;
             }
         }
         Ok(())

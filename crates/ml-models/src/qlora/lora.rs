@@ -126,6 +126,23 @@ impl LoraConfig {
         }
     }
 
+    /// Freezes `lin`'s base as [`LoraConfig::base`] and attaches the adapter this configuration
+    /// gives a `kind` layer in block `layer`, if any.
+    pub fn apply_to(
+        &self,
+        lin: &mut Linear,
+        kind: LayerKind,
+        layer: usize,
+        store: &mut ParamStore,
+        init: &mut SeededInit,
+    ) -> Result<()> {
+        lin.freeze_base(self.base, store)?;
+        match self.adapter_for(kind, layer) {
+            Some(spec) => lin.attach_adapter(spec, self.dropout, store, init),
+            None => Ok(()),
+        }
+    }
+
     /// The adapter for `kind` in block `layer`, if any.
     pub fn adapter_for(&self, kind: LayerKind, layer: usize) -> Option<AdapterSpec> {
         self.rules
@@ -193,6 +210,19 @@ impl Linear {
         })
     }
 
+    /// A layer over an existing weight `[out, in]` (e.g. a pretrained checkpoint's), kept frozen
+    /// outside the parameter store until [`Linear::freeze_base`] re-stores it.
+    pub fn frozen(name: &str, weight: Tensor) -> Result<Self> {
+        let (out_features, in_features) = weight.dims2()?;
+        Ok(Self {
+            name: name.to_string(),
+            in_features,
+            out_features,
+            base: Base::Frozen(weight.detach()),
+            adapter: None,
+        })
+    }
+
     /// The layer's name (its weight is `<name>.weight`).
     pub fn name(&self) -> &str {
         &self.name
@@ -243,6 +273,7 @@ impl Linear {
         let wname = format!("{}.weight", self.name);
         let dense = match &self.base {
             Base::Dense(v) => v.as_tensor().clone(),
+            Base::Frozen(t) if t.dtype() == DType::F32 => t.clone(),
             _ => return Ok(()),
         };
         let (o, i) = (self.out_features, self.in_features);

@@ -263,11 +263,8 @@ pub(crate) fn check_shape(data: &[f32], rows: usize, cols: usize) -> Result<()> 
 }
 
 impl QuantizedMatrix for Nf4Matrix {
-    fn rows(&self) -> usize {
-        self.rows
-    }
-    fn cols(&self) -> usize {
-        self.cols
+    fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
     }
     fn dequantize_range(&self, start: usize, out: &mut [f32]) {
         let mut i = start;

@@ -6,10 +6,16 @@ use crate::Result;
 
 /// A row-major `rows × cols` weight matrix stored in a block-quantized format.
 pub trait QuantizedMatrix: Send + Sync + std::fmt::Debug {
+    /// `(rows, cols)`: output and input features of a linear layer.
+    fn shape(&self) -> (usize, usize);
     /// Number of rows (output features of a linear layer).
-    fn rows(&self) -> usize;
+    fn rows(&self) -> usize {
+        self.shape().0
+    }
     /// Number of columns (input features).
-    fn cols(&self) -> usize;
+    fn cols(&self) -> usize {
+        self.shape().1
+    }
     /// Dequantizes flattened elements `start .. start + out.len()` into `out`.
     fn dequantize_range(&self, start: usize, out: &mut [f32]);
     /// Bytes used by codes and scales.
@@ -107,11 +113,8 @@ impl Int8Matrix {
 }
 
 impl QuantizedMatrix for Int8Matrix {
-    fn rows(&self) -> usize {
-        self.rows
-    }
-    fn cols(&self) -> usize {
-        self.cols
+    fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
     }
     fn dequantize_range(&self, start: usize, out: &mut [f32]) {
         for (o, i) in out.iter_mut().zip(start..) {

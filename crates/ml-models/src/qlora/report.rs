@@ -43,6 +43,8 @@ pub struct SummaryRow {
     pub state_bytes: usize,
     /// Largest measured peak heap bytes over seeds, if measured.
     pub peak_bytes: Option<u64>,
+    /// Predicted peak bytes, if predicted.
+    pub predicted_bytes: Option<u64>,
     /// Mean fine-tuning tokens/s.
     pub tokens_per_s: f64,
 }
@@ -80,6 +82,7 @@ impl StudyReport {
                     perplexity_std: var.sqrt(),
                     state_bytes: rs[0].state_bytes,
                     peak_bytes: rs.iter().filter_map(|r| r.peak_bytes).max(),
+                    predicted_bytes: rs[0].predicted_bytes,
                     tokens_per_s: rs.iter().map(|r| r.tokens_per_s).sum::<f64>() / n as f64,
                 }
             })
@@ -89,12 +92,12 @@ impl StudyReport {
     /// The summary as a Markdown table.
     pub fn to_markdown(&self) -> String {
         let mut s = String::from(
-            "| variant | group | trainable | perplexity | state MiB | peak MiB | tokens/s |\n|---|---|---:|---:|---:|---:|---:|\n",
+            "| variant | group | trainable | perplexity | state MiB | peak MiB | predicted MiB | tokens/s |\n|---|---|---:|---:|---:|---:|---:|---:|\n",
         );
         let mib = |b: f64| format!("{:.2}", b / 1048576.0);
         for r in self.summary() {
             s.push_str(&format!(
-                "| {} | {} | {} | {:.3} ± {:.3} | {} | {} | {:.0} |\n",
+                "| {} | {} | {} | {:.3} ± {:.3} | {} | {} | {} | {:.0} |\n",
                 r.variant,
                 r.group,
                 r.trainable,
@@ -102,6 +105,7 @@ impl StudyReport {
                 r.perplexity_std,
                 mib(r.state_bytes as f64),
                 r.peak_bytes.map_or("-".into(), |b| mib(b as f64)),
+                r.predicted_bytes.map_or("-".into(), |b| mib(b as f64)),
                 r.tokens_per_s
             ));
         }

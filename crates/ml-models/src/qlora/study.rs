@@ -12,8 +12,8 @@ use rand_chacha::ChaCha8Rng;
 use crate::core::data::{lm_batch, lm_eval_batches, CharTokenizer};
 use crate::core::{ParamStore, SeededInit, TrainCallback, TrainConfig, Trainer};
 use crate::qlora::gpt::{Gpt, GptConfig};
-use crate::qlora::lora::{AdapterSpec, BaseFormat, LayerKind, LoraConfig, LoraRule};
-use crate::qlora::variants::{study_variants, Method, Variant};
+pub use crate::qlora::variants::{split_config, Variant};
+use crate::qlora::variants::{study_variants, Method};
 use crate::Result;
 
 /// Study settings. `StudyConfig::quick()` runs in minutes on 2 CPU cores, `full()` in ~20.
@@ -52,19 +52,19 @@ pub struct StudyConfig {
 }
 
 impl StudyConfig {
-    /// A few minutes on 2 shared CPU cores: mini model, short runs, one seed, ranks {1, 4, 16}.
+    /// A few minutes on 2 CPU cores: mini model, short runs, one seed, ranks {1, 4, 16}.
     pub fn quick() -> Self {
         Self {
             preset: "mini".into(),
             seq_len: 64,
             batch: 8,
-            pretrain_steps: 300,
+            pretrain_steps: 200,
             pretrain_lr: 3e-3,
-            finetune_steps: 40,
+            finetune_steps: 30,
             adapter_lr: 2e-3,
             full_lr: 5e-4,
             grad_clip: 0.3,
-            eval_windows: 48,
+            eval_windows: 32,
             seeds: vec![0],
             ranks: vec![1, 4, 16],
             ref_rank: 8,
@@ -73,15 +73,16 @@ impl StudyConfig {
         }
     }
 
-    /// The full study: tiny model, ranks {1, …, 64}, two seeds.
+    /// The full study: tiny model, ranks {1, …, 64}, two seeds (~30 variants × 2 seeds × 60
+    /// steps of 8 × 64 tokens).
     pub fn full() -> Self {
         Self {
             preset: "tiny".into(),
-            seq_len: 128,
+            seq_len: 64,
             batch: 8,
-            pretrain_steps: 1500,
-            finetune_steps: 150,
-            eval_windows: 128,
+            pretrain_steps: 600,
+            finetune_steps: 60,
+            eval_windows: 64,
             seeds: vec![0, 1],
             ranks: vec![1, 2, 4, 8, 16, 32, 64],
             ref_rank: 8,
@@ -171,6 +172,9 @@ pub struct StudyRow {
     pub state_bytes: usize,
     /// Peak heap bytes during fine-tuning if the caller measured it (see [`StudyHooks`]).
     pub peak_bytes: Option<u64>,
+    /// A memory model's prediction of the same run's peak, if the caller gave one (see
+    /// [`StudyHooks::predict`]).
+    pub predicted_bytes: Option<u64>,
     /// Fine-tuning throughput.
     pub tokens_per_s: f64,
 }
@@ -200,6 +204,16 @@ pub trait StudyHooks {
     fn measure_begin(&mut self) {}
     /// Called after the variant trained; return the measured peak heap bytes.
     fn measure_end(&mut self) -> Option<u64> {
+        None
+    }
+    /// A predicted peak for fine-tuning `model` as `variant` with `cfg`'s batch and sequence
+    /// length (e.g. from the `memory-model` crate); `None` when not predicted.
+    fn predict(
+        &mut self,
+        _model: &GptConfig,
+        _cfg: &StudyConfig,
+        _variant: &Variant,
+    ) -> Option<u64> {
         None
     }
 }
@@ -301,13 +315,30 @@ pub fn run_study(
     let source_perplexity = perplexity(&gpt, src_eval, cfg.seq_len, cfg.eval_windows)?;
     let base_target_perplexity =
         perplexity(&gpt, &data.target_eval, cfg.seq_len, cfg.eval_windows)?;
-    let mut rows = Vec::new();
-    for v in study_variants(cfg, &mcfg) {
+    let mut rows: Vec<StudyRow> = Vec::new();
+    let variants = study_variants(cfg, &mcfg);
+    for (i, v) in variants.iter().enumerate() {
+        // A variant identical to an earlier one (e.g. the balanced budget split and the
+        // reference QLoRA run) reuses its results instead of training again.
+        let twin = variants[..i].iter().find(|w| w.method == v.method);
         for &seed in &cfg.seeds {
-            hooks.measure_begin();
-            hooks.phase(&v.name, cfg.finetune_steps);
-            let mut row = finetune(cfg, mcfg, &pretrained, data, &v, seed, hooks)?;
-            row.peak_bytes = hooks.measure_end();
+            let mut row = match twin.and_then(|w| {
+                rows.iter()
+                    .find(|r| r.variant == w.name && r.group == w.group && r.seed == seed)
+            }) {
+                Some(r) => r.clone(),
+                None => {
+                    hooks.measure_begin();
+                    hooks.phase(&v.name, cfg.finetune_steps);
+                    let mut row = finetune(cfg, mcfg, &pretrained, data, v, seed, hooks)?;
+                    row.peak_bytes = hooks.measure_end();
+                    row.predicted_bytes = hooks.predict(&mcfg, cfg, v);
+                    row
+                }
+            };
+            (row.variant, row.group, row.target) =
+                (v.name.clone(), v.group.clone(), v.target.clone());
+            (row.rank, row.alpha) = (v.rank, v.alpha);
             rows.push(row);
         }
     }
@@ -366,35 +397,7 @@ fn finetune(
         perplexity: perplexity(&gpt, &data.target_eval, cfg.seq_len, cfg.eval_windows)?,
         state_bytes,
         peak_bytes: None,
+        predicted_bytes: None,
         tokens_per_s: tps,
     })
-}
-
-/// A LoRA configuration with rank `ra` on attention and `rm` on MLP (0 = none), over `base`,
-/// restricted to blocks `layers`.
-pub fn split_config(
-    ra: usize,
-    rm: usize,
-    alpha: f32,
-    base: BaseFormat,
-    layers: std::ops::Range<usize>,
-) -> LoraConfig {
-    let mut rules = Vec::new();
-    for (kinds, r) in [
-        (LayerKind::ATTENTION.to_vec(), ra),
-        (LayerKind::MLP.to_vec(), rm),
-    ] {
-        if r > 0 {
-            rules.push(LoraRule {
-                kinds,
-                layers: layers.clone(),
-                adapter: Some(AdapterSpec { rank: r, alpha }),
-            });
-        }
-    }
-    LoraConfig {
-        rules,
-        dropout: 0.0,
-        base,
-    }
 }

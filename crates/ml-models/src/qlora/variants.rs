@@ -1,8 +1,8 @@
 //! The list of study variants.
 
 use crate::qlora::gpt::GptConfig;
-use crate::qlora::lora::{BaseFormat, LoraConfig};
-use crate::qlora::study::{split_config, StudyConfig};
+use crate::qlora::lora::{AdapterSpec, BaseFormat, LayerKind, LoraConfig, LoraRule};
+use crate::qlora::study::StudyConfig;
 
 /// How a variant fine-tunes.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,4 +133,33 @@ pub fn study_variants(cfg: &StudyConfig, m: &GptConfig) -> Vec<Variant> {
         v.push(lora(name, "depth", "both", (r, r), 16.0, DQ, layers));
     }
     v
+}
+
+/// A LoRA configuration with rank `ra` on attention and `rm` on MLP (0 = none), over `base`,
+/// restricted to blocks `layers`.
+pub fn split_config(
+    ra: usize,
+    rm: usize,
+    alpha: f32,
+    base: BaseFormat,
+    layers: std::ops::Range<usize>,
+) -> LoraConfig {
+    let mut rules = Vec::new();
+    for (kinds, r) in [
+        (LayerKind::ATTENTION.to_vec(), ra),
+        (LayerKind::MLP.to_vec(), rm),
+    ] {
+        if r > 0 {
+            rules.push(LoraRule {
+                kinds,
+                layers: layers.clone(),
+                adapter: Some(AdapterSpec { rank: r, alpha }),
+            });
+        }
+    }
+    LoraConfig {
+        rules,
+        dropout: 0.0,
+        base,
+    }
 }

@@ -32,6 +32,16 @@ pub(crate) fn max_rel_diff(a: &Tensor, b: &Tensor) -> f32 {
         .fold(0.0, f32::max)
 }
 
+/// Largest |x| over all elements.
+pub(crate) fn max_abs(t: &Tensor) -> f32 {
+    t.abs()
+        .unwrap()
+        .max_all()
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap()
+}
+
 /// A scratch directory unique to this test process.
 pub(crate) fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ml-models-it-{}-{name}", std::process::id()));

@@ -1,10 +1,11 @@
 //! Differentiable compositions against candle's fused kernels, seeded init.
 
 use candle_core::{Device, Tensor, Var};
+use ml_models::core::inverse_trig::{acos, acosh, asin};
 use ml_models::core::ops::{cross_entropy, layer_norm, log_softmax, rms_norm, softmax};
 use ml_models::core::SeededInit;
 
-use crate::common::max_rel_diff;
+use crate::common::{max_abs, max_rel_diff};
 
 fn rand(shape: &[usize], seed: u64) -> Tensor {
     SeededInit::new(seed)
@@ -113,12 +114,54 @@ fn seeded_init_is_reproducible() {
     let k = SeededInit::new(1)
         .kaiming_uniform(&[8, 100], &Device::Cpu)
         .unwrap();
-    let m = k
-        .abs()
-        .unwrap()
-        .max_all()
-        .unwrap()
-        .to_scalar::<f32>()
-        .unwrap();
+    let m = max_abs(&k);
     assert!(m <= 0.1 && m > 0.08, "kaiming bound 1/sqrt(100): max {m}");
+}
+
+/// Forward against the scalar functions and backward against central differences (f64).
+fn check_inverse_fn(
+    f: fn(&Tensor) -> ml_models::Result<Tensor>,
+    scalar: fn(f64) -> f64,
+    xs: &[f64],
+) {
+    let x = Var::from_tensor(&Tensor::new(xs, &Device::Cpu).unwrap()).unwrap();
+    let y = f(x.as_tensor()).unwrap();
+    let yv = y.to_vec1::<f64>().unwrap();
+    let g = y.sum_all().unwrap().backward().unwrap();
+    let gv = g.get(x.as_tensor()).unwrap().to_vec1::<f64>().unwrap();
+    for (i, &xi) in xs.iter().enumerate() {
+        assert!((yv[i] - scalar(xi)).abs() < 1e-12, "value at {xi}");
+        let eps = 1e-6;
+        let fd = (scalar(xi + eps) - scalar(xi - eps)) / (2.0 * eps);
+        assert!(
+            (fd - gv[i]).abs() < 1e-6 * fd.abs().max(1.0),
+            "derivative at {xi}: fd {fd} vs {}",
+            gv[i]
+        );
+    }
+    // f32 goes through the same op.
+    let y32 = f(&Tensor::new(&[xs[0] as f32], &Device::Cpu).unwrap()).unwrap();
+    assert!((y32.to_vec1::<f32>().unwrap()[0] as f64 - scalar(xs[0])).abs() < 1e-6);
+}
+
+#[test]
+fn inverse_trig_ops_match_scalars_and_finite_differences() {
+    let unit = [-0.95, -0.5, -0.1, 0.0, 0.3, 0.7, 0.9];
+    check_inverse_fn(asin, f64::asin, &unit);
+    check_inverse_fn(acos, f64::acos, &unit);
+    check_inverse_fn(acosh, f64::acosh, &[1.01, 1.5, 2.0, 10.0, 1e3]);
+    // Outside the domain: NaN, as the scalar functions.
+    let out = asin(&Tensor::new(&[2.0f32], &Device::Cpu).unwrap()).unwrap();
+    assert!(out.to_vec1::<f32>().unwrap()[0].is_nan());
+}
+
+#[test]
+fn inverse_trig_composes_inside_autograd() {
+    // d/dx acosh(1 + x²) at x = 0.5 through the chain rule: 2x / sqrt((1+x²)² - 1).
+    let x = Var::from_tensor(&Tensor::new(&[0.5f64], &Device::Cpu).unwrap()).unwrap();
+    let y = acosh(&(x.as_tensor().sqr().unwrap() + 1.0).unwrap()).unwrap();
+    let g = y.sum_all().unwrap().backward().unwrap();
+    let got = g.get(x.as_tensor()).unwrap().to_vec1::<f64>().unwrap()[0];
+    let want = 1.0 / (1.25f64 * 1.25 - 1.0).sqrt();
+    assert!((got - want).abs() < 1e-12, "{got} vs {want}");
 }

@@ -4,7 +4,7 @@ use candle_core::{Device, Tensor};
 use ml_models::core::{NoCallback, ParamStore, SeededInit, TrainConfig, Trainer};
 use ml_models::qlora::*;
 
-use crate::common::{max_rel_diff, scratch};
+use crate::common::{max_abs, max_rel_diff, scratch};
 
 fn micro() -> (Gpt, ParamStore, SeededInit) {
     let mut store = ParamStore::new();
@@ -30,13 +30,7 @@ fn every_parameter_gets_a_nonzero_gradient() {
         let g = grads
             .get(p.var.as_tensor())
             .unwrap_or_else(|| panic!("{} has no gradient", p.name));
-        let n = g
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap();
+        let n = max_abs(g);
         assert!(n > 0.0, "{} has an all-zero gradient", p.name);
     }
 }

@@ -7,5 +7,6 @@ mod distributed;
 mod gpt;
 mod loaders;
 mod lora;
+mod minilm;
 mod nf4;
 mod training;

@@ -177,3 +177,20 @@ fn quant_linear_op_backward_matches_dense() {
     );
     assert!(max_rel_diff(a, b) < 1e-5);
 }
+
+#[test]
+fn quant_linear_op_fused_and_gemm_paths_agree() {
+    let (n, k) = (40, 192);
+    let q: Arc<dyn QuantizedMatrix> =
+        Arc::new(Nf4Matrix::quantize(&normal(n * k, 0.1, 8), n, k, true).unwrap());
+    let x = SeededInit::new(9)
+        .normal(&[3, 11, k], 1.0, &Device::Cpu)
+        .unwrap();
+    // 33 rows: above the default threshold (dequantize + gemm) and forced fused.
+    let gemm = x.apply_op1(QuantLinearOp::new(q.clone())).unwrap();
+    let fused = x
+        .apply_op1(QuantLinearOp::new(q).with_fused_max_rows(usize::MAX))
+        .unwrap();
+    assert_eq!(gemm.dims(), [3, 11, n]);
+    assert!(max_rel_diff(&gemm, &fused) < 1e-5);
+}

@@ -145,26 +145,12 @@ fn checkpoint_errors_are_typed() {
         Err(MlError::CorruptCheckpoint { .. })
     ));
     // Wrong shape.
-    let mut other = ParamStore::new();
-    other
-        .add(
-            "w",
-            Tensor::zeros((5, 1), candle_core::DType::F32, &Device::Cpu).unwrap(),
-            true,
-        )
-        .unwrap();
+    let other = column_store("w", 5);
     let o = dir.join("other.safetensors");
     other.save(&o, &[]).unwrap();
     assert!(matches!(store.load(&o), Err(MlError::ShapeMismatch { .. })));
     // Missing tensor.
-    let mut renamed = ParamStore::new();
-    renamed
-        .add(
-            "v",
-            Tensor::zeros((4, 1), candle_core::DType::F32, &Device::Cpu).unwrap(),
-            true,
-        )
-        .unwrap();
+    let renamed = column_store("v", 4);
     renamed.save(&o, &[]).unwrap();
     assert!(matches!(store.load(&o), Err(MlError::MissingTensor { .. })));
     assert!(matches!(
@@ -185,4 +171,12 @@ fn divergence_is_an_error() {
         &mut NoCallback,
     );
     assert!(matches!(r, Err(MlError::Diverged { step: 0, .. })));
+}
+
+/// A store with one trainable zero column `name` of `rows` rows.
+fn column_store(name: &str, rows: usize) -> ParamStore {
+    let mut store = ParamStore::new();
+    let zeros = Tensor::zeros((rows, 1), candle_core::DType::F32, &Device::Cpu).unwrap();
+    store.add(name, zeros, true).unwrap();
+    store
 }

@@ -127,27 +127,21 @@ fn infeasible_budget_names_smallest_memory() {
         }],
         edges: vec![],
     };
-    let err = g
-        .solve(
+    let within = |budget: f64| {
+        g.solve(
             IlpObjective::MinTime {
-                memory_budget: Some(50.0),
+                memory_budget: Some(budget),
             },
             &SolverConfig::default(),
         )
-        .unwrap_err();
+    };
+    let err = within(50.0).unwrap_err();
     assert!(
         err.to_string()
             .contains("smallest achievable per-device memory is 80 bytes"),
         "{err}"
     );
-    let ok = g
-        .solve(
-            IlpObjective::MinTime {
-                memory_budget: Some(80.0),
-            },
-            &SolverConfig::default(),
-        )
-        .unwrap();
+    let ok = within(80.0).unwrap();
     assert_eq!(ok.choice, vec![1]);
     assert_eq!(ok.stats.status, "Optimal");
     assert!(ok.stats.variables >= 2 && ok.stats.constraints >= 2);

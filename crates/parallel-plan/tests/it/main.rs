@@ -1,4 +1,5 @@
 //! Integration tests of `parallel_plan` (one binary, one module per topic).
 
+mod graph;
 mod ilp;
 mod planner;

@@ -130,6 +130,17 @@ fn engine(mode: ModeArg, algo: AlgoArg) -> Config {
     }
 }
 
+/// Prints `v` as pretty JSON on stdout.
+fn print_json(v: serde_json::Value) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(())
+}
+
+/// The lower-case name of a clap value (e.g. `preemptive`).
+fn lower(v: impl std::fmt::Debug) -> String {
+    format!("{v:?}").to_lowercase()
+}
+
 fn parse_sizes(spec: &str, factor: u64) -> anyhow::Result<Vec<usize>> {
     let parse = |s: &str| output::parse_bytes(s).map_err(anyhow::Error::msg);
     let sizes: Vec<u64> = if let Some((lo, hi)) = spec.split_once("..") {
@@ -191,10 +202,9 @@ fn run_bench(a: &BenchArgs, json: bool) -> anyhow::Result<()> {
                        "algbw_gbs": r.algbw_gbs, "busbw_gbs": r.busbw_gbs, "limit_gbs": limit})
             })
             .collect();
-        let out = json!({"op": op.name(), "ranks": a.ranks, "transport": format!("{:?}", a.transport).to_lowercase(),
-                         "mode": format!("{:?}", a.mode).to_lowercase(), "limit": limit_name, "points": points});
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
+        let out = json!({"op": op.name(), "ranks": a.ranks, "transport": lower(a.transport),
+                         "mode": lower(a.mode), "limit": limit_name, "points": points});
+        return print_json(out);
     }
     let mut t = output::table([
         "size",
@@ -276,9 +286,9 @@ fn run_chaos(a: &ChaosArgs, json: bool) -> anyhow::Result<()> {
                        "error": r.first_error.as_ref().map(|e| e.to_string())})
             })
             .collect();
-        let out = json!({"mode": format!("{:?}", a.mode).to_lowercase(), "seed": a.seed, "verdict": verdict, "ranks": per_rank});
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
+        let out = json!({"mode": lower(a.mode), "seed": a.seed, "verdict": verdict,
+                         "ranks": per_rank});
+        return print_json(out);
     }
     let mut t = output::table([
         "rank",

@@ -2,8 +2,12 @@
 
 use std::path::PathBuf;
 
+use pardis::ml::core::data::{find_data, read_fewrel, SubwordTokenizer};
+use pardis::ml::core::{StepMetrics, TrainCallback};
 use pardis::ml::qlora::plot::plot_rank_sweep;
+use pardis::ml::qlora::relation::{encode_fewrel, fine_tune_relations, RelationConfig};
 use pardis::ml::qlora::study::{run_study, StudyConfig, StudyData, StudyHooks};
+use pardis::ml::qlora::{BaseFormat, Bert, BertConfig, LayerKind, LoraConfig};
 use pardis_datasets::DataRoots;
 
 use crate::output::{bytes, progress, table};
@@ -20,6 +24,37 @@ enum MlCommand {
     /// QLoRA key-variables study: pretrain a small GPT on Tiny Shakespeare, fine-tune on PubMed
     /// sentences with full FT / LoRA / QLoRA by rank, layer type, α, budget split and depth.
     QloraStudy(StudyArgs),
+    /// QLoRA fine-tuning of all-MiniLM-L6-v2 (fetch it with scripts/fetch-minilm) for relation
+    /// classification on FewRel val_wiki (16 relations, 80/20 split); test accuracy.
+    MinilmFewrel(MinilmArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct MinilmArgs {
+    /// Training instances per relation (at most 560).
+    #[arg(long, default_value_t = 40)]
+    train_per_class: usize,
+    /// Test instances per relation (at most 140).
+    #[arg(long, default_value_t = 40)]
+    test_per_class: usize,
+    /// Passes over the training instances.
+    #[arg(long, default_value_t = 1)]
+    epochs: usize,
+    /// LoRA rank.
+    #[arg(long, default_value_t = 8)]
+    rank: usize,
+    /// LoRA α.
+    #[arg(long, default_value_t = 16.0)]
+    alpha: f32,
+    /// Frozen base format: nf4-dq, nf4, int8 or f32.
+    #[arg(long, default_value = "nf4-dq")]
+    base: String,
+    /// Batch size.
+    #[arg(long, default_value_t = 16)]
+    batch: usize,
+    /// Emit machine-readable JSON on stdout.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -46,6 +81,22 @@ struct StudyArgs {
 
 struct Bar(indicatif::ProgressBar);
 
+/// Peak resident set (VmHWM of /proc/self/status), reset per variant through
+/// /proc/self/clear_refs; `None` where procfs does not offer it.
+fn vm_hwm() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+impl TrainCallback for Bar {
+    fn on_step(&mut self, m: &StepMetrics) {
+        self.0.inc(1);
+        self.0.set_message(format!("loss {:.4}", m.loss));
+    }
+}
+
 impl StudyHooks for Bar {
     fn phase(&mut self, name: &str, steps: usize) {
         self.0.set_length(steps as u64);
@@ -55,11 +106,19 @@ impl StudyHooks for Bar {
     fn step(&mut self) {
         self.0.inc(1);
     }
+    fn measure_begin(&mut self) {
+        // Writing 5 resets the peak RSS to the current RSS (Linux ≥ 4.0).
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
+    }
+    fn measure_end(&mut self) -> Option<u64> {
+        vm_hwm()
+    }
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         MlCommand::QloraStudy(a) => qlora_study(a),
+        MlCommand::MinilmFewrel(a) => minilm_fewrel(a),
     }
 }
 
@@ -99,7 +158,8 @@ fn qlora_study(a: StudyArgs) -> anyhow::Result<()> {
                 serde_json::json!({
                     "variant": r.variant, "group": r.group, "trainable": r.trainable,
                     "perplexity": r.perplexity, "perplexity_std": r.perplexity_std,
-                    "state_bytes": r.state_bytes, "tokens_per_s": r.tokens_per_s,
+                    "state_bytes": r.state_bytes, "peak_rss_bytes": r.peak_bytes,
+                    "tokens_per_s": r.tokens_per_s,
                 })
             })
             .collect();
@@ -123,6 +183,7 @@ fn qlora_study(a: StudyArgs) -> anyhow::Result<()> {
         "trainable",
         "perplexity",
         "train state",
+        "peak RSS",
         "tokens/s",
     ]);
     for r in &summary {
@@ -132,9 +193,96 @@ fn qlora_study(a: StudyArgs) -> anyhow::Result<()> {
             r.trainable.to_string(),
             format!("{:.3} ± {:.3}", r.perplexity, r.perplexity_std),
             bytes(r.state_bytes as u64),
+            r.peak_bytes.map_or("-".into(), bytes),
             format!("{:.0}", r.tokens_per_s),
         ]);
     }
-    println!("{t}\nplot: {}", png.display());
+    println!(
+        "{t}\npeak RSS: VmHWM of the process during each variant (whole process, pages touched)\nplot: {}",
+        png.display()
+    );
     Ok(())
+}
+
+fn minilm_fewrel(a: MinilmArgs) -> anyhow::Result<()> {
+    let roots: Vec<PathBuf> = DataRoots::from_env()
+        .dirs()
+        .map(|(_, p)| p.clone())
+        .collect();
+    let file = |rel: &str| {
+        find_data(rel, &roots).map_err(|e| anyhow::anyhow!("{e} (run scripts/fetch-minilm)"))
+    };
+    let tok = SubwordTokenizer::from_file(&file("minilm/tokenizer.json")?, 128)?;
+    let cfg = BertConfig::from_file(&file("minilm/config.json")?)?;
+    let mut bert = Bert::load(cfg, &file("minilm/model.safetensors")?)?;
+    let data = read_fewrel(&find_data(
+        "relation-extraction/fewrel/val_wiki.json",
+        &roots,
+    )?)?;
+    let per_class = encode_fewrel(&data, &tok)?;
+    let base = match a.base.as_str() {
+        "f32" => BaseFormat::F32,
+        "int8" => BaseFormat::Int8,
+        "nf4" => BaseFormat::Nf4 {
+            double_quant: false,
+        },
+        "nf4-dq" => BaseFormat::Nf4 { double_quant: true },
+        b => anyhow::bail!("unknown --base {b} (nf4-dq, nf4, int8, f32)"),
+    };
+    anyhow::ensure!(
+        a.rank > 0 && a.batch > 0,
+        "--rank and --batch must be positive"
+    );
+    let rc = RelationConfig {
+        train_per_class: a.train_per_class,
+        test_per_class: a.test_per_class,
+        epochs: a.epochs,
+        batch_size: a.batch,
+        lora: LoraConfig::uniform(&LayerKind::ALL, a.rank, a.alpha, base),
+        ..RelationConfig::default()
+    };
+    let steps = (a.train_per_class.min(560) * per_class.len()).div_ceil(a.batch) * a.epochs.max(1);
+    let mut bar = Bar(progress(steps as u64, "fine-tuning"));
+    let rep = fine_tune_relations(&mut bert, &per_class, pad_id(&tok), &rc, &mut bar)?;
+    bar.0.finish_and_clear();
+    if a.json {
+        let v = serde_json::json!({
+            "base": a.base, "rank": a.rank, "alpha": a.alpha,
+            "n_train": rep.n_train, "n_test": rep.n_test, "steps": rep.steps,
+            "seconds": rep.seconds, "trainable": rep.trainable,
+            "projection_bytes": rep.base_bytes,
+            "accuracy_before": rep.accuracy_before, "accuracy": rep.accuracy,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let mut t = table(["quantity", "value"]);
+    for (k, v) in [
+        ("relations", per_class.len().to_string()),
+        (
+            "train / test instances",
+            format!("{} / {}", rep.n_train, rep.n_test),
+        ),
+        ("steps (batch)", format!("{} ({})", rep.steps, a.batch)),
+        (
+            "base, rank, α",
+            format!("{}, {}, {}", a.base, a.rank, a.alpha),
+        ),
+        ("trainable parameters", rep.trainable.to_string()),
+        ("projection weights", bytes(rep.base_bytes as u64)),
+        (
+            "test accuracy before",
+            format!("{:.4}", rep.accuracy_before),
+        ),
+        ("test accuracy after", format!("{:.4}", rep.accuracy)),
+        ("training time", format!("{:.0} s", rep.seconds)),
+    ] {
+        t.add_row(vec![k.to_string(), v]);
+    }
+    println!("{t}");
+    Ok(())
+}
+
+fn pad_id(tok: &SubwordTokenizer) -> u32 {
+    tok.token_id("[PAD]").unwrap_or(0)
 }

@@ -159,7 +159,8 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
             "plan": {"block_nnz": plan.block_nnz(), "long_rows": plan.num_long_rows(),
                      "short_rows": plan.num_short_rows(), "tasks": plan.num_tasks(),
                      "segments": plan.num_segments(), "scratch_bytes": plan.scratch_len() as f64 * elem,
-                     "serial": plan.is_serial(), "plan_seconds": plan_s},
+                     "serial": plan.is_serial(), "prefetch": plan.prefetches(),
+                     "streaming_stores": plan.streams_c(), "plan_seconds": plan_s},
             "kernel": kernel.name(), "k": k, "precision": T::NAME, "threads": threads,
             "load_seconds": load_s, "max_relative_error": err,
             "seconds_median": median, "seconds_min": times[0], "reps": reps,
@@ -189,14 +190,24 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
     t.add_row(vec![
         "LSSM plan".into(),
         format!(
-            "block {} nnz, {} long rows ({} segments), {} short rows, {} tasks, scratch {}{}",
+            "block {} nnz, {} long rows ({} segments), {} short rows, {} tasks, scratch {}{}{}{}",
             plan.block_nnz(),
             plan.num_long_rows(),
             plan.num_segments(),
             plan.num_short_rows(),
             plan.num_tasks(),
             output::bytes((plan.scratch_len() as f64 * elem) as u64),
-            if plan.is_serial() { ", serial" } else { "" }
+            if plan.is_serial() { ", serial" } else { "" },
+            if plan.prefetches() {
+                ", prefetch B"
+            } else {
+                ""
+            },
+            if plan.streams_c() {
+                ", streaming stores"
+            } else {
+                ""
+            }
         ),
     ]);
     t.add_row(vec![

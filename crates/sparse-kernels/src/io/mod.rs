@@ -55,6 +55,21 @@ pub fn read_matrix<T: Scalar, I: SpIndex>(path: &Path, seed: u64) -> Result<CsrM
     }
 }
 
+/// Reads `spec` as a matrix file when a file of that name exists, otherwise builds it with
+/// [`crate::gen::from_spec`] (`kron:18`, `stencil27:64`, ...); `seed` seeds DLMC values and
+/// generators. Benchmarks and tools take either.
+///
+/// # Errors
+/// Reader errors for files; [`SparseError::InvalidInput`] for an unknown generator spec.
+pub fn read_or_generate<T: Scalar, I: SpIndex>(spec: &str, seed: u64) -> Result<CsrMatrix<T, I>> {
+    let path = Path::new(spec);
+    if path.is_file() {
+        read_matrix(path, seed)
+    } else {
+        crate::gen::from_spec(spec, seed)
+    }
+}
+
 /// Lines of a text stream with their 1-based numbers; invalid UTF-8 or read errors become
 /// errors at that line.
 pub(crate) struct Lines<R> {

@@ -7,7 +7,7 @@
 //! the row of C); the earlier pieces go to per-partition carry vectors that a serial fix-up adds
 //! in partition order, so the result does not depend on the thread count.
 
-use super::{check_dims, micro, min_len, run_serially, BaselineConfig};
+use super::{baseline_kernel, micro, min_len, BaselineConfig, Call};
 use crate::dense::{DenseMut, DenseRef};
 use crate::{CsrMatrix, Par, Result, Scalar, SpIndex};
 use rayon::prelude::*;
@@ -34,45 +34,17 @@ fn merge_path_search<I: SpIndex>(offsets: &[I], d: usize) -> (usize, usize) {
     (lo, d - lo)
 }
 
-/// `C = A · B` with merge-path partitioning over `rows + nnz`.
-///
-/// Complexity: `O(nnz · K)` work, `O(P · K)` extra memory for the carries of `P` partitions.
-///
-/// # Errors
-/// [`crate::SparseError::ThreadPool`] if `par` asks for a pool that cannot be built.
-///
-/// # Panics
-/// If the shapes do not match.
-#[track_caller]
-pub fn spmm_merge_path<T: Scalar, I: SpIndex>(
-    a: &CsrMatrix<T, I>,
-    b: DenseRef<'_, T>,
-    c: DenseMut<'_, T>,
-    par: Par,
-) -> Result<()> {
-    spmm_merge_path_with(a, b, c, par, &BaselineConfig::default())
-}
+baseline_kernel!(
+    /// `C = A · B` with merge-path partitioning over `rows + nnz`.
+    ///
+    /// Complexity: `O(nnz · K)` work, `O(P · K)` extra memory for the carries of `P` partitions.
+    spmm_merge_path,
+    spmm_merge_path_with,
+    parallel
+);
 
-/// [`spmm_merge_path`] with explicit tuning.
-///
-/// # Errors
-/// As [`spmm_merge_path`].
-///
-/// # Panics
-/// If the shapes do not match.
-#[track_caller]
-pub fn spmm_merge_path_with<T: Scalar, I: SpIndex>(
-    a: &CsrMatrix<T, I>,
-    b: DenseRef<'_, T>,
-    mut c: DenseMut<'_, T>,
-    par: Par,
-    config: &BaselineConfig,
-) -> Result<()> {
-    check_dims(a, &b, &c);
-    if run_serially(a, b.cols(), config) {
-        micro::rows_into(a, 0, b, c);
-        return Ok(());
-    }
+fn parallel<T: Scalar, I: SpIndex>(call: Call<'_, '_, T, I>) -> Result<()> {
+    let (a, b, mut c, par, config) = call.into_parts();
     let k = b.cols();
     let items = a.nrows() + a.nnz();
     let parts = items
@@ -100,16 +72,14 @@ pub fn spmm_merge_path_with<T: Scalar, I: SpIndex>(
                 let ((r0, j0), (r1, j1)) = (coords[p], coords[p + 1]);
                 if r0 < r1 {
                     let first = a.row_range(r0).start.max(j0)..a.row_range(r0).end;
-                    let (cols, vals) = (&a.indices()[first.clone()], &a.values()[first]);
-                    micro::segment_into(cols, vals, b, own.row_mut(0), false);
+                    micro::segment_into(a, first, b, own.row_mut(0), micro::Options::default());
                     let (_, later) = own.split_at_row(1);
-                    micro::rows_into(a, r0 + 1, b, later);
+                    micro::rows_into(a, r0 + 1, b, later, micro::Options::default());
                 }
                 let tail = a.row_range(r1.min(a.nrows() - 1)).start.max(j0)..j1;
                 let carried = r1 < a.nrows() && !tail.is_empty();
                 if carried {
-                    let (cols, vals) = (&a.indices()[tail.clone()], &a.values()[tail]);
-                    micro::segment_into(cols, vals, b, &mut carry[..k], false);
+                    micro::segment_into(a, tail, b, &mut carry[..k], micro::Options::default());
                 }
                 carried
             })

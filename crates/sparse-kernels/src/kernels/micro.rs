@@ -1,166 +1,410 @@
 //! The register-tiled micro-kernel shared by every parallel kernel.
 //!
-//! For one row (or row segment) of A it computes `out[0..K] (+)= Σ_e a_e · B[col_e, 0..K]`,
-//! walking K in tiles of `T::TILE` columns (256 bytes: 8 AVX2 registers) whose accumulators stay
-//! in registers while the row's nonzeros stream past — the "local memory" tile of C in the LSSM
-//! paper. The tail of K is handled with tiles of half, a quarter and an eighth of that width
-//! (down to one register) and a scalar loop. The loops have compile-time trip counts over
-//! fixed-size arrays, so LLVM emits packed instructions; [`pulp::Arch::dispatch`] compiles them
-//! once per CPU level (AVX2+FMA "x86-v3" or the SSE2 baseline) and picks at run time. The
-//! generated code was checked with `objdump -d` on the release build (packed `vmulps/vaddps` on
-//! `ymm` registers for `f32`, `vmulpd/vaddpd` for `f64`; see the crate README).
+//! For one row (or row segment) of A it computes `out[0..K] = Σ_e a_e · B[col_e, 0..K]`.
+//!
+//! * **Register tile of C.** K is walked in tiles of `T::TILE` columns (256 bytes: 8 AVX2
+//!   registers) whose accumulators stay in registers while the nonzeros stream past — the
+//!   "local memory" tile of C in the LSSM paper — then tiles of half, a quarter and an eighth of
+//!   that width (down to one register) and a scalar tail. The loops have compile-time trip
+//!   counts over fixed-size arrays, so LLVM emits packed instructions; [`pulp::Arch::dispatch`]
+//!   compiles them once per CPU level (AVX2+FMA "x86-v3" or the SSE2 baseline) and picks at run
+//!   time.
+//! * **Chunks of nonzeros.** A row longer than one chunk (long-row segments) is taken in
+//!   chunks small enough that their rows of B (`chunk · K` elements, [`CHUNK_BYTES`]) stay in
+//!   L1 while every tile over K passes over them, so each row of B is read from memory once;
+//!   each chunk's partial sums are added to the K-vector of C (in L1). Rows of at most one
+//!   chunk — almost every row of a sparse matrix — take one pass of the tiles.
+//! * **Prefetch** (optional, off by default, see [`crate::LssmConfig::prefetch`]): while a
+//!   chunk is multiplied, the rows of B the next chunk needs are prefetched into L1.
+//! * **Write C once.** Every K-vector of C is written once by its tiles, never zeroed first;
+//!   with `stream` (opt-in), the whole 64-byte lines of C rows are written with non-temporal
+//!   stores, which skip reading the destination lines into the cache first.
+//! * **No bounds checks in the hot loop.** The entry points take a validated [`CsrMatrix`]
+//!   (every column index `< ncols`) and assert `B.rows == A.ncols` once; the loads of B are then
+//!   unchecked (see the `SAFETY` comments). The generated code was checked with `objdump -d`
+//!   (release `spmm_sweep` example): the x86-v3 instance of the f64 tile loop is one
+//!   `vbroadcastsd`, 8 × (`vmulpd mem, ymm` + `vaddpd`), the index load and one `imul` per
+//!   nonzero, with no compare/branch besides the loop's.
 
 use crate::dense::{DenseMut, DenseRef};
 use crate::{CsrMatrix, Scalar, SpIndex};
 use pulp::{Simd, WithSimd};
+use std::ops::Range;
 
-/// Accumulates one tile of `N` columns starting at `k0`.
+/// Memory policies of the micro-kernel.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Options {
+    /// Prefetch the rows of B of the next chunk of nonzeros.
+    pub(crate) prefetch: bool,
+    /// Write whole rows of C with non-temporal (streaming) stores, which skip the read for
+    /// ownership of the destination lines: for a C too large to stay in cache anyway.
+    pub(crate) stream: bool,
+}
+
+/// How a tile writes its K-vector piece: on top of what is there or not, streaming or not.
+#[derive(Clone, Copy)]
+struct Store {
+    accumulate: bool,
+    stream: bool,
+}
+
+/// `*dst = acc`; with `stream`, the 64-byte lines that lie wholly inside `dst` are written
+/// with non-temporal stores and the partial lines at its ends with ordinary ones (a streaming
+/// store to part of a line makes the write-combining buffer flush a partial line, which is
+/// far slower than reading the line for ownership).
 #[inline(always)]
-fn tile<T: Scalar, I: SpIndex, const N: usize>(
+fn write<T: Copy, const N: usize>(dst: &mut [T; N], acc: [T; N], stream: bool) {
+    let bytes = N * std::mem::size_of::<T>();
+    #[cfg(target_arch = "x86_64")]
+    if stream && bytes % 16 == 0 && dst.as_ptr() as usize % 16 == 0 {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128, _mm_stream_si128};
+        let (src, out) = (
+            acc.as_ptr().cast::<__m128i>(),
+            dst.as_mut_ptr().cast::<__m128i>(),
+        );
+        let (start, end) = (out as usize, out as usize + bytes);
+        for j in 0..bytes / 16 {
+            let line = (start + 16 * j) & !63;
+            // SAFETY: `16 · (j + 1) <= bytes`, the size of both arrays; `out` is 16-byte
+            // aligned (checked above), `src` is read unaligned. SSE2 is part of x86-64.
+            unsafe {
+                let v = _mm_loadu_si128(src.add(j));
+                if line >= start && line + 64 <= end {
+                    _mm_stream_si128(out.add(j), v);
+                } else {
+                    _mm_storeu_si128(out.add(j), v);
+                }
+            }
+        }
+        return;
+    }
+    let _ = (bytes, stream);
+    *dst = acc;
+}
+
+/// Orders this thread's earlier streaming stores before its later stores (x86 `sfence`), so
+/// that whoever synchronises with this thread afterwards sees them.
+#[inline(always)]
+fn fence_streams() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `sfence` has no preconditions; SSE is part of x86-64.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
+}
+
+/// Bytes of B rows one chunk of nonzeros may touch (half of a 32 KiB L1, leaving room for C).
+/// For K = 64 `f64` a chunk is 32 nonzeros, so the rows of most sparse matrices are one chunk.
+pub(crate) const CHUNK_BYTES: usize = 16 << 10;
+
+/// Nonzeros per chunk for `k` columns of `T`: `CHUNK_BYTES / (K · size)`, clamped to `4..=64`.
+#[inline(always)]
+fn chunk_len<T>(k: usize) -> usize {
+    (CHUNK_BYTES / (k * std::mem::size_of::<T>()).max(1)).clamp(4, 64)
+}
+
+/// B with its leading dimension; every column index given to the functions below is
+/// `< rows`, where `rows` satisfies `(rows - 1) * ld + k <= data.len()` (the invariant of
+/// [`DenseRef`]) and `k <= ld` is the length of every output vector.
+#[derive(Clone, Copy)]
+struct Dense<'a, T> {
+    data: &'a [T],
+    ld: usize,
+}
+
+/// Accumulates one tile of `N` columns starting at `k0`: `out[k0..k0 + N] (+)= Σ v · B[c, ..]`.
+///
+/// # Safety
+/// Every `c` in `cols` is a row of `b` (see [`Dense`]) and `k0 + N <= out.len() <= ld`.
+#[inline(always)]
+unsafe fn tile<T: Scalar, I: SpIndex, const N: usize>(
     cols: &[I],
     vals: &[T],
-    b: &[T],
-    ld: usize,
+    b: Dense<'_, T>,
     k0: usize,
     out: &mut [T],
-    accumulate: bool,
+    store: Store,
 ) {
     let mut acc = [T::ZERO; N];
     for (&c, &v) in cols.iter().zip(vals) {
-        let start = c.idx() * ld + k0;
-        let brow: &[T; N] = b[start..start + N].try_into().expect("tile in bounds");
+        // SAFETY: `c < rows` and `k0 + N <= k <= ld`, so `c * ld + k0 + N <= (rows - 1) * ld
+        // + k <= data.len()` (caller's contract); `[T; N]` has the alignment of `T`.
+        let brow = unsafe { &*b.data.as_ptr().add(c.idx() * b.ld + k0).cast::<[T; N]>() };
         for j in 0..N {
             acc[j] += v * brow[j];
         }
     }
     let o: &mut [T; N] = (&mut out[k0..k0 + N]).try_into().expect("tile in bounds");
-    if accumulate {
+    if store.accumulate {
         for j in 0..N {
-            o[j] += acc[j];
+            acc[j] += o[j];
         }
+    }
+    if store.stream {
+        write(o, acc, true);
     } else {
         *o = acc;
     }
 }
 
+/// One tile of `$n` columns at `$k0` if it fits in `$k`, advancing `$k0`.
+macro_rules! tail_tile {
+    ($n:ident, $k:ident, $k0:ident, $cols:ident, $vals:ident, $b:ident, $out:ident, $acc:ident) => {
+        if $k0 + $n <= $k {
+            // SAFETY: forwarded contract of `tiles`; `k0 + n <= k` checked just above.
+            unsafe { tile::<T, I, $n>($cols, $vals, $b, $k0, $out, $acc) };
+            $k0 += $n;
+        }
+    };
+}
+
 /// Full tiles of `W` columns, then one tile each of `H`, `Q`, `E` columns where they fit, then
 /// a scalar tail shorter than `E`.
+///
+/// # Safety
+/// As [`tile`] with `out.len()` for `k0 + N`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn tiles<T: Scalar, I: SpIndex, const W: usize, const H: usize, const Q: usize, const E: usize>(
+unsafe fn tiles<
+    T: Scalar,
+    I: SpIndex,
+    const W: usize,
+    const H: usize,
+    const Q: usize,
+    const E: usize,
+>(
     cols: &[I],
     vals: &[T],
-    b: &[T],
-    ld: usize,
+    b: Dense<'_, T>,
     out: &mut [T],
-    accumulate: bool,
+    store: Store,
 ) {
     let k = out.len();
     let mut k0 = 0;
     while k0 + W <= k {
-        tile::<T, I, W>(cols, vals, b, ld, k0, out, accumulate);
+        // SAFETY: caller's contract, `k0 + W <= k`.
+        unsafe { tile::<T, I, W>(cols, vals, b, k0, out, store) };
         k0 += W;
     }
-    if k0 + H <= k {
-        tile::<T, I, H>(cols, vals, b, ld, k0, out, accumulate);
-        k0 += H;
-    }
-    if k0 + Q <= k {
-        tile::<T, I, Q>(cols, vals, b, ld, k0, out, accumulate);
-        k0 += Q;
-    }
-    if k0 + E <= k {
-        tile::<T, I, E>(cols, vals, b, ld, k0, out, accumulate);
-        k0 += E;
-    }
-    for j in k0..k {
-        let mut acc = T::ZERO;
+    tail_tile!(H, k, k0, cols, vals, b, out, store);
+    tail_tile!(Q, k, k0, cols, vals, b, out, store);
+    tail_tile!(E, k, k0, cols, vals, b, out, store);
+    for (j, o) in out.iter_mut().enumerate().skip(k0) {
+        let mut acc = if store.accumulate { *o } else { T::ZERO };
         for (&c, &v) in cols.iter().zip(vals) {
-            acc += v * b[c.idx() * ld + j];
+            // SAFETY: `j < k`, caller's contract as in `tile`.
+            acc += v * unsafe { *b.data.get_unchecked(c.idx() * b.ld + j) };
         }
-        out[j] = if accumulate { out[j] + acc } else { acc };
+        *o = acc;
     }
 }
 
-/// `out (+)= vals · B[cols, ..]` for one row or row segment; `out.len()` is K.
+/// [`tiles`] with the widths of `T` (256, 128, 64, 32 bytes).
+///
+/// # Safety
+/// As [`tiles`].
 #[inline(always)]
-fn row_segment<T: Scalar, I: SpIndex>(
+unsafe fn all_tiles<T: Scalar, I: SpIndex>(
     cols: &[I],
     vals: &[T],
-    b: DenseRef<'_, T>,
+    b: Dense<'_, T>,
     out: &mut [T],
-    accumulate: bool,
+    store: Store,
 ) {
-    debug_assert_eq!(out.len(), b.cols());
-    let (data, ld) = (b.data(), b.ld());
-    if T::TILE == 64 {
-        tiles::<T, I, 64, 32, 16, 8>(cols, vals, data, ld, out, accumulate);
-    } else {
-        tiles::<T, I, 32, 16, 8, 4>(cols, vals, data, ld, out, accumulate);
+    // SAFETY: caller's contract.
+    unsafe {
+        if T::TILE == 64 {
+            tiles::<T, I, 64, 32, 16, 8>(cols, vals, b, out, store);
+        } else {
+            tiles::<T, I, 32, 16, 8, 4>(cols, vals, b, out, store);
+        }
     }
 }
 
-/// Rows `first..first + c.rows()` of A times B into the rows of `c` (overwriting).
-struct RowsJob<'a, 'c, T, I> {
+/// Prefetches (into L1) the K-vectors of B at the columns `cols`.
+#[inline(always)]
+fn prefetch_rows<T, I: SpIndex>(cols: &[I], b: Dense<'_, T>, k: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let bytes = k * std::mem::size_of::<T>();
+        for &c in cols {
+            let start = b.data.as_ptr().wrapping_add(c.idx() * b.ld).cast::<i8>();
+            let misalign = start as usize % 64;
+            let mut line = start.wrapping_sub(misalign);
+            let end = start.wrapping_add(bytes);
+            while line < end {
+                // SAFETY: a prefetch is only a hint: it never faults and has no effect on the
+                // program's state, whatever the address (`wrapping_*` keeps it defined).
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(line) };
+                line = line.wrapping_add(64);
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (cols, b, k);
+}
+
+/// `out = vals[nz] · B[cols[nz], ..]` chunk by chunk, prefetching B rows for nonzeros up to
+/// `prefetch_end` (none when it is 0), the last chunk writing `out` with streaming stores when
+/// `stream`; `out.len()` is K.
+///
+/// # Safety
+/// Every index in `cols` is a row of `b` (see [`Dense`]), `out.len() <= b.ld`,
+/// `nz.end, prefetch_end <= cols.len() == vals.len()`.
+#[inline(always)]
+unsafe fn segment<T: Scalar, I: SpIndex>(
+    cols: &[I],
+    vals: &[T],
+    nz: Range<usize>,
+    prefetch_end: usize,
+    b: Dense<'_, T>,
+    out: &mut [T],
+    stream: bool,
+) {
+    let k = out.len();
+    if nz.is_empty() {
+        out.fill(T::ZERO);
+        return;
+    }
+    let chunk = chunk_len::<T>(k);
+    let mut s = nz.start;
+    while s < nz.end {
+        let e = (s + chunk).min(nz.end);
+        let ahead = (e + chunk).min(prefetch_end);
+        if ahead > e {
+            prefetch_rows(&cols[e..ahead], b, k);
+        }
+        let (c, v) = (&cols[s..e], &vals[s..e]);
+        let store = Store {
+            accumulate: s > nz.start,
+            stream: stream && e == nz.end,
+        };
+        // SAFETY: caller's contract.
+        unsafe { all_tiles(c, v, b, out, store) };
+        s = e;
+    }
+}
+
+/// A task for the SIMD dispatcher: rows `first..first + c.rows()` of A into the rows of `c`,
+/// or (with `nz`) one range of nonzeros of a single row into the first row of `c`.
+struct Job<'a, 'c, T, I> {
     a: &'a CsrMatrix<T, I>,
     first: usize,
+    nz: Option<Range<usize>>,
+    options: Options,
     b: DenseRef<'a, T>,
     c: DenseMut<'c, T>,
 }
 
-impl<T: Scalar, I: SpIndex> WithSimd for RowsJob<'_, '_, T, I> {
+impl<T: Scalar, I: SpIndex> WithSimd for Job<'_, '_, T, I> {
     type Output = ();
     #[inline(always)]
     fn with_simd<S: Simd>(self, _simd: S) {
-        let Self { a, first, b, mut c } = self;
-        for (i, out) in c.rows_mut().enumerate() {
-            let (cols, vals) = a.row(first + i);
-            row_segment(cols, vals, b, out, false);
+        let Self {
+            a,
+            first,
+            nz,
+            options,
+            b,
+            mut c,
+        } = self;
+        let (cols, vals) = (a.indices(), a.values());
+        let dense = Dense {
+            data: b.data(),
+            ld: b.ld(),
+        };
+        let end = match &nz {
+            _ if !options.prefetch => 0,
+            Some(nz) => nz.end,
+            None => a.offsets()[first + c.rows()].idx(),
+        };
+        // The contract of `segment` and `all_tiles` holds in every call below: the entry points
+        // checked `b.rows() == a.ncols()` and `c.cols() == b.cols() <= b.ld()`; a validated CSR
+        // has every column index `< ncols` and offsets within `cols.len()`; `nz` and `end` are
+        // ranges of its nonzeros (checked by `segment_into`, or row offsets).
+        match nz {
+            // SAFETY: see above.
+            Some(nz) => unsafe { segment(cols, vals, nz, end, dense, c.row_mut(0), false) },
+            None => {
+                let chunk = chunk_len::<T>(c.cols());
+                for (i, out) in c.rows_mut().enumerate() {
+                    let r = a.row_range(first + i);
+                    if options.prefetch || r.len() > chunk {
+                        // SAFETY: see above.
+                        // SAFETY: see above.
+                        unsafe { segment(cols, vals, r, end, dense, out, options.stream) };
+                    } else {
+                        // A row of at most one chunk: one pass of the tiles over it.
+                        let store = Store {
+                            accumulate: false,
+                            stream: options.stream,
+                        };
+                        // SAFETY: see above.
+                        unsafe { all_tiles(&cols[r.clone()], &vals[r], dense, out, store) };
+                    }
+                }
+                if options.stream {
+                    fence_streams();
+                }
+            }
         }
     }
 }
 
-/// One segment of nonzeros (of a single row) times B into `out`.
-struct SegmentJob<'a, 'c, T, I> {
-    cols: &'a [I],
-    vals: &'a [T],
-    b: DenseRef<'a, T>,
-    out: &'c mut [T],
-    accumulate: bool,
-}
-
-impl<T: Scalar, I: SpIndex> WithSimd for SegmentJob<'_, '_, T, I> {
-    type Output = ();
-    #[inline(always)]
-    fn with_simd<S: Simd>(self, _simd: S) {
-        row_segment(self.cols, self.vals, self.b, self.out, self.accumulate);
-    }
+/// The contract every entry point asserts before the unchecked loads: `B` is `A.ncols × K`.
+#[track_caller]
+pub(crate) fn check_b<T: Scalar, I: SpIndex>(a: &CsrMatrix<T, I>, b: &DenseRef<'_, T>, k: usize) {
+    let (rows, cols) = (b.rows(), b.cols());
+    assert_eq!(
+        rows,
+        a.ncols(),
+        "B has {rows} rows, A has {} columns",
+        a.ncols()
+    );
+    assert_eq!(k, cols, "C has {k} columns, B has {cols}");
 }
 
 /// Computes rows `first..first + c.rows()` of `A·B` into `c`, overwriting it.
+#[track_caller]
 pub(crate) fn rows_into<T: Scalar, I: SpIndex>(
     a: &CsrMatrix<T, I>,
     first: usize,
     b: DenseRef<'_, T>,
     c: DenseMut<'_, T>,
+    options: Options,
 ) {
-    pulp::Arch::new().dispatch(RowsJob { a, first, b, c });
+    check_b(a, &b, c.cols());
+    assert!(first + c.rows() <= a.nrows(), "rows beyond A");
+    pulp::Arch::new().dispatch(Job {
+        a,
+        first,
+        nz: None,
+        options,
+        b,
+        c,
+    });
 }
 
-/// Computes `out (+)= Σ vals[e] · B[cols[e], ..]` for one row segment.
+/// Computes `out = Σ_{e ∈ nz} A.values[e] · B[A.indices[e], ..]` for a range of nonzeros (a
+/// row segment).
+#[track_caller]
 pub(crate) fn segment_into<T: Scalar, I: SpIndex>(
-    cols: &[I],
-    vals: &[T],
+    a: &CsrMatrix<T, I>,
+    nz: Range<usize>,
     b: DenseRef<'_, T>,
     out: &mut [T],
-    accumulate: bool,
+    options: Options,
 ) {
-    pulp::Arch::new().dispatch(SegmentJob {
-        cols,
-        vals,
+    let k = out.len();
+    check_b(a, &b, k);
+    assert!(nz.start <= nz.end && nz.end <= a.nnz(), "nonzeros beyond A");
+    pulp::Arch::new().dispatch(Job {
+        a,
+        first: 0,
+        nz: Some(nz),
+        options,
         b,
-        out,
-        accumulate,
+        c: DenseMut::contiguous(out, 1, k),
     });
 }
 

@@ -58,28 +58,91 @@ pub(crate) fn check_dims<T: Scalar, I: SpIndex>(
     b: &DenseRef<'_, T>,
     c: &DenseMut<'_, T>,
 ) {
+    micro::check_b(a, b, c.cols());
+    let rows = c.rows();
     assert_eq!(
-        b.rows(),
-        a.ncols(),
-        "B has {} rows, A has {} columns",
-        b.rows(),
-        a.ncols()
-    );
-    assert_eq!(
-        c.rows(),
+        rows,
         a.nrows(),
-        "C has {} rows, A has {} rows",
-        c.rows(),
+        "C has {rows} rows, A has {} rows",
         a.nrows()
     );
-    assert_eq!(
-        c.cols(),
-        b.cols(),
-        "C has {} columns, B has {}",
-        c.cols(),
-        b.cols()
-    );
 }
+
+/// One call of a baseline kernel: the operands and the settings.
+pub(crate) struct Call<'a, 'c, T, I> {
+    pub(crate) a: &'a CsrMatrix<T, I>,
+    pub(crate) b: DenseRef<'a, T>,
+    pub(crate) c: DenseMut<'c, T>,
+    pub(crate) par: crate::Par,
+    pub(crate) config: &'a BaselineConfig,
+}
+
+impl<'a, 'c, T, I> Call<'a, 'c, T, I> {
+    /// `(a, b, c, par, config)`.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn into_parts(
+        self,
+    ) -> (
+        &'a CsrMatrix<T, I>,
+        DenseRef<'a, T>,
+        DenseMut<'c, T>,
+        crate::Par,
+        &'a BaselineConfig,
+    ) {
+        (self.a, self.b, self.c, self.par, self.config)
+    }
+}
+
+/// Defines a baseline kernel's public pair `$name(a, b, c, par)` (default settings) and
+/// `$with(a, b, c, par, config)` around `$parallel(Call)`: both check the shapes, and work
+/// below `config.serial_work` runs serially on the calling thread without partitioning.
+macro_rules! baseline_kernel {
+    ($(#[$doc:meta])* $name:ident, $with:ident, $parallel:ident) => {
+        $(#[$doc])*
+        ///
+        /// # Errors
+        /// [`crate::SparseError::ThreadPool`] if `par` asks for a pool that cannot be built.
+        ///
+        /// # Panics
+        /// If the shapes do not match.
+        #[track_caller]
+        pub fn $name<T: Scalar, I: SpIndex>(
+            a: &CsrMatrix<T, I>, b: DenseRef<'_, T>, c: DenseMut<'_, T>, par: Par,
+        ) -> Result<()> {
+            $with(a, b, c, par, &BaselineConfig::default())
+        }
+
+        #[doc = concat!("[`", stringify!($name), "`] with explicit tuning.")]
+        ///
+        /// # Errors
+        #[doc = concat!("As [`", stringify!($name), "`].")]
+        ///
+        /// # Panics
+        /// If the shapes do not match.
+        #[track_caller]
+        pub fn $with<T: Scalar, I: SpIndex>(
+            a: &CsrMatrix<T, I>,
+            b: DenseRef<'_, T>,
+            c: DenseMut<'_, T>,
+            par: Par,
+            config: &BaselineConfig,
+        ) -> Result<()> {
+            super::check_dims(a, &b, &c);
+            if super::run_serially(a, b.cols(), config) {
+                super::micro::rows_into(a, 0, b, c, super::micro::Options::default());
+                return Ok(());
+            }
+            $parallel(super::Call {
+                a,
+                b,
+                c,
+                par,
+                config,
+            })
+        }
+    };
+}
+pub(crate) use baseline_kernel;
 
 /// Whether the work is small enough to skip partitioning. This does not depend on the thread
 /// count, so neither do the results: `Par::Seq` runs the same partitions one after another.
@@ -137,17 +200,14 @@ impl Kernel {
         }
     }
 
-    /// The kernel `--kernel auto` picks from the row profile: [`Kernel::RowParallel`] for
-    /// regular matrices (no row is long enough to need splitting, and rows are equal enough for
-    /// rayon's adaptive splitting to balance), [`Kernel::Lssm`] for irregular and dense-row
-    /// matrices, where splitting long rows and merging short ones pays off.
+    /// The kernel `--kernel auto` picks from the row profile and K: [`Kernel::Lssm`]. Its plan
+    /// adapts to the profile itself — long rows split, short rows merged, and on matrices
+    /// without long rows the schedule of [`Kernel::RowParallel`] (so it is never structurally
+    /// slower than it) — so it fits every profile;
+    /// small work runs serially.
     pub fn choose(stats: &crate::RowStats, k: usize) -> Self {
-        let block = crate::SpmmPlan::auto_block_size(stats, k);
-        if stats.class() == crate::MatrixClass::Regular && stats.max <= block {
-            Kernel::RowParallel
-        } else {
-            Kernel::Lssm
-        }
+        let _ = (stats, k);
+        Kernel::Lssm
     }
 
     /// Parses a short name.

@@ -9,7 +9,7 @@
 //! computes each long row's residue and adds its segments in order. The block and segment sizes
 //! are fixed, unlike LSSM's, which adapt to the row profile and K.
 
-use super::{check_dims, micro, min_len, run_serially, BaselineConfig};
+use super::{baseline_kernel, micro, min_len, BaselineConfig, Call};
 use crate::dense::{DenseMut, DenseRef};
 use crate::{CsrMatrix, Par, Result, Scalar, SpIndex};
 use rayon::prelude::*;
@@ -20,45 +20,17 @@ pub const RODE_BLOCK: usize = 32;
 /// many nonzeros (32 blocks).
 pub const RODE_LONG_ROW: usize = 32 * RODE_BLOCK;
 
-/// `C = A · B` by RoDe-style regular/residue row decomposition.
-///
-/// Complexity: `O(nnz · K)` work; `O(K · Σ_long ⌈regular / RODE_LONG_ROW⌉)` scratch.
-///
-/// # Errors
-/// [`crate::SparseError::ThreadPool`] if `par` asks for a pool that cannot be built.
-///
-/// # Panics
-/// If the shapes do not match.
-#[track_caller]
-pub fn spmm_rode_like<T: Scalar, I: SpIndex>(
-    a: &CsrMatrix<T, I>,
-    b: DenseRef<'_, T>,
-    c: DenseMut<'_, T>,
-    par: Par,
-) -> Result<()> {
-    spmm_rode_like_with(a, b, c, par, &BaselineConfig::default())
-}
+baseline_kernel!(
+    /// `C = A · B` by RoDe-style regular/residue row decomposition.
+    ///
+    /// Complexity: `O(nnz · K)` work; `O(K · Σ_long ⌈regular / RODE_LONG_ROW⌉)` scratch.
+    spmm_rode_like,
+    spmm_rode_like_with,
+    parallel
+);
 
-/// [`spmm_rode_like`] with explicit tuning.
-///
-/// # Errors
-/// As [`spmm_rode_like`].
-///
-/// # Panics
-/// If the shapes do not match.
-#[track_caller]
-pub fn spmm_rode_like_with<T: Scalar, I: SpIndex>(
-    a: &CsrMatrix<T, I>,
-    b: DenseRef<'_, T>,
-    c: DenseMut<'_, T>,
-    par: Par,
-    config: &BaselineConfig,
-) -> Result<()> {
-    check_dims(a, &b, &c);
-    if run_serially(a, b.cols(), config) {
-        micro::rows_into(a, 0, b, c);
-        return Ok(());
-    }
+fn parallel<T: Scalar, I: SpIndex>(call: Call<'_, '_, T, I>) -> Result<()> {
+    let (a, b, c, par, config) = call.into_parts();
     let k = b.cols();
     // Segments of the regular parts of long rows, in row order; first_seg[i] indexes them.
     let mut segments: Vec<std::ops::Range<usize>> = Vec::new();
@@ -86,8 +58,7 @@ pub fn spmm_rode_like_with<T: Scalar, I: SpIndex>(
                 .zip(&segments)
                 .with_min_len(min_len(par))
                 .for_each(|(out, seg)| {
-                    let (cols, vals) = (&a.indices()[seg.clone()], &a.values()[seg.clone()]);
-                    micro::segment_into(cols, vals, b, out, false);
+                    micro::segment_into(a, seg.clone(), b, out, micro::Options::default());
                 });
         }
         c.into_par_rows()
@@ -96,13 +67,18 @@ pub fn spmm_rode_like_with<T: Scalar, I: SpIndex>(
             .for_each(|(i, out)| {
                 let segs = first_seg[i]..first_seg[i + 1];
                 if segs.is_empty() {
-                    micro::rows_into(a, i, b, DenseMut::contiguous(out, 1, k));
+                    micro::rows_into(
+                        a,
+                        i,
+                        b,
+                        DenseMut::contiguous(out, 1, k),
+                        micro::Options::default(),
+                    );
                     return;
                 }
                 let r = a.row_range(i);
                 let residue = segments[segs.end - 1].end..r.end;
-                let (cols, vals) = (&a.indices()[residue.clone()], &a.values()[residue]);
-                micro::segment_into(cols, vals, b, out, false);
+                micro::segment_into(a, residue, b, out, micro::Options::default());
                 for s in segs {
                     micro::add_into(out, &scratch[s * k..(s + 1) * k]);
                 }

@@ -1,4 +1,5 @@
-//! The numeric phase of LSSM: dynamic task distribution through an atomic counter and the
+//! The numeric phase of LSSM: dynamic task distribution through an atomic counter (or, without
+//! long rows, the row-parallel schedule: rayon's adaptive splitting of the rows of C) and the
 //! deterministic combination of long-row partial sums.
 
 use super::plan::{SpmmPlan, Task};
@@ -9,56 +10,82 @@ use rayon::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// Where a task writes: rows of C, or one K-vector (a row of C or a scratch slot).
+/// Where a task writes: rows of C, or one K-vector per segment (a row of C or a scratch slot).
 enum Target<'c, T> {
     Rows(DenseMut<'c, T>),
-    Vector(&'c mut [T]),
-}
-
-fn run_task<T: Scalar, I: SpIndex>(
-    a: &CsrMatrix<T, I>,
-    b: DenseRef<'_, T>,
-    task: &Task,
-    target: Target<'_, T>,
-) {
-    match (task, target) {
-        (Task::Rows(rows), Target::Rows(c)) => micro::rows_into(a, rows.start, b, c),
-        (Task::Segment { nz, .. }, Target::Vector(out)) => {
-            let (cols, vals) = (&a.indices()[nz.clone()], &a.values()[nz.clone()]);
-            micro::segment_into(cols, vals, b, out, false);
-        }
-        _ => unreachable!("targets are built from the same task list"),
-    }
+    Segments(Vec<&'c mut [T]>),
 }
 
 impl SpmmPlan {
+    fn run_task<T: Scalar, I: SpIndex>(
+        &self,
+        a: &CsrMatrix<T, I>,
+        b: DenseRef<'_, T>,
+        task: &Task,
+        target: Target<'_, T>,
+    ) {
+        match (task, target) {
+            (Task::Rows(rows), Target::Rows(c)) => {
+                micro::rows_into(a, rows.start, b, c, self.options)
+            }
+            (Task::Segments(segs), Target::Segments(outs)) => {
+                for (seg, out) in self.segments[segs.clone()].iter().zip(outs) {
+                    micro::segment_into(a, seg.nz.clone(), b, out, self.options);
+                }
+            }
+            _ => unreachable!("targets are built from the same task list"),
+        }
+    }
+
     /// Splits C and the scratch buffer into one disjoint target per task, in task order.
     fn targets<'c, T: Scalar>(
         &self,
-        mut rest: DenseMut<'c, T>,
+        c: DenseMut<'c, T>,
         scratch: &'c mut [T],
     ) -> Vec<Target<'c, T>> {
-        let mut slots = scratch.chunks_mut(self.k);
-        let mut out = Vec::with_capacity(self.tasks.len());
+        // Walk the rows of C in order: each belongs to one run of short rows or is long.
+        let mut runs: Vec<Option<DenseMut<'c, T>>> = Vec::with_capacity(self.tasks.len());
+        let mut first_segment: Vec<Option<&'c mut [T]>> = Vec::with_capacity(self.long_rows.len());
+        let mut longs = self.long_rows.iter().map(|(r, _)| *r).peekable();
+        let (mut rest, mut at) = (c, 0);
         for task in &self.tasks {
-            let target = match task {
-                Task::Rows(rows) => {
-                    let (own, tail) = rest.split_at_row(rows.len());
-                    rest = tail;
-                    Target::Rows(own)
-                }
-                Task::Segment { slot: None, .. } => {
-                    let (own, tail) = rest.split_at_row(1);
-                    rest = tail;
-                    Target::Vector(own.into_first_row())
-                }
-                Task::Segment { slot: Some(_), .. } => {
-                    Target::Vector(slots.next().expect("one scratch slot per later segment"))
-                }
+            let Task::Rows(rows) = task else {
+                runs.push(None);
+                continue;
             };
-            out.push(target);
+            while longs.next_if(|&l| l < rows.start).is_some() {
+                let (own, tail) = rest.split_at_row(1);
+                first_segment.push(Some(own.into_first_row()));
+                (rest, at) = (tail, at + 1);
+            }
+            debug_assert_eq!(at, rows.start, "runs and long rows tile the rows");
+            let (own, tail) = rest.split_at_row(rows.len());
+            runs.push(Some(own));
+            (rest, at) = (tail, rows.end);
         }
-        out
+        for _ in longs {
+            let (own, tail) = rest.split_at_row(1);
+            first_segment.push(Some(own.into_first_row()));
+            rest = tail;
+        }
+        let mut slots: Vec<Option<&'c mut [T]>> = scratch.chunks_mut(self.k).map(Some).collect();
+        let taken = "each output is taken by one segment";
+        self.tasks
+            .iter()
+            .zip(runs)
+            .map(|(task, run)| match task {
+                Task::Rows(_) => Target::Rows(run.expect("split above")),
+                Task::Segments(segs) => Target::Segments(
+                    self.segments[segs.clone()]
+                        .iter()
+                        .map(|seg| match seg.slot {
+                            Some(s) => slots[s].take().expect(taken),
+                            None => first_segment[seg.long].take().expect(taken),
+                        })
+                        .collect(),
+                ),
+            })
+            .collect()
     }
 
     /// Computes `C = A · B` with this plan (the numeric phase). `a` must be the matrix (or one
@@ -94,12 +121,26 @@ impl SpmmPlan {
             return Ok(());
         }
         let mut scratch = vec![T::ZERO; self.scratch_len()];
-        let targets = self.targets(c.reborrow(), &mut scratch);
         if self.serial || par.is_seq() {
+            let targets = self.targets(c.reborrow(), &mut scratch);
             for (task, target) in self.tasks.iter().zip(targets) {
-                run_task(a, b, task, target);
+                self.run_task(a, b, task, target);
             }
+        } else if self.segments.is_empty() {
+            // No long rows: plain row-parallel execution (rayon's adaptive splitting of the rows
+            // of C), the same schedule as `spmm_row_parallel`, so never slower than it.
+            let k = self.k;
+            par.install(|| {
+                c.reborrow()
+                    .into_par_rows()
+                    .enumerate()
+                    .for_each(|(i, row)| {
+                        let row = DenseMut::contiguous(row, 1, k);
+                        micro::rows_into(a, i, b, row, self.options);
+                    });
+            })?;
         } else {
+            let targets = self.targets(c.reborrow(), &mut scratch);
             let cells: Vec<Mutex<Option<Target<'_, T>>>> =
                 targets.into_iter().map(|t| Mutex::new(Some(t))).collect();
             let next = AtomicUsize::new(0);
@@ -110,12 +151,8 @@ impl SpmmPlan {
                     let t = next.fetch_add(1, Ordering::Relaxed);
                     let Some(cell) = cells.get(t) else { break };
                     let target = cell.lock().unwrap_or_else(|e| e.into_inner()).take();
-                    run_task(
-                        a,
-                        b,
-                        &self.tasks[t],
-                        target.expect("each task is taken once"),
-                    );
+                    let target = target.expect("each task is taken once");
+                    self.run_task(a, b, &self.tasks[t], target);
                 });
             })?;
         }

@@ -5,16 +5,22 @@
 //! processor and adapted here to multicore CPUs:
 //!
 //! * **Symbolic phase** ([`SpmmPlan::new`]): profile the rows ([`RowStats`]), pick a block
-//!   size (nonzeros per task) from the profile and K, classify rows against it. A *long* row
-//!   (more than `block` nonzeros) is split into segments of `block` nonzeros, each its own task;
-//!   runs of consecutive *short* rows are merged into one task of about `block` nonzeros. The
-//!   task list and the scratch size (one K-vector per extra segment) are fixed here.
+//!   size (nonzeros per task) from the profile and K, classify rows against it. Runs of
+//!   consecutive *short* rows are merged into one task of about `block` nonzeros. *Long* rows
+//!   (more than `block` nonzeros) are split into segments of about `block` nonzeros; with
+//!   sorted columns, groups of [`LONG_ROW_GROUP`] long rows are cut at common column
+//!   boundaries and each task takes one column range of every row of its group, so the rows of
+//!   B in that range are read from memory once for the whole group (a CPU adaptation: the
+//!   paper's PEZY-SC3s has no shared cache to exploit). The task list, the scratch size (one
+//!   K-vector per extra segment) and the memory policies of the micro-kernel (prefetching B,
+//!   streaming stores to C) are fixed here.
 //! * **Numeric phase** ([`SpmmPlan::execute`]): workers take tasks through one shared atomic
 //!   counter (the paper's "atomic cache"), so a worker that finishes early takes the next task
-//!   at once. Each task walks its rows with the register-tiled SIMD micro-kernel (the paper's
-//!   "local memory" tile of C). A long row's first segment writes the row of C; the others write
-//!   scratch vectors that are added to it afterwards, always in segment order — the result is
-//!   bit-identical across runs and thread counts.
+//!   at once; a matrix without long rows falls back to the row-parallel schedule (rayon's
+//!   adaptive splitting of the rows). Each task walks its rows with the register-tiled SIMD micro-kernel (the
+//!   paper's "local memory" tile of C). A long row's first segment writes the row of C; the
+//!   others write scratch vectors that are added to it afterwards, always in segment order —
+//!   the result is bit-identical across runs and thread counts.
 //!
 //! The plan depends only on the sparsity pattern and K, so GNN-style workloads that multiply the
 //! same A by many B build it once.
@@ -22,7 +28,10 @@
 mod exec;
 mod plan;
 
-pub use plan::{LssmConfig, SpmmPlan, BLOCK_WORK, MAX_BLOCK, MIN_BLOCK, MIN_TASKS};
+pub use plan::{
+    LssmConfig, SpmmPlan, BLOCK_WORK, LONG_ROW_GROUP, MAX_BLOCK, MIN_BLOCK, MIN_TASKS,
+    PREFETCH_B_BYTES,
+};
 
 use crate::dense::{DenseMut, DenseRef};
 use crate::{CsrMatrix, Par, Result, Scalar, SpIndex};

@@ -45,20 +45,32 @@ fn check_file(path: &Path, k: usize) {
     }
 }
 
-#[test]
-fn suitesparse_matrices() {
+/// The files with extension `ext` under `matrices/<sub>`, or `None` (with a message saying why
+/// the test is skipped) when there are none.
+fn shared_files(sub: &str, ext: &str) -> Option<Vec<PathBuf>> {
     let Some(dir) = matrices_dir() else {
         eprintln!(
             "skipping: no matrices directory ($PARDIS_DATA, datasets/cache, ../shared/datasets)"
         );
-        return;
+        return None;
     };
     let mut files = Vec::new();
-    files_under(&dir.join("suitesparse"), "mtx", &mut files);
+    files_under(&dir.join(sub), ext, &mut files);
     if files.is_empty() {
-        eprintln!("skipping: no .mtx files under {}", dir.display());
-        return;
+        eprintln!(
+            "skipping: no .{ext} files under {}",
+            dir.join(sub).display()
+        );
+        return None;
     }
+    Some(files)
+}
+
+#[test]
+fn suitesparse_matrices() {
+    let Some(files) = shared_files("suitesparse", "mtx") else {
+        return;
+    };
     for f in &files {
         check_file(f, 6);
     }
@@ -71,18 +83,9 @@ fn suitesparse_matrices() {
 
 #[test]
 fn dlmc_matrices() {
-    let Some(dir) = matrices_dir() else {
-        eprintln!(
-            "skipping: no matrices directory ($PARDIS_DATA, datasets/cache, ../shared/datasets)"
-        );
+    let Some(files) = shared_files("dlmc", "smtx") else {
         return;
     };
-    let mut files = Vec::new();
-    files_under(&dir.join("dlmc"), "smtx", &mut files);
-    if files.is_empty() {
-        eprintln!("skipping: no .smtx files under {}", dir.display());
-        return;
-    }
     for f in &files {
         check_file(f, 5);
     }

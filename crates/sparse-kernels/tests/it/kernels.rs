@@ -12,26 +12,34 @@ use sparse_kernels::{
     CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, Par, Scalar, SpIndex, SpmmPlan,
 };
 
-/// A random CSR matrix with unsorted, possibly duplicated columns. `kind` 0: short rows with
-/// many empty ones; 1: one dense row among short ones; 2: heavy-tailed row lengths.
+/// A random CSR matrix. `kind` 0: short rows with many empty ones; 1: one dense row among short
+/// ones; 2: heavy-tailed row lengths; 3: up to four dense rows. Columns are unsorted with
+/// possible duplicates for odd seeds, sorted and distinct for even ones (which takes LSSM's
+/// column-aligned splitting of long-row groups).
 fn random_csr(rows: usize, cols: usize, kind: u8, seed: u64) -> CsrMatrix<f64, u32> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let dense_row = if rows > 0 {
-        rng.random_range(0..rows)
-    } else {
-        0
+    let dense_rows: Vec<usize> = match (rows, kind) {
+        (0, _) => vec![],
+        (_, 3) => (0..4).map(|_| rng.random_range(0..rows)).collect(),
+        _ => vec![rng.random_range(0..rows)],
     };
+    let sorted = seed % 2 == 0;
     let mut offsets = vec![0u32];
     let (mut indices, mut values) = (Vec::new(), Vec::new());
     for r in 0..rows {
         let len = match (cols, kind) {
             (0, _) => 0,
-            (_, 1) if r == dense_row => rng.random_range(cols..=3 * cols + 20),
+            (_, 1 | 3) if dense_rows.contains(&r) => rng.random_range(cols..=3 * cols + 20),
             (_, 2) => (rng.random_range(0.0f64..1.0).powi(4) * 60.0) as usize,
             _ => rng.random_range(0..=cols.min(6)),
         };
-        for _ in 0..len {
-            indices.push(rng.random_range(0..cols) as u32);
+        let mut row: Vec<u32> = (0..len).map(|_| rng.random_range(0..cols) as u32).collect();
+        if sorted {
+            row.sort_unstable();
+            row.dedup();
+        }
+        for c in row {
+            indices.push(c);
             values.push(rng.random_range(-1.0..1.0));
         }
         offsets.push(indices.len() as u32);
@@ -93,6 +101,8 @@ fn check_all<T: Scalar, I: SpIndex>(
     let lssm = LssmConfig {
         block_nnz: Some(block),
         serial_work: 0,
+        prefetch: Some(block % 2 == 0), // both paths of the micro-kernel
+        streaming_stores: block % 3 == 0,
     };
     let plan = SpmmPlan::new(a, k, &lssm);
     let ldc = k + pad;
@@ -166,7 +176,7 @@ proptest! {
 
     #[test]
     fn kernels_match_reference_f64_u32(
-        rows in 0usize..40, cols in 0usize..40, kind in 0u8..3, seed in any::<u64>(),
+        rows in 0usize..40, cols in 0usize..40, kind in 0u8..4, seed in any::<u64>(),
         k in k_strategy(), pad in 0usize..3, block in 1usize..9, parts in 2usize..12,
     ) {
         check_all(&random_csr(rows, cols, kind, seed), k, pad, block, parts);
@@ -174,7 +184,7 @@ proptest! {
 
     #[test]
     fn kernels_match_reference_f32_usize(
-        rows in 0usize..40, cols in 0usize..40, kind in 0u8..3, seed in any::<u64>(),
+        rows in 0usize..40, cols in 0usize..40, kind in 0u8..4, seed in any::<u64>(),
         k in k_strategy(), pad in 0usize..3, block in 1usize..9, parts in 2usize..12,
     ) {
         check_all(&convert::<f32, usize>(&random_csr(rows, cols, kind, seed)), k, pad, block, parts);
@@ -232,6 +242,7 @@ fn plan_classifies_long_and_short_rows() {
         &LssmConfig {
             block_nnz: Some(100),
             serial_work: 0,
+            ..LssmConfig::default()
         },
     );
     assert_eq!(plan.num_long_rows(), 1);
@@ -240,6 +251,19 @@ fn plan_classifies_long_and_short_rows() {
     assert_eq!(plan.scratch_len(), 9 * 16);
     // 999 short rows of 2 nonzeros (+1 write each) merged into tasks of >= 100 cost.
     assert_eq!(plan.num_tasks(), 10 + 999usize.div_ceil(34));
+    // Four dense rows with sorted columns: split together at common column boundaries, so
+    // each of the 4000 / 100 tasks holds one segment of every dense row.
+    let arrow4 = gen::arrow::<f64, u32>(1000, 4, 1);
+    let config = LssmConfig {
+        block_nnz: Some(100),
+        serial_work: 0,
+        ..LssmConfig::default()
+    };
+    let plan4 = SpmmPlan::new(&arrow4, 16, &config);
+    assert_eq!(plan4.num_long_rows(), 4);
+    assert_eq!(plan4.num_segments(), 4 * 40);
+    assert_eq!(plan4.scratch_len(), (4 * 40 - 4) * 16);
+    check_all(&arrow4, 16, 1, 100, 64);
     let auto = SpmmPlan::new(&a, 64, &LssmConfig::default());
     assert_eq!(
         auto.block_nnz(),

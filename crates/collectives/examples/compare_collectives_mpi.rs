@@ -1,0 +1,81 @@
+//! MPI columns of `scripts/compare-collectives`: all-reduce busbw (nccl-tests definitions) of
+//! pardis over the MPI transport next to the MPI library's own `MPI_Allreduce` (through rsmpi),
+//! on the ranks of an MPI job. Rank 0 prints one line per size.
+//!
+//! `mpirun -n 4 target/release/examples/compare_collectives_mpi [MAX_BYTES] [IDLE_SPINS]
+//! [MAX_IDLE_SLEEP_US]` (the last two tune the receiver thread, see `MpiConfig`).
+//! (build with `cargo build --release -p collectives --features mpi --example compare_collectives_mpi`).
+
+use std::time::Instant;
+
+use collectives::bench::{bench_communicator, bus_factor};
+use collectives::mpi::rsmpi::collective::{CommunicatorCollectives as _, SystemOperation};
+use collectives::mpi::rsmpi::topology::SimpleCommunicator;
+use collectives::mpi::{MpiConfig, MpiJob};
+use collectives::OpKind;
+
+/// The slowest rank's time, seconds.
+fn slowest(world: &SimpleCommunicator, secs: f64) -> f64 {
+    let mut max = 0.0f64;
+    world.all_reduce_into(&secs, &mut max, SystemOperation::max());
+    max
+}
+
+/// Seconds per `MPI_Allreduce` of `bytes` bytes of f32 (sum) on this rank.
+fn mpi_allreduce(world: &SimpleCommunicator, bytes: usize, iters: usize, warmup: usize) -> f64 {
+    let send = vec![1.0f32; bytes / 4];
+    let mut recv = vec![0.0f32; bytes / 4];
+    for _ in 0..warmup {
+        world.all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum());
+    }
+    world.barrier();
+    let start = Instant::now();
+    for _ in 0..iters {
+        world.all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum());
+    }
+    start.elapsed().as_secs_f64()
+}
+
+fn main() -> collectives::Result<()> {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|s| s.parse().expect("numeric arguments"))
+        .collect();
+    let max = args.first().copied().unwrap_or(256 << 20);
+    let mut cfg = MpiConfig::default();
+    if let Some(&spins) = args.get(1) {
+        cfg.idle_spins = spins as u32;
+    }
+    if let Some(&us) = args.get(2) {
+        cfg.max_idle_sleep = std::time::Duration::from_micros(us as u64);
+    }
+    let job = MpiJob::init(&cfg)?;
+    let (comm, world) = (job.world(), job.mpi_world());
+    let n = comm.world_size();
+    let factor = bus_factor(OpKind::AllReduce, n);
+    if comm.rank() == 0 {
+        println!(
+            "{:>10} {:>5} {:>12} {:>12} {:>9}",
+            "bytes", "ranks", "pardis-mpi", "MPI_Allreduce", "pardis/mpi"
+        );
+    }
+    let mut bytes = 1 << 10;
+    while bytes <= max {
+        let iters = ((256 << 20) / bytes).clamp(3, 1000);
+        let warmup = (iters / 10).max(1);
+        let ours = bench_communicator(comm, OpKind::AllReduce, bytes, iters, warmup)?;
+        let ours = slowest(&world, ours.as_secs_f64()) / iters as f64;
+        let theirs = slowest(&world, mpi_allreduce(&world, bytes, iters, warmup)) / iters as f64;
+        let busbw = |secs: f64| bytes as f64 / secs.max(1e-12) / 1e9 * factor;
+        if comm.rank() == 0 {
+            println!(
+                "{bytes:>10} {n:>5} {:>12.3} {:>12.3} {:>8.0}%",
+                busbw(ours),
+                busbw(theirs),
+                100.0 * theirs / ours
+            );
+        }
+        bytes *= 4;
+    }
+    Ok(())
+}

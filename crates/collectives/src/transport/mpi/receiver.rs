@@ -1,0 +1,114 @@
+//! The receiving side of the MPI transport: takes incoming frames (header, then payload) and
+//! goodbyes, from the receiver thread or from the engine thread between rounds.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ::mpi::datatype::Equivalence as _;
+use ::mpi::point_to_point::Source as _;
+use ::mpi::topology::Communicator as _;
+
+use super::{MpiConfig, SharedComm, TAG_GOODBYE, TAG_HEADER, TAG_PAYLOAD, TAG_STOP};
+use crate::frame::{Frame, HEADER_BYTES};
+use crate::inbox::Inbox;
+
+/// What taking one incoming message did.
+#[derive(PartialEq, Eq)]
+pub(super) enum Took {
+    Nothing,
+    Message,
+    Stop,
+}
+
+/// The receiving side: shared by the receiver thread and the engine thread (`progress`).
+pub(super) struct Receiver {
+    pub(super) comm: Arc<SharedComm>,
+    pub(super) lost: Arc<Vec<AtomicBool>>,
+    pub(super) inbox: Arc<Inbox>,
+    /// Held from a header's probe to its payload's receive, so that two threads never split a
+    /// header from its payload.
+    pub(super) lock: Mutex<()>,
+    /// The stop message was taken (by either thread): the receiver thread ends.
+    pub(super) stopped: AtomicBool,
+}
+
+impl Receiver {
+    /// Takes at most one incoming message (a frame with its payload, a goodbye or the stop).
+    pub(super) fn take_one(&self) -> Took {
+        let comm = &self.comm.0;
+        let Some((msg, status)) = comm.any_process().immediate_matched_probe() else {
+            return Took::Nothing;
+        };
+        let src = status.source_rank() as usize;
+        let mut byte = [0u8; 1];
+        match status.tag() {
+            TAG_HEADER => {
+                let mut header = [0u8; HEADER_BYTES];
+                msg.matched_receive_into(&mut header[..]);
+                let Ok((mut frame, len)) = Frame::decode_header(&header) else {
+                    // A corrupt header cannot be resynchronised: treat the peer as lost.
+                    self.mark_lost(src);
+                    return Took::Message;
+                };
+                frame.src = src;
+                let mut payload = self.inbox.pool().take(len);
+                if len > 0 {
+                    // The payload was sent right after its header: it is (about to be) here.
+                    let (pmsg, _) = comm
+                        .process_at_rank(src as i32)
+                        .matched_probe_with_tag(TAG_PAYLOAD);
+                    pmsg.matched_receive_into(payload.as_bytes_mut());
+                }
+                frame.payload = payload;
+                self.inbox.deliver(frame);
+            }
+            TAG_GOODBYE => {
+                msg.matched_receive_into(&mut byte[..]);
+                self.mark_lost(src);
+            }
+            TAG_STOP => {
+                msg.matched_receive_into(&mut byte[..]);
+                self.stopped.store(true, Ordering::SeqCst);
+                return Took::Stop;
+            }
+            _ => {
+                // Not ours (cannot happen on the duplicated communicator): drain it.
+                let n = status.count(u8::equivalent_datatype()) as usize;
+                msg.matched_receive_into(&mut vec![0u8; n][..]);
+            }
+        }
+        Took::Message
+    }
+
+    fn mark_lost(&self, rank: usize) {
+        self.lost[rank].store(true, Ordering::SeqCst);
+        self.inbox.wake();
+    }
+
+    /// Receiver thread: takes messages until told to stop; yields while they come, then
+    /// sleeps with a growing back-off.
+    pub(super) fn run(&self, cfg: &MpiConfig) {
+        let mut idle = 0u32;
+        let mut sleep = Duration::from_micros(1);
+        while !self.stopped.load(Ordering::SeqCst) {
+            let took = {
+                let _g = self.lock.lock().expect("mpi receive lock poisoned");
+                self.take_one()
+            };
+            match took {
+                Took::Stop => return,
+                Took::Message => (idle, sleep) = (0, Duration::from_micros(1)),
+                Took::Nothing => {
+                    idle = idle.saturating_add(1);
+                    if idle <= cfg.idle_spins {
+                        std::thread::yield_now();
+                    } else {
+                        std::thread::sleep(sleep);
+                        sleep = (sleep * 2).min(cfg.max_idle_sleep.max(Duration::from_micros(1)));
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! MPI transport (feature `mpi`): the test relaunches this test binary under
+//! `mpirun --oversubscribe -n 2/3/4` and checks every rank's report. Each rank runs the main
+//! collectives against the serial reference, compares pardis's all-reduce with MPI's own
+//! `MPI_Allreduce`, runs the chaos-order workload through the preemptive engine, and finally
+//! aborts the last rank, which every other rank must see as `PeerLost`.
+//!
+//! Run by hand: `mpirun --oversubscribe -n 4 <test binary> --exact mpi::mpi_child --ignored
+//! --nocapture` with `PARDIS_TEST_MPI=1` in the environment (`-x PARDIS_TEST_MPI=1`).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use collectives::chaos::{chaos_rank, ChaosConfig};
+use collectives::mpi::rsmpi::collective::{CommunicatorCollectives as _, SystemOperation};
+use collectives::mpi::{MpiConfig, MpiJob};
+use collectives::{bf16, AllReduceAlgorithm, BroadcastAlgorithm, CollectiveError, ReduceOp};
+
+use crate::correctness::check_all;
+
+/// Set (through `mpirun -x`) in the ranks started by [`collectives_over_mpi`].
+const CHILD: &str = "PARDIS_TEST_MPI";
+
+#[test]
+fn collectives_over_mpi() {
+    if std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some() {
+        println!("already inside an MPI job: run mpi::mpi_child instead");
+        return;
+    }
+    for n in [2, 3, 4] {
+        let start = Instant::now();
+        let lines = run_mpi(n, Duration::from_secs(120));
+        let has = |l: String| lines.contains(&l);
+        let ok = (0..n).all(|r| has(format!("RANK {r} OK")))
+            && (0..n - 1).all(|r| has(format!("RANK {r} PEERLOST")));
+        assert!(ok, "{n} MPI ranks reported {lines:#?}");
+        println!("{n} MPI ranks: {:.1} s", start.elapsed().as_secs_f64());
+    }
+}
+
+/// Runs `mpi_child` on `n` MPI ranks; returns the `RANK ...` lines (kills the job after `limit`).
+fn run_mpi(n: usize, limit: Duration) -> Vec<String> {
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new("mpirun")
+        .args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-n",
+            &n.to_string(),
+        ])
+        .args(["-x", &format!("{CHILD}=1")])
+        .arg(exe)
+        .args(["--exact", "mpi::mpi_child", "--ignored", "--nocapture"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect(
+            "`mpirun` must be on PATH for the `mpi` feature's tests (apt-get install openmpi-bin)",
+        );
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if let Some(i) = line.find("RANK ") {
+                let _ = tx.send(line[i..].to_string());
+            }
+        }
+    });
+    let end = Instant::now() + limit;
+    let mut lines = Vec::new();
+    while let Ok(l) = rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
+        lines.push(l);
+    }
+    let finished = Instant::now() < end;
+    if !finished {
+        let _ = child.kill();
+    }
+    let status = child.wait().unwrap();
+    assert!(finished, "MPI job of {n} ranks hung; got {lines:#?}");
+    assert!(
+        status.success(),
+        "mpirun -n {n} failed: {status}; got {lines:#?}"
+    );
+    lines
+}
+
+/// Body of each MPI rank; does nothing when run as an ordinary (ignored) test.
+#[test]
+#[ignore = "run under mpirun by collectives_over_mpi"]
+fn mpi_child() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    let job = MpiJob::init(&MpiConfig::default()).unwrap();
+    let comm = job.world();
+    let (n, me) = (comm.world_size(), comm.rank());
+    for len in [0, 1, 13, 1009] {
+        check_all::<f32>(comm, len);
+    }
+    check_all::<f64>(comm, 7);
+    check_all::<i64>(comm, 5);
+    check_all::<u8>(comm, 3);
+    check_all::<bf16>(comm, 11);
+
+    // Large messages (rendezvous protocol), both all-reduce algorithms, against MPI_Allreduce.
+    let len = (1 << 20) + 3;
+    let mine: Vec<i64> = (0..len as i64).map(|i| i % 1000 + me as i64).collect();
+    let mut theirs = vec![0i64; len];
+    job.mpi_world()
+        .all_reduce_into(&mine[..], &mut theirs[..], SystemOperation::sum());
+    for algo in [
+        AllReduceAlgorithm::Ring,
+        AllReduceAlgorithm::HalvingDoubling,
+    ] {
+        let ours = comm
+            .iall_reduce_with(mine.clone(), ReduceOp::Sum, algo)
+            .unwrap()
+            .wait()
+            .unwrap();
+        assert!(
+            ours == theirs,
+            "rank {me}: {algo:?} differs from MPI_Allreduce"
+        );
+    }
+    let want: Vec<f32> = (0..len).map(|i| i as f32).collect();
+    let data = if me == n - 1 {
+        want.clone()
+    } else {
+        vec![0.0; len]
+    };
+    let got = comm
+        .ibroadcast_with(data, n - 1, BroadcastAlgorithm::Pipelined)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(got == want, "rank {me}: pipelined broadcast");
+
+    // The chaos-order workload through the preemptive engine over MPI.
+    for seed in 0..4 {
+        let cfg = ChaosConfig {
+            collectives: 6,
+            elements: 4096,
+            seed,
+            ..ChaosConfig::default()
+        };
+        let r = chaos_rank(&cfg, comm).unwrap();
+        assert!(
+            r.first_error.is_none(),
+            "rank {me} seed {seed}: {:?}",
+            r.first_error
+        );
+        assert_eq!(r.correct, 6, "rank {me} seed {seed}");
+    }
+    comm.barrier().unwrap();
+    println!("RANK {me} OK");
+
+    // The last rank aborts: the others get PeerLost naming it (goodbye message), not a hang.
+    if me == n - 1 {
+        comm.abort("aborted on purpose");
+    } else {
+        match comm.all_reduce(vec![1.0f32; 4096], ReduceOp::Sum) {
+            Err(CollectiveError::PeerLost { rank, .. }) if rank == n - 1 => {
+                println!("RANK {me} PEERLOST")
+            }
+            other => panic!("rank {me}: expected PeerLost, got {other:?}"),
+        }
+    }
+}

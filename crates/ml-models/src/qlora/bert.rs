@@ -1,0 +1,285 @@
+//! A BERT encoder (Devlin et al., NAACL 2019) loaded from a Hugging Face `model.safetensors`,
+//! e.g. all-MiniLM-L6-v2 (Wang et al., "MiniLM", NeurIPS 2020, fine-tuned as a sentence
+//! encoder by Reimers & Gurevych's sentence-transformers): post-LayerNorm blocks, GELU (erf)
+//! MLP, learned absolute positions, mean pooling.
+//!
+//! Every projection is a LoRA [`Linear`] so the encoder can be NF4-quantized and adapted per
+//! layer kind and depth exactly like the GPT of the study ([`Bert::apply_lora`]). The attention
+//! projections of MiniLM have 384×384 = 147k weights and the MLP projections 384×1536 = 590k,
+//! so layer sizes differ as in Shen et al. (CMC 2025). All normalisations are the
+//! differentiable compositions of [`crate::core::ops`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor, D};
+use serde::Deserialize;
+
+use crate::core::ops::{layer_norm, softmax};
+use crate::core::{ParamStore, SeededInit};
+use crate::qlora::lora::{base_bytes, LayerKind, Linear, LoraConfig};
+use crate::{MlError, Result};
+
+/// The fields of a Hugging Face BERT `config.json` the encoder uses.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+pub struct BertConfig {
+    /// Word-piece vocabulary size.
+    pub vocab_size: usize,
+    /// Residual width.
+    pub hidden_size: usize,
+    /// Number of blocks.
+    pub num_hidden_layers: usize,
+    /// Attention heads.
+    pub num_attention_heads: usize,
+    /// MLP width.
+    pub intermediate_size: usize,
+    /// Position-embedding table size.
+    pub max_position_embeddings: usize,
+    /// Token-type (segment) vocabulary size.
+    pub type_vocab_size: usize,
+    /// LayerNorm epsilon.
+    pub layer_norm_eps: f64,
+}
+
+impl BertConfig {
+    /// Reads `config.json`.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| MlError::io(path, e))?;
+        serde_json::from_str(&text).map_err(|e| MlError::format("bert config", path, e.to_string()))
+    }
+}
+
+/// A linear layer with a (frozen) bias.
+#[derive(Debug)]
+struct Dense {
+    lin: Linear,
+    bias: Tensor,
+}
+
+impl Dense {
+    fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        Ok(self.lin.forward(x, train)?.broadcast_add(&self.bias)?)
+    }
+}
+
+#[derive(Debug)]
+struct Norm {
+    weight: Tensor,
+    bias: Tensor,
+}
+
+#[derive(Debug)]
+struct BertLayer {
+    q: Dense,
+    k: Dense,
+    v: Dense,
+    o: Dense,
+    attn_norm: Norm,
+    up: Dense,
+    down: Dense,
+    out_norm: Norm,
+}
+
+impl BertLayer {
+    fn linears_mut(&mut self) -> [(LayerKind, &mut Linear); 6] {
+        [
+            (LayerKind::Q, &mut self.q.lin),
+            (LayerKind::K, &mut self.k.lin),
+            (LayerKind::V, &mut self.v.lin),
+            (LayerKind::O, &mut self.o.lin),
+            (LayerKind::Up, &mut self.up.lin),
+            (LayerKind::Down, &mut self.down.lin),
+        ]
+    }
+}
+
+/// The encoder with frozen f32 weights; [`Bert::apply_lora`] quantizes and adapts it.
+#[derive(Debug)]
+pub struct Bert {
+    cfg: BertConfig,
+    word: Tensor,
+    position: Tensor,
+    token_type: Tensor,
+    embed_norm: Norm,
+    layers: Vec<BertLayer>,
+}
+
+/// Tensors of a safetensors file by name, with typed errors for absent or misshaped ones.
+struct Weights {
+    path: PathBuf,
+    map: HashMap<String, Tensor>,
+}
+
+impl Weights {
+    fn get(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
+        let t = self.map.get(name).ok_or_else(|| MlError::MissingTensor {
+            path: self.path.clone(),
+            name: name.to_string(),
+        })?;
+        if t.dims() != shape {
+            return Err(MlError::ShapeMismatch {
+                name: name.to_string(),
+                expected: shape.to_vec(),
+                found: t.dims().to_vec(),
+            });
+        }
+        Ok(t.to_dtype(DType::F32)?)
+    }
+
+    fn norm(&self, prefix: &str, d: usize) -> Result<Norm> {
+        Ok(Norm {
+            weight: self.get(&format!("{prefix}.LayerNorm.weight"), &[d])?,
+            bias: self.get(&format!("{prefix}.LayerNorm.bias"), &[d])?,
+        })
+    }
+
+    fn dense(&self, prefix: &str, i: usize, o: usize) -> Result<Dense> {
+        let w = self.get(&format!("{prefix}.weight"), &[o, i])?;
+        Ok(Dense {
+            lin: Linear::frozen(prefix, w)?,
+            bias: self.get(&format!("{prefix}.bias"), &[o])?,
+        })
+    }
+}
+
+impl Bert {
+    /// Loads the encoder from a Hugging Face `model.safetensors` (names as in `BertModel`, with
+    /// or without a `bert.` prefix). Missing tensors and wrong shapes are typed errors.
+    pub fn load(cfg: BertConfig, weights: &Path) -> Result<Self> {
+        let raw = candle_core::safetensors::load(weights, &Device::Cpu).map_err(|e| {
+            MlError::CorruptCheckpoint {
+                path: weights.to_path_buf(),
+                reason: e.to_string(),
+            }
+        })?;
+        let map = raw
+            .into_iter()
+            .map(|(k, v)| (k.strip_prefix("bert.").map(str::to_string).unwrap_or(k), v))
+            .collect();
+        let w = Weights {
+            path: weights.to_path_buf(),
+            map,
+        };
+        let (d, ff) = (cfg.hidden_size, cfg.intermediate_size);
+        let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
+        for l in 0..cfg.num_hidden_layers {
+            let p = format!("encoder.layer.{l}");
+            layers.push(BertLayer {
+                q: w.dense(&format!("{p}.attention.self.query"), d, d)?,
+                k: w.dense(&format!("{p}.attention.self.key"), d, d)?,
+                v: w.dense(&format!("{p}.attention.self.value"), d, d)?,
+                o: w.dense(&format!("{p}.attention.output.dense"), d, d)?,
+                attn_norm: w.norm(&format!("{p}.attention.output"), d)?,
+                up: w.dense(&format!("{p}.intermediate.dense"), d, ff)?,
+                down: w.dense(&format!("{p}.output.dense"), ff, d)?,
+                out_norm: w.norm(&format!("{p}.output"), d)?,
+            });
+        }
+        Ok(Self {
+            word: w.get("embeddings.word_embeddings.weight", &[cfg.vocab_size, d])?,
+            position: w.get(
+                "embeddings.position_embeddings.weight",
+                &[cfg.max_position_embeddings, d],
+            )?,
+            token_type: w.get(
+                "embeddings.token_type_embeddings.weight",
+                &[cfg.type_vocab_size, d],
+            )?,
+            embed_norm: w.norm("embeddings", d)?,
+            layers,
+            cfg,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &BertConfig {
+        &self.cfg
+    }
+
+    /// Hidden states `[batch, seq, hidden]` for token ids `[batch, seq]` (u32) and an attention
+    /// mask `[batch, seq]` (1 = token, 0 = padding; f32). Token types are all 0.
+    pub fn forward(&self, ids: &Tensor, mask: &Tensor, train: bool) -> Result<Tensor> {
+        let (b, t) = ids.dims2()?;
+        let d = self.cfg.hidden_size;
+        if t > self.cfg.max_position_embeddings {
+            return Err(MlError::InvalidInput(format!(
+                "sequence of {t} tokens exceeds the {} positions of the model",
+                self.cfg.max_position_embeddings
+            )));
+        }
+        let words = self.word.index_select(&ids.flatten_all()?, 0)?;
+        let x = words
+            .reshape((b, t, d))?
+            .broadcast_add(&self.position.narrow(0, 0, t)?)?
+            .broadcast_add(&self.token_type.narrow(0, 0, 1)?)?;
+        let eps = self.cfg.layer_norm_eps;
+        let mut x = norm(&x, &self.embed_norm, eps)?;
+        // Additive mask [b, 1, 1, t]: 0 for tokens, -1e9 for padding.
+        let add_mask = ((mask.to_dtype(DType::F32)? - 1.0)? * 1e9)?.reshape((b, 1, 1, t))?;
+        for layer in &self.layers {
+            let a = self.attention(layer, &x, &add_mask, train)?;
+            let h = norm(&(x + a)?, &layer.attn_norm, eps)?;
+            let m = layer
+                .down
+                .forward(&layer.up.forward(&h, train)?.gelu_erf()?, train)?;
+            x = norm(&(h + m)?, &layer.out_norm, eps)?;
+        }
+        Ok(x)
+    }
+
+    fn attention(&self, l: &BertLayer, x: &Tensor, mask: &Tensor, train: bool) -> Result<Tensor> {
+        let (b, t, d) = x.dims3()?;
+        let nh = self.cfg.num_attention_heads;
+        let hd = d / nh;
+        let heads = |y: Tensor| -> Result<Tensor> {
+            Ok(y.reshape((b, t, nh, hd))?.transpose(1, 2)?.contiguous()?)
+        };
+        let q = heads(l.q.forward(x, train)?)?;
+        let k = heads(l.k.forward(x, train)?)?;
+        let v = heads(l.v.forward(x, train)?)?;
+        let att = (q.matmul(&k.t()?.contiguous()?)? / (hd as f64).sqrt())?;
+        let att = softmax(&att.broadcast_add(mask)?)?;
+        let y = att.matmul(&v)?.transpose(1, 2)?.reshape((b, t, d))?;
+        l.o.forward(&y, train)
+    }
+
+    /// Sentence embeddings `[batch, hidden]`: the mask-weighted mean of the hidden states, as
+    /// sentence-transformers' pooling layer of all-MiniLM-L6-v2 (before its L2 normalisation).
+    pub fn mean_pool(hidden: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        let m = mask.to_dtype(DType::F32)?.unsqueeze(D::Minus1)?;
+        let sum = hidden.broadcast_mul(&m)?.sum(1)?;
+        let count = m.sum(1)?.clamp(1e-9, f64::MAX)?;
+        Ok(sum.broadcast_div(&count)?)
+    }
+
+    /// Turns the encoder into a LoRA/QLoRA model: every projection's base is stored as
+    /// `cfg.base` (e.g. NF4) and adapters are attached where `cfg` says (kinds Q, K, V, O, Up =
+    /// `intermediate.dense`, Down = `output.dense`; `Gate` does not occur in BERT). Embeddings,
+    /// biases and norms stay frozen f32.
+    pub fn apply_lora(
+        &mut self,
+        cfg: &LoraConfig,
+        store: &mut ParamStore,
+        init: &mut SeededInit,
+    ) -> Result<()> {
+        for (l, layer) in self.layers.iter_mut().enumerate() {
+            for (kind, lin) in layer.linears_mut() {
+                cfg.apply_to(lin, kind, l, store, init)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes of the projection weights at their storage size (f32, NF4, ...).
+    pub fn linear_base_bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .flat_map(|l| [&l.q, &l.k, &l.v, &l.o, &l.up, &l.down])
+            .map(|dense| base_bytes(dense.lin.base()))
+            .sum()
+    }
+}
+
+fn norm(x: &Tensor, n: &Norm, eps: f64) -> Result<Tensor> {
+    layer_norm(x, &n.weight, &n.bias, eps)
+}

@@ -1,0 +1,45 @@
+//! Helpers shared by the examples.
+
+use memory_model::ModelConfig;
+use parallel_plan::mesh::DeviceMesh;
+use parallel_plan::plan::Plan;
+use parallel_plan::planner::{self, Objective, PlanReport};
+use parallel_plan::search::Problem;
+
+/// Bytes per GiB.
+pub(crate) const GIB: f64 = (1u64 << 30) as f64;
+
+/// The default problem for a built-in model on `nodes` DGX A100-80GB nodes.
+pub(crate) fn dgx_problem(
+    model: &str,
+    nodes: usize,
+) -> Result<Problem, Box<dyn std::error::Error>> {
+    Ok(Problem::new(
+        ModelConfig::preset(model)?,
+        DeviceMesh::preset("dgx-a100-80g", nodes)?,
+    ))
+}
+
+/// The min-memory plan within `slack` of the fastest, and the wall-clock seconds it took.
+pub(crate) fn timed_min_memory(
+    problem: &Problem,
+    slack: f64,
+) -> Result<(PlanReport, f64), Box<dyn std::error::Error>> {
+    let start = std::time::Instant::now();
+    let report = planner::plan(problem, Objective::MinMemory { slack }, &|_, _, _| {})?;
+    Ok((report, start.elapsed().as_secs_f64()))
+}
+
+/// `pp2 (12/12) gpu8 m32 1F1B none`: the shape of a plan in one cell.
+pub(crate) fn shape(p: &Plan) -> String {
+    let layers: Vec<String> = p.layers_per_stage.iter().map(u64::to_string).collect();
+    format!(
+        "pp{} ({}) {} m{} {} {}",
+        p.pipeline_stages,
+        layers.join("/"),
+        p.stage_mesh,
+        p.micro_batches,
+        p.schedule,
+        p.recompute
+    )
+}

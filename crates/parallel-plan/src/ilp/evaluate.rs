@@ -1,0 +1,144 @@
+//! Evaluating choices of a [`StrategyGraph`] without the solver: validation, time and memory
+//! of a choice, bounds, and the exhaustive reference the tests compare the ILP against.
+
+use super::{IlpObjective, StrategyEdge, StrategyGraph};
+use crate::error::{PlanError, Result};
+
+impl StrategyGraph {
+    /// Checks that every node has ≥ 1 strategy with matching cost vectors, copies ≥ 1, and that
+    /// edges reference existing nodes with matrices of the right size and finite costs.
+    pub fn validate(&self) -> Result<()> {
+        for n in &self.nodes {
+            if n.time.is_empty() || n.time.len() != n.memory.len() || n.copies == 0 {
+                return Err(PlanError::InvalidGraph(format!(
+                    "node `{}` needs ≥ 1 strategy, equal-length time/memory and copies ≥ 1",
+                    n.name
+                )));
+            }
+            if n.time.iter().any(|t| !t.is_finite() || *t < 0.0) {
+                return Err(PlanError::InvalidGraph(format!(
+                    "node `{}` has a bad time",
+                    n.name
+                )));
+            }
+        }
+        for (k, e) in self.edges.iter().enumerate() {
+            let (Some(u), Some(v)) = (self.nodes.get(e.from), self.nodes.get(e.to)) else {
+                return Err(PlanError::InvalidGraph(format!(
+                    "edge {k} names a missing node"
+                )));
+            };
+            let maps_ok = (e.from_class.is_empty() || e.from_class.len() == u.time.len())
+                && (e.to_class.is_empty() || e.to_class.len() == v.time.len());
+            let (cu, cv) = (
+                StrategyEdge::classes(&e.from_class, u.time.len()),
+                StrategyEdge::classes(&e.to_class, v.time.len()),
+            );
+            if e.from == e.to || e.copies == 0 || !maps_ok || e.cost.len() != cu * cv {
+                return Err(PlanError::InvalidGraph(format!(
+                    "edge {k} ({} → {}) needs distinct ends, copies ≥ 1, class maps per strategy and a {cu}×{cv} matrix",
+                    u.name, v.name
+                )));
+            }
+            if e.cost.iter().any(|t| !t.is_finite() || *t < 0.0) {
+                return Err(PlanError::InvalidGraph(format!("edge {k} has a bad cost")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Total time of a choice, seconds (copies counted).
+    pub fn time_of(&self, choice: &[usize]) -> f64 {
+        let nodes: f64 = self
+            .nodes
+            .iter()
+            .zip(choice)
+            .map(|(n, &c)| n.copies as f64 * n.time[c])
+            .sum();
+        let edges: f64 = self
+            .edges
+            .iter()
+            .map(|e| {
+                e.copies as f64
+                    * e.cost_of(choice[e.from], choice[e.to], self.nodes[e.to].time.len())
+            })
+            .sum();
+        nodes + edges
+    }
+
+    /// Total memory of a choice, bytes (copies counted).
+    pub fn memory_of(&self, choice: &[usize]) -> u64 {
+        self.nodes
+            .iter()
+            .zip(choice)
+            .map(|(n, &c)| n.copies as u64 * n.memory[c])
+            .sum()
+    }
+
+    /// A lower bound on the time of any choice, seconds: each node's edges are charged to their
+    /// consumer, and every node takes the strategy minimising its own time plus, per incoming
+    /// edge, the cheapest resharding into that strategy. The outer search skips candidates whose
+    /// bound already exceeds what it needs.
+    pub fn time_lower_bound(&self) -> f64 {
+        let mut per_strategy: Vec<Vec<f64>> = self
+            .nodes
+            .iter()
+            .map(|n| n.time.iter().map(|t| n.copies as f64 * t).collect())
+            .collect();
+        for e in &self.edges {
+            let (nu, nv) = (self.nodes[e.from].time.len(), self.nodes[e.to].time.len());
+            for (j, total) in per_strategy[e.to].iter_mut().enumerate() {
+                let cheapest = (0..nu)
+                    .map(|i| e.cost_of(i, j, nv))
+                    .fold(f64::INFINITY, f64::min);
+                *total += e.copies as f64 * cheapest;
+            }
+        }
+        per_strategy
+            .iter()
+            .map(|v| v.iter().copied().fold(f64::INFINITY, f64::min))
+            .sum()
+    }
+
+    /// The smallest memory any choice reaches (memory is separable per node), bytes.
+    pub fn min_memory(&self) -> u64 {
+        self.nodes
+            .iter()
+            .map(|n| n.copies as u64 * n.memory.iter().copied().min().unwrap_or(0))
+            .sum()
+    }
+
+    /// Exhaustive reference: the best choice for `objective` by enumerating every combination
+    /// (exponential; for tests on graphs of a few nodes). `None` when no choice is feasible.
+    pub fn brute_force(&self, objective: IlpObjective) -> Option<(Vec<usize>, f64)> {
+        let mut choice = vec![0usize; self.nodes.len()];
+        let mut best: Option<(Vec<usize>, f64)> = None;
+        loop {
+            let (time, mem) = (self.time_of(&choice), self.memory_of(&choice) as f64);
+            let value = match objective {
+                IlpObjective::MinTime { memory_budget } => {
+                    memory_budget.is_none_or(|b| mem <= b).then_some(time)
+                }
+                IlpObjective::MinMemory { time_limit } => (time <= time_limit).then_some(mem),
+            };
+            if let Some(v) = value {
+                if best.as_ref().is_none_or(|(_, b)| v < *b) {
+                    best = Some((choice.clone(), v));
+                }
+            }
+            // Odometer increment.
+            let mut k = 0;
+            loop {
+                if k == choice.len() {
+                    return best;
+                }
+                choice[k] += 1;
+                if choice[k] < self.nodes[k].time.len() {
+                    break;
+                }
+                choice[k] = 0;
+                k += 1;
+            }
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Turning stage solutions into a reported [`Plan`]: memory by category recomputed with
+//! memory-model, per-operator shardings and the collectives they insert.
+
+use super::{Candidate, Problem, StageProblem};
+use crate::error::Result;
+use crate::graph::ComputationGraph;
+use crate::ilp::{IlpObjective, IlpSolution};
+use crate::mesh::DeviceMesh;
+use crate::plan::{IlpSummary, MemoryBreakdown, OperatorPlan, Plan, StagePlan};
+use crate::sharding::Sharding;
+use crate::strategy::edge_collectives;
+
+impl Problem {
+    /// Solves every stage of `cand` for `objective` and assembles the plan.
+    pub(crate) fn solve(
+        &self,
+        name: &str,
+        cand: &Candidate,
+        stages: &[StageProblem],
+        objective: IlpObjective,
+    ) -> Result<Plan> {
+        let solutions = stages
+            .iter()
+            .map(|st| st.space.ilp.solve(objective, &self.solver))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(self.assemble(name, cand, stages, &solutions))
+    }
+
+    /// Turns stage solutions into a [`Plan`], recomputing every stage's memory by category with
+    /// memory-model's `operator_memory` for the chosen shardings.
+    pub(crate) fn assemble(
+        &self,
+        name: &str,
+        cand: &Candidate,
+        stages: &[StageProblem],
+        solutions: &[IlpSolution],
+    ) -> Plan {
+        let b = self.global_batch / cand.micro_batches;
+        let setup = self.stage_setup(cand);
+        let mesh = &cand.stage_mesh;
+        let keys = self.stage_keys(cand);
+        let mut stage_plans = Vec::new();
+        for ((st, sol), key) in stages.iter().zip(solutions).zip(&keys) {
+            let mut mem = MemoryBreakdown {
+                overhead: self.setup.overhead_bytes,
+                ..Default::default()
+            };
+            let mut ops = Vec::new();
+            for (i, &c) in sol.choice.iter().enumerate() {
+                let s = &st.space.shardings[i][c];
+                let copies = st.graph.graph.ops[i].copies as u64;
+                let sharding = st.graph.operator_sharding(i, s, mesh);
+                if let Ok(m) =
+                    memory_model::operator_memory(&st.graph.source_ops[i], &sharding, &setup)
+                {
+                    mem.parameters += copies * m.device.parameters;
+                    mem.gradients += copies * m.device.gradients;
+                    mem.optimizer_states += copies * m.device.optimizer_states;
+                    mem.activations += copies * m.device.activations * key.in_flight;
+                }
+                ops.push(operator_plan(
+                    &st.graph.graph,
+                    &st.space.shardings,
+                    mesh,
+                    i,
+                    &sol.choice,
+                ));
+            }
+            mem.total = mem.parameters
+                + mem.gradients
+                + mem.optimizer_states
+                + mem.activations
+                + mem.buffers
+                + mem.transient
+                + mem.overhead;
+            stage_plans.push(StagePlan {
+                index: st.key_index,
+                layers: st.layers,
+                operators: ops,
+                memory: mem,
+                ilp_memory: sol.memory,
+                time_s: sol.time,
+                ilp: sol.stats.clone(),
+            });
+        }
+        let peak = stage_plans
+            .iter()
+            .map(|s| s.memory)
+            .max_by_key(|m| m.total)
+            .unwrap_or_default();
+        let time = stage_plans.iter().map(|s| s.time_s).fold(0.0, f64::max);
+        Plan {
+            name: name.to_string(),
+            pipeline_stages: cand.pp,
+            stage_mesh: mesh.shape_string(),
+            micro_batches: cand.micro_batches,
+            micro_batch_size: b,
+            schedule: format!("{:?}", cand.schedule),
+            recompute: format!("{:?}", cand.recompute).to_lowercase(),
+            layers_per_stage: cand.layers.clone(),
+            per_device_memory: peak,
+            step_time_s: time,
+            fits: peak.total <= self.mesh.device_memory_bytes,
+            ilp: IlpSummary::summary_of(stage_plans.iter().map(|s| &s.ilp)),
+            stages: stage_plans,
+        }
+    }
+}
+
+/// Names of the axes in `mask`, e.g. `node,gpu`.
+pub fn axis_names(mesh: &DeviceMesh, mask: u8) -> String {
+    let names: Vec<&str> = mesh
+        .axes
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| mask & (1 << k) != 0)
+        .map(|(_, a)| a.name.as_str())
+        .collect();
+    names.join(",")
+}
+
+/// The chosen sharding of operator `op` of `g` and the collectives it and its incoming edges
+/// insert, for the strategy `choice` (indices into `shardings`).
+pub(crate) fn operator_plan(
+    g: &ComputationGraph,
+    shardings: &[Vec<Sharding>],
+    mesh: &DeviceMesh,
+    op: usize,
+    choice: &[usize],
+) -> OperatorPlan {
+    let s = &shardings[op][choice[op]];
+    let o = &g.ops[op];
+    let parts: Vec<String> = o
+        .dims
+        .iter()
+        .zip(&s.dim_axes)
+        .filter(|(_, &a)| a != 0)
+        .map(|(d, &a)| format!("{}:{}", d.name, axis_names(mesh, a)))
+        .collect();
+    let mut collectives = Vec::new();
+    for (k, e) in g.edges.iter().enumerate().filter(|(_, e)| e.to == op) {
+        let su = &shardings[e.from][choice[e.from]];
+        for (c, axes) in edge_collectives(g, mesh, k, su, s) {
+            collectives.push(format!(
+                "{c}@{} from {}",
+                axis_names(mesh, axes),
+                g.ops[e.from].name
+            ));
+        }
+    }
+    let dp = s.zero_axes(o);
+    let skipped = s.dp_axes(o) & s.zero_skip_axes;
+    if o.weight.is_some() && skipped != 0 {
+        collectives.push(format!("grad all-reduce@{}", axis_names(mesh, skipped)));
+    }
+    if o.weight.is_some() && dp != 0 {
+        let sync = match s.zero.number() {
+            0 => "grad all-reduce",
+            1 => "grad reduce-scatter + param all-gather",
+            2 => "grad reduce-scatter per micro-batch + param all-gather",
+            _ => "param all-gather ×2 + grad reduce-scatter per micro-batch",
+        };
+        collectives.push(format!("{sync}@{}", axis_names(mesh, dp)));
+    }
+    OperatorPlan {
+        name: o.name.clone(),
+        copies: o.copies,
+        sharding: if parts.is_empty() {
+            "replicated".into()
+        } else {
+            parts.join(" ")
+        },
+        zero: s.zero.number(),
+        collectives,
+    }
+}

@@ -1,0 +1,58 @@
+//! Command-line handling shared by the benchmark examples `spmm_compare` and `spmm_sweep`.
+
+use std::collections::HashMap;
+
+/// `--threads N --k K1,K2 --reps N --precision f32|f64`, the example's own options, and the
+/// matrices (paths or generator specs).
+pub(crate) struct Args {
+    pub(crate) threads: usize,
+    pub(crate) ks: Vec<usize>,
+    pub(crate) reps: usize,
+    pub(crate) f32: bool,
+    /// The example's own options: `--name value`, or `--name` → `""` for switches.
+    pub(crate) extra: HashMap<String, String>,
+    pub(crate) matrices: Vec<String>,
+}
+
+/// Parses the process arguments; `valued` and `switches` name the example's own options.
+pub(crate) fn parse(ks: &[usize], reps: usize, valued: &[&str], switches: &[&str]) -> Args {
+    let mut o = Args {
+        threads: 2,
+        ks: ks.to_vec(),
+        reps,
+        f32: false,
+        extra: HashMap::new(),
+        matrices: Vec::new(),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || args.next().unwrap_or_else(|| panic!("{a} needs a value"));
+        match a.as_str() {
+            "--threads" => o.threads = value().parse().expect("--threads N"),
+            "--k" => {
+                o.ks = value()
+                    .split(',')
+                    .map(|k| k.parse().expect("--k 16,64"))
+                    .collect()
+            }
+            "--reps" => o.reps = value().parse().expect("--reps N"),
+            "--precision" => o.f32 = value() == "f32",
+            s if valued.contains(&s.trim_start_matches('-')) => {
+                let v = value();
+                o.extra.insert(s.trim_start_matches('-').to_string(), v);
+            }
+            s if switches.contains(&s.trim_start_matches('-')) => {
+                o.extra
+                    .insert(s.trim_start_matches('-').to_string(), String::new());
+            }
+            _ => o.matrices.push(a),
+        }
+    }
+    o
+}
+
+/// The median of `v` (upper median for an even length).
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
