@@ -173,7 +173,24 @@ const PLAN_HEADERS: [&str; 8] = [
 ];
 
 fn plan_cells(name: String, p: &Plan) -> Vec<String> {
-    let layers: Vec<String> = p.layers_per_stage.iter().map(u64::to_string).collect();
+    // Run-length: 32 stages of 3 layers print as `3×32`, 7/7/7/3 as `7×3/3`.
+    let mut runs: Vec<(u64, usize)> = Vec::new();
+    for &l in &p.layers_per_stage {
+        match runs.last_mut() {
+            Some((v, n)) if *v == l => *n += 1,
+            _ => runs.push((l, 1)),
+        }
+    }
+    let layers: Vec<String> = runs
+        .iter()
+        .map(|&(v, n)| {
+            if n > 1 {
+                format!("{v}×{n}")
+            } else {
+                v.to_string()
+            }
+        })
+        .collect();
     let mem = format!(
         "{}{}",
         output::bytes(p.per_device_memory.total),
