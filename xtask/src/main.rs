@@ -1,9 +1,10 @@
 //! Project automation, runnable with nothing but cargo:
 //!
 //! - `cargo xtask demo [-- <pardis plan flags>]`: installs missing system packages, builds the
-//!   CLI in release mode and runs `pardis plan` on its built-in defaults (the main job).
+//!   CLI's `plan` subcommand in release mode and runs `pardis plan` on its built-in defaults (the
+//!   main job).
 //! - `cargo xtask test`: everything CI runs, cheapest first: fmt, clippy, tests, selective-build
-//!   checks of the umbrella crate, docs. Prints the wall time of each step.
+//!   checks of the umbrella crate and of the demo's CLI, docs. Prints the wall time of each step.
 //! - `cargo xtask deps`: only installs missing system packages.
 
 use std::process::{Command, ExitCode};
@@ -11,6 +12,9 @@ use std::time::Instant;
 
 /// Umbrella features that must each build alone.
 const FEATURES: [&str; 6] = ["memory", "plan", "sparse", "graph", "collectives", "ml"];
+
+/// The pardis-cli features `cargo xtask demo` builds.
+const DEMO_FEATURES: &str = "plan";
 
 /// Crates that must not appear in a `sparse`-only build of the umbrella.
 const HEAVY: [&str; 3] = ["highs", "highs-sys", "candle-core"];
@@ -150,7 +154,19 @@ fn ensure_system_deps(mpi: bool) -> Result<(), String> {
 }
 
 fn demo(extra: &[String]) -> Result<(), String> {
-    let mut args = vec!["run", "--release", "--package", "pardis-cli", "--", "plan"];
+    // Only the `plan` subcommand (and `memory`, which it implies): no candle, no kernels, so
+    // the first build is the HiGHS solver and little else.
+    let mut args = vec![
+        "run",
+        "--release",
+        "--package",
+        "pardis-cli",
+        "--no-default-features",
+        "--features",
+        DEMO_FEATURES,
+        "--",
+        "plan",
+    ];
     args.extend(extra.iter().map(String::as_str));
     run("cargo", &args, &[])
 }
@@ -234,6 +250,19 @@ fn test() -> Result<(), String> {
                 &[],
             )?;
         }
+        // The CLI as `cargo xtask demo` builds it.
+        run(
+            "cargo",
+            &[
+                "check",
+                "-p",
+                "pardis-cli",
+                "--no-default-features",
+                "--features",
+                DEMO_FEATURES,
+            ],
+            &[],
+        )?;
         let tree = capture(
             "cargo",
             &[

@@ -16,35 +16,56 @@ struct Cli {
     command: Command,
 }
 
-#[derive(Debug, Subcommand)]
-enum Command {
+/// Declares the subcommands: each is built when its cargo feature is on, and otherwise kept as a
+/// [`cmd::NotBuilt`] placeholder that says how to build it.
+macro_rules! subcommands {
+    ($( $(#[$doc:meta])* $variant:ident($module:ident, $feature:literal, $name:literal), )*) => {
+        #[derive(Debug, Subcommand)]
+        enum Command {
+            $(
+                $(#[$doc])*
+                #[cfg(feature = $feature)]
+                $variant(cmd::$module::Args),
+                $(#[$doc])*
+                #[cfg(not(feature = $feature))]
+                $variant(cmd::NotBuilt),
+            )*
+            /// Public data sets: where they are and whether they verify.
+            Datasets(cmd::datasets::Args),
+        }
+
+        fn dispatch(command: Command) -> anyhow::Result<()> {
+            match command {
+                $(
+                    #[cfg(feature = $feature)]
+                    Command::$variant(a) => cmd::$module::run(a),
+                    #[cfg(not(feature = $feature))]
+                    Command::$variant(_) => cmd::not_built($name, $feature),
+                )*
+                Command::Datasets(a) => cmd::datasets::run(a),
+            }
+        }
+    };
+}
+
+subcommands! {
     /// Training memory of a large model per device, per stage and per category.
-    Memory(cmd::memory::Args),
+    Memory(memory, "memory", "memory"),
     /// Memory-minimal parallel plan for training a model on a cluster, beside Megatron-LM's.
-    Plan(cmd::plan::Args),
+    Plan(plan, "plan", "plan"),
     /// Parallel sparse × dense matrix multiplication (LSSM) on a matrix file or generator.
-    Spmm(cmd::spmm::Args),
+    Spmm(spmm, "sparse", "spmm"),
     /// Parallel breadth-first search with Graph500 validation and TEPS.
-    Bfs(cmd::bfs::Args),
+    Bfs(bfs, "graph", "bfs"),
     /// Deadlock-free collective communication: benchmarks and the chaos-order demo.
-    Collectives(cmd::collectives::Args),
+    Collectives(collectives, "collectives", "collectives"),
     /// Machine-learning experiments (QLoRA study and others).
-    Ml(cmd::ml::Args),
-    /// Public data sets: where they are and whether they verify.
-    Datasets(cmd::datasets::Args),
+    Ml(ml, "ml", "ml"),
 }
 
 fn main() {
     let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Memory(a) => cmd::memory::run(a),
-        Command::Plan(a) => cmd::plan::run(a),
-        Command::Spmm(a) => cmd::spmm::run(a),
-        Command::Bfs(a) => cmd::bfs::run(a),
-        Command::Collectives(a) => cmd::collectives::run(a),
-        Command::Ml(a) => cmd::ml::run(a),
-        Command::Datasets(a) => cmd::datasets::run(a),
-    };
+    let result = dispatch(cli.command);
     if let Err(e) = result {
         eprintln!("error: {e:#}");
         std::process::exit(1);

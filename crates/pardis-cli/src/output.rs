@@ -1,4 +1,5 @@
 //! Shared presentation helpers: tables, byte units, progress bars.
+#![cfg_attr(not(feature = "full"), allow(dead_code))]
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
 
