@@ -154,6 +154,7 @@ fn ensure_system_deps(mpi: bool) -> Result<(), String> {
 }
 
 fn demo(extra: &[String]) -> Result<(), String> {
+    use_ccache_for_cmake();
     // Only the `plan` subcommand (and `memory`, which it implies): no candle, no kernels, so
     // the first build is the HiGHS solver and little else.
     let mut args = vec![
