@@ -4,21 +4,13 @@ use graph_kernels::{CsrGraph, GraphBuilder};
 use proptest::prelude::*;
 use std::path::PathBuf;
 
-/// The shared graph file `name` (under `graphs/`), looked up in `$PARDIS_DATA`, then
-/// `<workspace>/datasets/cache/`, then `<workspace>/../shared/datasets/`; `None` (with a
-/// message) when absent.
+/// The shared graph file `name` (under `graphs/`), looked up by `pardis-datasets` in
+/// `$PARDIS_DATA`, then `<workspace>/datasets/cache/`, then `<workspace>/../shared/datasets/`;
+/// `None` (with a message) when absent.
 pub(crate) fn graph_file(name: &str) -> Option<PathBuf> {
-    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut roots = Vec::new();
-    if let Some(dir) = std::env::var_os("PARDIS_DATA") {
-        roots.push(PathBuf::from(dir));
-    }
-    roots.push(workspace.join("datasets/cache"));
-    roots.push(workspace.join("../shared/datasets"));
-    let found = roots
-        .iter()
-        .map(|r| r.join("graphs").join(name))
-        .find(|p| p.is_file());
+    let found = pardis_datasets::DataRoots::from_env()
+        .locate_path(&format!("graphs/{name}"))
+        .map(|located| located.path);
     if found.is_none() {
         eprintln!("skipping: data file graphs/{name} not found (set PARDIS_DATA)");
     }
