@@ -156,6 +156,28 @@ impl<'a, T> DenseMut<'a, T> {
             .take(rows)
             .map(move |r| &mut r[..cols])
     }
+    /// The rows in chunks of `rows_per_chunk` (the last may be shorter), as an indexed parallel
+    /// iterator of disjoint views; chunk `i` starts at row `i · rows_per_chunk`.
+    pub(crate) fn into_par_row_chunks(
+        self,
+        rows_per_chunk: usize,
+    ) -> impl IndexedParallelIterator<Item = DenseMut<'a, T>>
+    where
+        T: Send,
+    {
+        let g = rows_per_chunk.max(1);
+        let (rows, cols, ld) = (self.rows, self.cols, self.ld);
+        self.data
+            .par_chunks_mut((g * ld).max(1))
+            .take(rows.div_ceil(g))
+            .enumerate()
+            .map(move |(i, data)| DenseMut {
+                data,
+                rows: g.min(rows - i * g),
+                cols,
+                ld,
+            })
+    }
     /// The first row, for the rest of the borrow.
     pub(crate) fn into_first_row(self) -> &'a mut [T] {
         &mut self.data[..self.cols]

@@ -64,7 +64,7 @@ pub use kernels::{
 };
 pub use lssm::{
     spmm_lssm, LssmConfig, SpmmPlan, BLOCK_WORK, LONG_ROW_GROUP, MAX_BLOCK, MIN_BLOCK, MIN_TASKS,
-    PREFETCH_B_BYTES,
+    PREFETCH_B_BYTES, ROW_CHUNK_WORK,
 };
 pub use par::Par;
 pub use scalar::{Scalar, SpIndex};

@@ -42,6 +42,9 @@ pub trait Scalar:
     fn to_f64(self) -> f64;
     /// Parses a decimal number.
     fn parse(s: &str) -> Option<Self>;
+    /// `self · a + b` with one rounding (fused multiply-add). Only used where the target has an
+    /// FMA instruction: elsewhere it is a slow library call.
+    fn mul_add(self, a: Self, b: Self) -> Self;
 }
 
 macro_rules! impl_scalar {
@@ -60,6 +63,10 @@ macro_rules! impl_scalar {
             }
             fn parse(s: &str) -> Option<Self> {
                 s.parse::<$t>().ok()
+            }
+            #[inline(always)]
+            fn mul_add(self, a: Self, b: Self) -> Self {
+                <$t>::mul_add(self, a, b)
             }
         }
     };

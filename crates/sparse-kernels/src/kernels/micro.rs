@@ -14,18 +14,27 @@
 //!   L1 while every tile over K passes over them, so each row of B is read from memory once;
 //!   each chunk's partial sums are added to the K-vector of C (in L1). Rows of at most one
 //!   chunk — almost every row of a sparse matrix — take one pass of the tiles.
-//! * **Prefetch** (optional, off by default, see [`crate::LssmConfig::prefetch`]): while a
-//!   chunk is multiplied, the rows of B the next chunk needs are prefetched into L1.
+//! * **Prefetch** (optional, see [`crate::LssmConfig::prefetch`]): while a chunk is
+//!   multiplied, the rows of B the next chunk needs are prefetched into L1; a watermark carried
+//!   from row to row of a task makes every nonzero's row of B prefetched once (before, each short
+//!   row prefetched the whole next chunk, re-issuing most prefetches of the row before it).
+//! * **Prefetch C.** Within a call of several rows, the row of C [`C_AHEAD`] rows ahead is
+//!   prefetched, so that reading its lines for ownership overlaps the arithmetic.
 //! * **Write C once.** Every K-vector of C is written once by its tiles, never zeroed first;
 //!   with `stream` (opt-in), the whole 64-byte lines of C rows are written with non-temporal
 //!   stores, which skip reading the destination lines into the cache first.
 //! * **No bounds checks in the hot loop.** The entry points take a validated [`CsrMatrix`]
 //!   (every column index `< ncols`) and assert `B.rows == A.ncols` once; the loads of B are then
-//!   unchecked (see the `SAFETY` comments). The generated code was checked with `objdump -d`
-//!   (release `spmm_sweep` example): the x86-v3 instance of the f64 tile loop is one
-//!   `vbroadcastsd`, 8 × (`vmulpd mem, ymm` + `vaddpd`), the index load and one `imul` per
-//!   nonzero, with no compare/branch besides the loop's.
+//!   unchecked (see the `SAFETY` comments).
+//! * **Fused multiply-add** on every SIMD level that has it (not on pulp's scalar fallback).
+//!   The generated code was checked with `objdump -d` (release `spmm_compare` example): the
+//!   x86-v3 instance of the `f64` tile loop is, per nonzero, the index load, one `imul`, one
+//!   `vbroadcastsd` and 8 × `vfmadd231pd mem, ymm, ymm` (12 instructions for 32 multiply-adds,
+//!   against 20 with separate `vmulpd` + `vaddpd`), with no compare/branch besides the loop's.
+//!   On the 2-core Zen 3 test machine both forms ran at the same speed (the loop waits for
+//!   memory, not for arithmetic); the fused form leaves more room in the reorder window.
 
+use super::memory::{fence_streams, prefetch_rows, prefetch_span, write};
 use crate::dense::{DenseMut, DenseRef};
 use crate::{CsrMatrix, Scalar, SpIndex};
 use pulp::{Simd, WithSimd};
@@ -41,61 +50,22 @@ pub(crate) struct Options {
     pub(crate) stream: bool,
 }
 
-/// How a tile writes its K-vector piece: on top of what is there or not, streaming or not.
+/// How a tile computes and writes its K-vector piece: with fused multiply-adds or not (only
+/// where the SIMD level has them), on top of what is there or not, streaming or not.
 #[derive(Clone, Copy)]
 struct Store {
+    fma: bool,
     accumulate: bool,
     stream: bool,
-}
-
-/// `*dst = acc`; with `stream`, the 64-byte lines that lie wholly inside `dst` are written
-/// with non-temporal stores and the partial lines at its ends with ordinary ones (a streaming
-/// store to part of a line makes the write-combining buffer flush a partial line, which is
-/// far slower than reading the line for ownership).
-#[inline(always)]
-fn write<T: Copy, const N: usize>(dst: &mut [T; N], acc: [T; N], stream: bool) {
-    let bytes = N * std::mem::size_of::<T>();
-    #[cfg(target_arch = "x86_64")]
-    if stream && bytes % 16 == 0 && dst.as_ptr() as usize % 16 == 0 {
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128, _mm_stream_si128};
-        let (src, out) = (
-            acc.as_ptr().cast::<__m128i>(),
-            dst.as_mut_ptr().cast::<__m128i>(),
-        );
-        let (start, end) = (out as usize, out as usize + bytes);
-        for j in 0..bytes / 16 {
-            let line = (start + 16 * j) & !63;
-            // SAFETY: `16 · (j + 1) <= bytes`, the size of both arrays; `out` is 16-byte
-            // aligned (checked above), `src` is read unaligned. SSE2 is part of x86-64.
-            unsafe {
-                let v = _mm_loadu_si128(src.add(j));
-                if line >= start && line + 64 <= end {
-                    _mm_stream_si128(out.add(j), v);
-                } else {
-                    _mm_storeu_si128(out.add(j), v);
-                }
-            }
-        }
-        return;
-    }
-    let _ = (bytes, stream);
-    *dst = acc;
-}
-
-/// Orders this thread's earlier streaming stores before its later stores (x86 `sfence`), so
-/// that whoever synchronises with this thread afterwards sees them.
-#[inline(always)]
-fn fence_streams() {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `sfence` has no preconditions; SSE is part of x86-64.
-    unsafe {
-        std::arch::x86_64::_mm_sfence()
-    };
 }
 
 /// Bytes of B rows one chunk of nonzeros may touch (half of a 32 KiB L1, leaving room for C).
 /// For K = 64 `f64` a chunk is 32 nonzeros, so the rows of most sparse matrices are one chunk.
 pub(crate) const CHUNK_BYTES: usize = 16 << 10;
+
+/// Rows of C prefetched ahead of the row being computed, so that reading the destination lines
+/// for ownership overlaps the arithmetic of the rows before.
+const C_AHEAD: usize = 4;
 
 /// Nonzeros per chunk for `k` columns of `T`: `CHUNK_BYTES / (K · size)`, clamped to `4..=64`.
 #[inline(always)]
@@ -131,7 +101,11 @@ unsafe fn tile<T: Scalar, I: SpIndex, const N: usize>(
         // + k <= data.len()` (caller's contract); `[T; N]` has the alignment of `T`.
         let brow = unsafe { &*b.data.as_ptr().add(c.idx() * b.ld + k0).cast::<[T; N]>() };
         for j in 0..N {
-            acc[j] += v * brow[j];
+            acc[j] = if store.fma {
+                v.mul_add(brow[j], acc[j])
+            } else {
+                acc[j] + v * brow[j]
+            };
         }
     }
     let o: &mut [T; N] = (&mut out[k0..k0 + N]).try_into().expect("tile in bounds");
@@ -220,46 +194,31 @@ unsafe fn all_tiles<T: Scalar, I: SpIndex>(
     }
 }
 
-/// Prefetches (into L1) the K-vectors of B at the columns `cols`.
-#[inline(always)]
-fn prefetch_rows<T, I: SpIndex>(cols: &[I], b: Dense<'_, T>, k: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let bytes = k * std::mem::size_of::<T>();
-        for &c in cols {
-            let start = b.data.as_ptr().wrapping_add(c.idx() * b.ld).cast::<i8>();
-            let misalign = start as usize % 64;
-            let mut line = start.wrapping_sub(misalign);
-            let end = start.wrapping_add(bytes);
-            while line < end {
-                // SAFETY: a prefetch is only a hint: it never faults and has no effect on the
-                // program's state, whatever the address (`wrapping_*` keeps it defined).
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(line) };
-                line = line.wrapping_add(64);
-            }
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (cols, b, k);
+/// How far ahead the rows of B are prefetched: nonzeros `done..` have not been prefetched yet,
+/// and nothing at or beyond `end` is (0: no prefetching). Carried from row to row within a task,
+/// so that every row of B is prefetched once per nonzero, not once per row that looks ahead.
+struct Prefetch {
+    done: usize,
+    end: usize,
 }
 
-/// `out = vals[nz] · B[cols[nz], ..]` chunk by chunk, prefetching B rows for nonzeros up to
-/// `prefetch_end` (none when it is 0), the last chunk writing `out` with streaming stores when
-/// `stream`; `out.len()` is K.
+/// `out = vals[nz] · B[cols[nz], ..]` chunk by chunk, prefetching the rows of B of the next
+/// chunk (as `pf` allows), with fused multiply-adds when `mode.fma`, the last chunk writing
+/// `out` with streaming stores when `mode.stream` (`mode.accumulate` is ignored); `out.len()`
+/// is K.
 ///
 /// # Safety
 /// Every index in `cols` is a row of `b` (see [`Dense`]), `out.len() <= b.ld`,
-/// `nz.end, prefetch_end <= cols.len() == vals.len()`.
+/// `nz.end, pf.end <= cols.len() == vals.len()`.
 #[inline(always)]
 unsafe fn segment<T: Scalar, I: SpIndex>(
     cols: &[I],
     vals: &[T],
     nz: Range<usize>,
-    prefetch_end: usize,
+    pf: &mut Prefetch,
     b: Dense<'_, T>,
     out: &mut [T],
-    stream: bool,
+    mode: Store,
 ) {
     let k = out.len();
     if nz.is_empty() {
@@ -270,14 +229,17 @@ unsafe fn segment<T: Scalar, I: SpIndex>(
     let mut s = nz.start;
     while s < nz.end {
         let e = (s + chunk).min(nz.end);
-        let ahead = (e + chunk).min(prefetch_end);
-        if ahead > e {
-            prefetch_rows(&cols[e..ahead], b, k);
+        let ahead = (e + chunk).min(pf.end);
+        let from = pf.done.max(e);
+        if ahead > from {
+            prefetch_rows(&cols[from..ahead], b.data, b.ld, k);
+            pf.done = ahead;
         }
         let (c, v) = (&cols[s..e], &vals[s..e]);
         let store = Store {
             accumulate: s > nz.start,
-            stream: stream && e == nz.end,
+            stream: mode.stream && e == nz.end,
+            ..mode
         };
         // SAFETY: caller's contract.
         unsafe { all_tiles(c, v, b, out, store) };
@@ -318,29 +280,41 @@ impl<T: Scalar, I: SpIndex> WithSimd for Job<'_, '_, T, I> {
             Some(nz) => nz.end,
             None => a.offsets()[first + c.rows()].idx(),
         };
+        let mut pf = Prefetch { done: 0, end };
+        // Every SIMD level pulp dispatches to (x86-64-v3, v4, NEON) has FMA; the scalar
+        // fallback does not, and there `mul_add` would be a library call.
+        let plain = Store {
+            fma: !S::IS_SCALAR,
+            accumulate: false,
+            stream: false,
+        };
+        let rows = Store {
+            stream: options.stream,
+            ..plain
+        };
         // The contract of `segment` and `all_tiles` holds in every call below: the entry points
         // checked `b.rows() == a.ncols()` and `c.cols() == b.cols() <= b.ld()`; a validated CSR
         // has every column index `< ncols` and offsets within `cols.len()`; `nz` and `end` are
         // ranges of its nonzeros (checked by `segment_into`, or row offsets).
         match nz {
             // SAFETY: see above.
-            Some(nz) => unsafe { segment(cols, vals, nz, end, dense, c.row_mut(0), false) },
+            Some(nz) => unsafe { segment(cols, vals, nz, &mut pf, dense, c.row_mut(0), plain) },
             None => {
                 let chunk = chunk_len::<T>(c.cols());
+                let (c_rows, c_ld, k) = (c.rows(), c.ld(), c.cols());
+                let c_base = c.as_ref().data().as_ptr();
                 for (i, out) in c.rows_mut().enumerate() {
+                    if i + C_AHEAD < c_rows && !options.stream {
+                        prefetch_span(c_base.wrapping_add((i + C_AHEAD) * c_ld), k);
+                    }
                     let r = a.row_range(first + i);
                     if options.prefetch || r.len() > chunk {
                         // SAFETY: see above.
-                        // SAFETY: see above.
-                        unsafe { segment(cols, vals, r, end, dense, out, options.stream) };
+                        unsafe { segment(cols, vals, r, &mut pf, dense, out, rows) };
                     } else {
                         // A row of at most one chunk: one pass of the tiles over it.
-                        let store = Store {
-                            accumulate: false,
-                            stream: options.stream,
-                        };
                         // SAFETY: see above.
-                        unsafe { all_tiles(&cols[r.clone()], &vals[r], dense, out, store) };
+                        unsafe { all_tiles(&cols[r.clone()], &vals[r], dense, out, rows) };
                     }
                 }
                 if options.stream {

@@ -127,17 +127,15 @@ impl SpmmPlan {
                 self.run_task(a, b, task, target);
             }
         } else if self.segments.is_empty() {
-            // No long rows: plain row-parallel execution (rayon's adaptive splitting of the rows
-            // of C), the same schedule as `spmm_row_parallel`, so never slower than it.
-            let k = self.k;
+            // No long rows: the row-parallel schedule of `spmm_row_parallel` (rayon's adaptive
+            // splitting of the rows of C), in chunks of a few rows (`row_chunk`, about
+            // `ROW_CHUNK_WORK` multiply-adds) that spare short rows the per-call overhead.
+            let g = self.row_chunk;
             par.install(|| {
                 c.reborrow()
-                    .into_par_rows()
+                    .into_par_row_chunks(g)
                     .enumerate()
-                    .for_each(|(i, row)| {
-                        let row = DenseMut::contiguous(row, 1, k);
-                        micro::rows_into(a, i, b, row, self.options);
-                    });
+                    .for_each(|(i, rows)| micro::rows_into(a, i * g, b, rows, self.options));
             })?;
         } else {
             let targets = self.targets(c.reborrow(), &mut scratch);

@@ -1,5 +1,6 @@
 //! The symbolic phase of LSSM: block size, row classification, task list, scratch size.
 
+use super::split::{interleave, split_long_rows};
 use crate::kernels::{micro, SERIAL_WORK};
 use crate::stats::{MatrixClass, RowStats};
 use crate::{CsrMatrix, Scalar, SpIndex};
@@ -37,7 +38,19 @@ pub struct LssmConfig {
     /// 56–134 MB C at K = 64 and 1.5–3× slower in others (K = 128, 256, and C rows not aligned
     /// to cache lines), so it is left to the caller.
     pub streaming_stores: bool,
+    /// Multiply-adds (`nnz · K`) per chunk of rows, for a row of mean length, when the plan has
+    /// no long rows and runs with the row-parallel schedule (a chunk of the longest rows is kept
+    /// under 16× this). Default [`ROW_CHUNK_WORK`].
+    pub row_chunk_work: usize,
 }
+
+/// Multiply-adds (`nnz · K`) per chunk of rows when a plan without long rows runs with the
+/// row-parallel schedule: a few rows per call of the micro-kernel instead of one. Measured on
+/// the shared 2-core test machine (paired with `spmm_row_parallel`, one row per call, in the
+/// same runs): `row/lssm` went from 0.7–1.1 to 1.2–1.8 on matrices of 1k–10k short rows
+/// (`olm1000`, `jagmesh7`, `cryg2500`, `Franz6`), where the per-call overhead was as large as
+/// the arithmetic; 2¹³ and 2¹⁴ were indistinguishable.
+pub const ROW_CHUNK_WORK: usize = 1 << 14;
 
 /// Size of B (bytes) from which the automatic plan may prefetch B rows (beyond the caches).
 pub const PREFETCH_B_BYTES: usize = 4 << 20;
@@ -49,6 +62,7 @@ impl Default for LssmConfig {
             serial_work: SERIAL_WORK,
             prefetch: None,
             streaming_stores: false,
+            row_chunk_work: ROW_CHUNK_WORK,
         }
     }
 }
@@ -94,6 +108,8 @@ pub struct SpmmPlan {
     pub(crate) long_rows: Vec<(usize, Range<usize>)>,
     pub(crate) slots: usize,
     pub(crate) serial: bool,
+    /// Rows per chunk of the row-parallel schedule (plans without long rows).
+    pub(crate) row_chunk: usize,
     pub(crate) options: micro::Options,
 }
 
@@ -153,10 +169,16 @@ impl SpmmPlan {
         if run_start < a.nrows() {
             tasks.push(Task::Rows(run_start..a.nrows()));
         }
-        // Long rows: their tasks go first (each about `block` nonzeros, like the merged runs).
+        // Long rows: tasks of about `block` nonzeros too, interleaved with the runs by position.
         let (segment_tasks, segments, long_rows, slots) = split_long_rows(a, &long, block);
-        tasks.splice(0..0, segment_tasks);
+        let tasks = interleave(a, tasks, segment_tasks, &segments);
         let serial = a.nnz().saturating_mul(k) < config.serial_work || a.nrows() <= 1;
+        // Rows per chunk from the mean row, but no chunk of the longest rows above 16× the
+        // target work, so that a few long (not split) rows cannot unbalance the schedule.
+        let cost = |len: usize| (len + 1) * k.max(1);
+        let row_chunk = (config.row_chunk_work / cost(stats.nnz / stats.rows.max(1)))
+            .min(config.row_chunk_work.saturating_mul(16) / cost(stats.max))
+            .max(1);
         Self {
             shape: (a.nrows(), a.ncols(), a.nnz()),
             k,
@@ -167,6 +189,7 @@ impl SpmmPlan {
             long_rows,
             slots,
             serial,
+            row_chunk,
             options: micro::Options {
                 prefetch: config.prefetch.unwrap_or_else(|| {
                     a.ncols().saturating_mul(k) * std::mem::size_of::<T>() >= PREFETCH_B_BYTES
@@ -247,112 +270,4 @@ impl SpmmPlan {
     pub fn is_serial(&self) -> bool {
         self.serial
     }
-}
-
-/// Splits the long rows `long` (ascending) into tasks of about `block` nonzeros: in groups of
-/// [`LONG_ROW_GROUP`] rows cut at common column boundaries when the columns are sorted, else
-/// row by row at every `block`-th nonzero. Returns the tasks, the segments they index, each long
-/// row with its scratch slots, and the number of slots.
-#[allow(clippy::type_complexity)]
-fn split_long_rows<T: Scalar, I: SpIndex>(
-    a: &CsrMatrix<T, I>,
-    long: &[usize],
-    block: usize,
-) -> (Vec<Task>, Vec<Segment>, Vec<(usize, Range<usize>)>, usize) {
-    let group = if a.has_sorted_columns() {
-        LONG_ROW_GROUP
-    } else {
-        1
-    };
-    let (mut tasks, mut segments, mut long_rows) = (Vec::new(), Vec::new(), Vec::new());
-    let mut slots = 0;
-    for (g, rows) in long.chunks(group).enumerate() {
-        let first_long = g * group;
-        // Per task, the nonzero range of each row of the group (possibly empty).
-        let pieces: Vec<Vec<Range<usize>>> = if group == 1 {
-            let r = a.row_range(rows[0]);
-            (r.start..r.end)
-                .step_by(block)
-                .map(|s| std::iter::once(s..(s + block).min(r.end)).collect())
-                .collect()
-        } else {
-            column_cuts(a, rows, block)
-                .windows(2)
-                .map(|w| rows.iter().map(|&r| columns_in(a, r, w[0]..w[1])).collect())
-                .collect()
-        };
-        // Scratch slots: each row's later segments get consecutive slots, in column order.
-        let mut next_slot: Vec<usize> = Vec::with_capacity(rows.len());
-        for (j, &row) in rows.iter().enumerate() {
-            let count = pieces.iter().filter(|p| !p[j].is_empty()).count();
-            long_rows.push((row, slots..slots + count - 1));
-            next_slot.push(slots);
-            slots += count - 1;
-        }
-        let mut seen = vec![false; rows.len()];
-        for task in pieces {
-            let start = segments.len();
-            for (j, nz) in task.into_iter().enumerate() {
-                if nz.is_empty() {
-                    continue;
-                }
-                let slot = seen[j].then(|| {
-                    next_slot[j] += 1;
-                    next_slot[j] - 1
-                });
-                seen[j] = true;
-                segments.push(Segment {
-                    long: first_long + j,
-                    nz,
-                    slot,
-                });
-            }
-            if segments.len() > start {
-                tasks.push(Task::Segments(start..segments.len()));
-            }
-        }
-    }
-    (tasks, segments, long_rows, slots)
-}
-
-/// The nonzeros of row `r` (sorted columns) whose columns lie in `cols`.
-fn columns_in<T: Scalar, I: SpIndex>(
-    a: &CsrMatrix<T, I>,
-    r: usize,
-    cols: Range<usize>,
-) -> Range<usize> {
-    let range = a.row_range(r);
-    let c = &a.indices()[range.clone()];
-    let lo = c.partition_point(|x| x.idx() < cols.start);
-    let hi = c.partition_point(|x| x.idx() < cols.end);
-    range.start + lo..range.start + hi
-}
-
-/// Column boundaries `0 = c_0 < c_1 < … = ncols` such that the rows `rows` (sorted columns)
-/// have about `block` nonzeros in total between consecutive boundaries: `c_t` is the smallest
-/// column with at least `t · block` of their nonzeros before it (binary search).
-fn column_cuts<T: Scalar, I: SpIndex>(
-    a: &CsrMatrix<T, I>,
-    rows: &[usize],
-    block: usize,
-) -> Vec<usize> {
-    let below = |c: usize| -> usize { rows.iter().map(|&r| columns_in(a, r, 0..c).len()).sum() };
-    let total: usize = rows.iter().map(|&r| a.row_nnz(r)).sum();
-    let mut cuts = vec![0];
-    for t in 1..total.div_ceil(block) {
-        let (mut lo, mut hi) = (cuts[cuts.len() - 1] + 1, a.ncols());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if below(mid) >= t * block {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        if lo < a.ncols() {
-            cuts.push(lo);
-        }
-    }
-    cuts.push(a.ncols());
-    cuts
 }

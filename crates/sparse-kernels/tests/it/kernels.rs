@@ -103,6 +103,8 @@ fn check_all<T: Scalar, I: SpIndex>(
         serial_work: 0,
         prefetch: Some(block % 2 == 0), // both paths of the micro-kernel
         streaming_stores: block % 3 == 0,
+        // Chunks of 1 to 4 rows (without long rows): several chunks even on tiny matrices.
+        row_chunk_work: (block % 4 + 1) * k.max(1) * (a.nnz() / a.nrows().max(1) + 1),
     };
     let plan = SpmmPlan::new(a, k, &lssm);
     let ldc = k + pad;
