@@ -12,32 +12,15 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use pardis::graph::bfs::{BfsAlgorithm, BfsConfig};
 use pardis::graph::io::{load_graph, LoadOptions};
 use pardis::graph::{generate, relabel_by_degree, teps, CsrGraph};
-use pardis_datasets::{DataRoots, Manifest};
+use pardis_benches::bench_pool;
+use pardis_datasets::Manifest;
 use std::path::PathBuf;
 use std::time::Duration;
 
-fn pool() -> pardis::graph::rayon::ThreadPool {
-    let threads = std::env::var("PARDIS_BENCH_THREADS")
-        .ok()
-        .and_then(|t| t.parse().ok())
-        .unwrap_or(0);
-    pardis::graph::rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("thread pool")
-}
-
 /// The file of graph data set `name` (manifest name), or `None` with a message when absent.
 fn data_file(name: &str) -> Option<PathBuf> {
-    let dataset = Manifest::builtin().get(name).ok()?.clone();
-    let found = DataRoots::from_env().locate(&dataset).map(|l| l.path);
-    if found.is_none() {
-        eprintln!(
-            "skipping {name}: {} not found (set PARDIS_DATA)",
-            dataset.path
-        );
-    }
-    found
+    let manifest = Manifest::builtin();
+    pardis_benches::data_file(&manifest.get(name).ok()?.path)
 }
 
 /// Benchmarks `algorithms` from one fixed root of degree >= 1, throughput = edges traversed.
@@ -48,7 +31,7 @@ fn bench_graph(
     g: &CsrGraph,
     algorithms: &[BfsAlgorithm],
 ) {
-    let pool = pool();
+    let pool = bench_pool();
     let root = teps::sample_roots(g, 1, 1)[0];
     let config = BfsConfig::default();
     let edges = teps::traversed_edges(g, &BfsAlgorithm::Serial.run(g, root, &config));
@@ -67,7 +50,7 @@ fn bench_graph(
 
 fn kronecker(c: &mut Criterion) {
     for scale in [16, 18, 20] {
-        let g = pool()
+        let g = bench_pool()
             .install(|| generate::kronecker(scale, 16, 1))
             .expect("kronecker");
         let algos: &[BfsAlgorithm] = if scale <= 18 {
@@ -81,7 +64,7 @@ fn kronecker(c: &mut Criterion) {
         };
         bench_graph(c, "bfs_kronecker", &format!("scale{scale}"), &g, algos);
         // Degree-sorted relabelling: built once per graph (Graph500 kernel 1), not timed.
-        let (relabelled, _) = pool().install(|| relabel_by_degree(&g));
+        let (relabelled, _) = bench_pool().install(|| relabel_by_degree(&g));
         let auto = [BfsAlgorithm::DirectionOptimizing];
         let label = format!("scale{scale}");
         bench_graph(c, "bfs_kronecker_relabelled", &label, &relabelled, &auto);

@@ -13,43 +13,13 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use pardis::sparse::{gen, io, CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, Par, SpmmPlan};
-use std::path::PathBuf;
+use pardis_benches::{bench_pool, data_file};
 use std::time::Duration;
 
 const KS: [usize; 5] = [16, 32, 64, 128, 256];
 
-fn pool() -> pardis::sparse::rayon::ThreadPool {
-    let threads = std::env::var("PARDIS_BENCH_THREADS")
-        .ok()
-        .and_then(|t| t.parse().ok())
-        .unwrap_or(0);
-    pardis::sparse::rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("thread pool")
-}
-
-/// `matrices/<rel>` from `$PARDIS_DATA`, `datasets/cache/` or `../shared/datasets/`.
-fn data_file(rel: &str) -> Option<PathBuf> {
-    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut roots: Vec<PathBuf> = std::env::var_os("PARDIS_DATA")
-        .map(PathBuf::from)
-        .into_iter()
-        .collect();
-    roots.push(workspace.join("datasets/cache"));
-    roots.push(workspace.join("../shared/datasets"));
-    let found = roots
-        .into_iter()
-        .map(|r| r.join("matrices").join(rel))
-        .find(|p| p.is_file());
-    if found.is_none() {
-        eprintln!("skipping matrices/{rel}: not found (set PARDIS_DATA)");
-    }
-    found
-}
-
 fn bench_matrix(c: &mut Criterion, label: &str, a: &CsrMatrix<f64, u32>) {
-    let pool = pool();
+    let pool = bench_pool();
     let mut group = c.benchmark_group(format!("spmm/{label}"));
     group
         .sample_size(10)
@@ -107,7 +77,9 @@ fn shared_files(c: &mut Criterion) {
         "dlmc/rn50/magnitude_pruning/0.8/bottleneck_3_block_group3_1_1.smtx",
     ];
     for rel in files {
-        let Some(path) = data_file(rel) else { continue };
+        let Some(path) = data_file(&format!("matrices/{rel}")) else {
+            continue;
+        };
         let a: CsrMatrix<f64, u32> = io::read_matrix(&path, 1).expect("readable matrix");
         let label = rel
             .rsplit('/')
