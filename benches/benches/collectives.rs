@@ -1,6 +1,7 @@
 //! Criterion benchmarks: collectives (issue #7). All-reduce over the local and TCP transports at
 //! several sizes and rank counts, the preemptive engine against ordered mode when all ranks
-//! submit in the same order, and broadcast by binomial tree against the pipelined chain.
+//! submit in the same order, ring against zero-copy shared-memory all-reduce on local ranks, and
+//! broadcast by binomial tree against the pipelined chain.
 //! Bandwidth comparisons with memcpy / loopback TCP / MPI are in `scripts/compare-collectives`.
 #![allow(missing_docs)]
 
@@ -11,7 +12,7 @@ use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
 };
 use pardis::collectives::bench::{run_bench, BenchConfig, BenchTransport};
-use pardis::collectives::{BroadcastAlgorithm, Config, Mode, OpKind};
+use pardis::collectives::{AllReduceAlgorithm, BroadcastAlgorithm, Config, Mode, OpKind};
 
 fn time_op(
     op: OpKind,
@@ -108,6 +109,25 @@ fn preemptive_vs_ordered(c: &mut Criterion) {
     engine_variants(c, "mode_same_order", OpKind::AllReduce, &sizes, &variants);
 }
 
+/// Local all-reduce: ring through mailboxes vs the zero-copy shared-memory algorithm.
+fn all_reduce_algorithms(c: &mut Criterion) {
+    let ring = Config {
+        all_reduce: AllReduceAlgorithm::Ring,
+        ..Config::default()
+    };
+    let shared_memory = Config {
+        all_reduce: AllReduceAlgorithm::SharedMemory,
+        ..ring.clone()
+    };
+    engine_variants(
+        c,
+        "all_reduce_algorithm_4ranks",
+        OpKind::AllReduce,
+        &[1 << 20, 16 << 20],
+        &[("Ring", ring), ("SharedMemory", shared_memory)],
+    );
+}
+
 fn broadcast(c: &mut Criterion) {
     let with = |broadcast| Config {
         broadcast,
@@ -121,5 +141,11 @@ fn broadcast(c: &mut Criterion) {
     engine_variants(c, "broadcast_4ranks", OpKind::Broadcast, &sizes, &variants);
 }
 
-criterion_group!(benches, all_reduce, preemptive_vs_ordered, broadcast);
+criterion_group!(
+    benches,
+    all_reduce,
+    all_reduce_algorithms,
+    preemptive_vs_ordered,
+    broadcast
+);
 criterion_main!(benches);

@@ -4,7 +4,7 @@
 //! chain. Every figure is the best of [`REPEATS`] runs (the machine may be shared). The MPI
 //! columns come from `compare_collectives_mpi` (feature `mpi`, run under `mpirun`).
 //!
-//! `cargo run --release -p collectives --example compare_collectives -- [MAX_BYTES] [RANKS,..]`
+//! `cargo run --release -p collectives --example compare_collectives -- [MAX_BYTES] [RANKS,..] [MIN_BYTES]`
 
 use collectives::bench::{
     loopback_bandwidth, memcpy_bandwidth, run_bench, BenchConfig, BenchTransport,
@@ -40,7 +40,8 @@ fn main() -> Result<()> {
         .next()
         .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
         .unwrap_or_else(|| vec![2, 4]);
-    let sizes: Vec<usize> = std::iter::successors(Some(1usize << 10), |b| Some(b * 4))
+    let min: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(1 << 10);
+    let sizes: Vec<usize> = std::iter::successors(Some(min.max(1)), |b| Some(b * 4))
         .take_while(|&b| b <= max)
         .collect();
     let (pre, ord) = (Config::default(), Config::with_mode(Mode::Ordered));

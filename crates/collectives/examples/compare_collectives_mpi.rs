@@ -3,7 +3,9 @@
 //! on the ranks of an MPI job. Rank 0 prints one line per size.
 //!
 //! `mpirun -n 4 target/release/examples/compare_collectives_mpi [MAX_BYTES] [IDLE_SPINS]
-//! [MAX_IDLE_SLEEP_US]` (the last two tune the receiver thread, see `MpiConfig`).
+//! [MAX_IDLE_SLEEP_US] [RING_PIECE_BYTES] [CALLER_DRIVES]` (the next two tune the receiver
+//! thread, see `MpiConfig`; the last two set `Config::ring_piece_bytes` and
+//! `Config::caller_drives` (0 or 1)).
 //! (build with `cargo build --release -p collectives --features mpi --example compare_collectives_mpi`).
 
 use std::time::Instant;
@@ -48,6 +50,12 @@ fn main() -> collectives::Result<()> {
     }
     if let Some(&us) = args.get(2) {
         cfg.max_idle_sleep = std::time::Duration::from_micros(us as u64);
+    }
+    if let Some(&piece) = args.get(3) {
+        cfg.engine.ring_piece_bytes = piece;
+    }
+    if let Some(&drives) = args.get(4) {
+        cfg.engine.caller_drives = drives != 0;
     }
     let job = MpiJob::init(&cfg)?;
     let (comm, world) = (job.world(), job.mpi_world());

@@ -3,14 +3,19 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::config::{AllReduceAlgorithm, BroadcastAlgorithm, Config};
+use crate::config::Config;
 use crate::dtype::{Element, ReduceOp};
 use crate::engine::{AbortHandle, EngineRef, EngineStats};
 use crate::frame::{Fingerprint, MailboxKey, OpKind};
 use crate::handle::{Completion, Handle};
-use crate::program::{OpMeta, StepProgram};
-use crate::schedule::{self, Action, RingPass, Step};
+use crate::inbox::Mailbox;
+use crate::program::{ActiveOp, OpMeta, StepProgram};
+use crate::schedule::Step;
+use crate::shm::ShmRegistry;
 use crate::{CollectiveError, Result};
+
+mod blocking;
+mod start;
 
 /// Bit that marks point-to-point mailbox keys (collectives use plain sequence numbers).
 const P2P_BIT: u64 = 1 << 63;
@@ -117,43 +122,66 @@ impl Communicator {
         self.inner.engine.abort(reason);
     }
 
-    fn submit<T: Element>(&self, data: Vec<T>, plan: Plan) -> Handle<T> {
+    /// Identity and fingerprint of a new collective (takes the next sequence number).
+    fn op_meta<T: Element>(&self, plan: &Plan) -> OpMeta {
         let seq = plan
             .seq
             .unwrap_or_else(|| self.inner.seq.fetch_add(1, Ordering::Relaxed));
-        let key = MailboxKey {
-            comm: self.inner.id,
-            seq,
-        };
-        let engine = &self.inner.engine;
-        let fp = Fingerprint {
-            kind: plan.kind as u8,
-            dtype: T::DTYPE as u8,
-            reduce: plan.reduce.map_or(0, |r| r as u8),
-            algo: plan.algo,
-            root: plan.root as u32,
-            count: plan.count as u64,
-        };
+        OpMeta {
+            kind: plan.kind,
+            key: MailboxKey {
+                comm: self.inner.id,
+                seq,
+            },
+            seq: seq & !P2P_BIT,
+            group: self.inner.group.clone(),
+            fp: Fingerprint {
+                kind: plan.kind as u8,
+                dtype: T::DTYPE as u8,
+                reduce: plan.reduce.map_or(0, |r| r as u8),
+                algo: plan.algo,
+                root: plan.root as u32,
+                count: plan.count as u64,
+            },
+        }
+    }
+
+    /// The mailbox of collective `meta` on this rank.
+    fn mailbox(&self, meta: &OpMeta) -> Arc<Mailbox> {
+        self.inner.engine.transport().inbox().open(meta.key)
+    }
+
+    /// The shared-memory rendezvous, when all ranks share this address space.
+    fn shared_memory(&self) -> Option<&Arc<ShmRegistry>> {
+        self.inner.engine.transport().shared_memory()
+    }
+
+    /// Submits a program whose outcome `completion` receives.
+    fn start<T: Element>(
+        &self,
+        op: Box<dyn ActiveOp>,
+        completion: Arc<Completion<T>>,
+    ) -> Handle<T> {
+        self.inner.engine.submit(op);
+        Handle::new(completion, self.inner.engine.clone())
+    }
+
+    /// Submits the step program of `plan` over the working buffer `data`.
+    fn submit<T: Element>(&self, data: Vec<T>, plan: Plan) -> Handle<T> {
+        let meta = self.op_meta::<T>(&plan);
         let completion = Completion::new();
         let program = StepProgram {
-            meta: OpMeta {
-                kind: plan.kind,
-                key,
-                seq: seq & !P2P_BIT,
-                group: self.inner.group.clone(),
-                fp,
-            },
+            mailbox: self.mailbox(&meta),
+            meta,
             steps: plan.steps,
             pc: 0,
             sent: false,
             buf: data,
             output: plan.output,
             reduce: plan.reduce.unwrap_or(ReduceOp::Sum),
-            mailbox: engine.transport().inbox().open(key),
             completion: completion.clone(),
         };
-        engine.submit(Box::new(program));
-        Handle::new(completion, engine.clone())
+        self.start(Box::new(program), completion)
     }
 
     fn plan(kind: OpKind, steps: Vec<Step>, count: usize) -> Plan {
@@ -187,250 +215,6 @@ impl Communicator {
             )));
         }
         Ok(len / n)
-    }
-
-    /// Starts an all-reduce with the configured algorithm; the handle yields the reduced vector.
-    pub fn iall_reduce<T: Element>(&self, data: Vec<T>, op: ReduceOp) -> Result<Handle<T>> {
-        self.iall_reduce_with(data, op, self.config().all_reduce)
-    }
-
-    /// Starts an all-reduce with an explicit algorithm (all ranks must pass the same).
-    pub fn iall_reduce_with<T: Element>(
-        &self,
-        data: Vec<T>,
-        op: ReduceOp,
-        algo: AllReduceAlgorithm,
-    ) -> Result<Handle<T>> {
-        let (n, me, count) = (self.world_size(), self.rank(), data.len());
-        let algo = match algo {
-            AllReduceAlgorithm::Auto
-                if count * std::mem::size_of::<T>() < self.config().small_message_bytes =>
-            {
-                AllReduceAlgorithm::HalvingDoubling
-            }
-            AllReduceAlgorithm::Auto => AllReduceAlgorithm::Ring,
-            a => a,
-        };
-        let (steps, code) = match algo {
-            AllReduceAlgorithm::HalvingDoubling => {
-                (schedule::halving_doubling_all_reduce(n, me, count), 2)
-            }
-            _ => (schedule::ring_all_reduce(n, me, count), 1),
-        };
-        let plan = Plan {
-            output: Some(0..count),
-            reduce: Some(op),
-            algo: code,
-            ..Self::plan(OpKind::AllReduce, steps, count)
-        };
-        Ok(self.submit(data, plan))
-    }
-
-    /// Starts a reduce-scatter: `data` holds `world_size` blocks; rank `r` gets reduced block `r`.
-    pub fn ireduce_scatter<T: Element>(&self, data: Vec<T>, op: ReduceOp) -> Result<Handle<T>> {
-        let block = self.blocks(data.len(), "reduce-scatter")?;
-        let (n, me) = (self.world_size(), self.rank());
-        let steps = schedule::ring(
-            n,
-            me,
-            |i| i * block..(i + 1) * block,
-            RingPass::ReduceScatter,
-        );
-        let plan = Plan {
-            output: Some(me * block..(me + 1) * block),
-            reduce: Some(op),
-            ..Self::plan(OpKind::ReduceScatter, steps, block)
-        };
-        Ok(self.submit(data, plan))
-    }
-
-    /// Starts an all-gather: every rank contributes `data`; the result is all contributions in
-    /// rank order.
-    pub fn iall_gather<T: Element>(&self, data: Vec<T>) -> Result<Handle<T>> {
-        let (n, me, block) = (self.world_size(), self.rank(), data.len());
-        let mut buf = vec![T::ZERO; n * block];
-        buf[me * block..(me + 1) * block].copy_from_slice(&data);
-        let steps = schedule::ring(n, me, |i| i * block..(i + 1) * block, RingPass::AllGather);
-        let plan = Plan {
-            output: Some(0..n * block),
-            ..Self::plan(OpKind::AllGather, steps, block)
-        };
-        Ok(self.submit(buf, plan))
-    }
-
-    /// Starts a broadcast of `root`'s `data` with the configured algorithm; other ranks pass a
-    /// vector of the same length.
-    pub fn ibroadcast<T: Element>(&self, data: Vec<T>, root: usize) -> Result<Handle<T>> {
-        self.ibroadcast_with(data, root, self.config().broadcast)
-    }
-
-    /// Starts a broadcast with an explicit algorithm (all ranks must pass the same).
-    pub fn ibroadcast_with<T: Element>(
-        &self,
-        data: Vec<T>,
-        root: usize,
-        algo: BroadcastAlgorithm,
-    ) -> Result<Handle<T>> {
-        self.check_root(root)?;
-        let (n, me, count) = (self.world_size(), self.rank(), data.len());
-        let cfg = self.config();
-        let bytes = count * std::mem::size_of::<T>();
-        let pipelined = match algo {
-            BroadcastAlgorithm::Auto => bytes >= cfg.pipeline_threshold_bytes,
-            BroadcastAlgorithm::Binomial => false,
-            BroadcastAlgorithm::Pipelined => true,
-        };
-        let (steps, code) = if pipelined {
-            let pieces = bytes
-                .div_ceil(cfg.pipeline_chunk_bytes.max(1))
-                .clamp(1, count.max(1));
-            (schedule::pipelined_broadcast(n, me, root, count, pieces), 3)
-        } else {
-            (schedule::binomial_broadcast(n, me, root, count), 0)
-        };
-        let plan = Plan {
-            output: Some(0..count),
-            root,
-            algo: code,
-            ..Self::plan(OpKind::Broadcast, steps, count)
-        };
-        Ok(self.submit(data, plan))
-    }
-
-    /// Starts a reduce to `root`; the root gets the reduced vector, the others an empty one.
-    pub fn ireduce<T: Element>(
-        &self,
-        data: Vec<T>,
-        op: ReduceOp,
-        root: usize,
-    ) -> Result<Handle<T>> {
-        self.check_root(root)?;
-        let count = data.len();
-        let steps = schedule::binomial_reduce(self.world_size(), self.rank(), root, count);
-        let output = (self.rank() == root).then_some(0..count);
-        let plan = Plan {
-            output,
-            root,
-            reduce: Some(op),
-            ..Self::plan(OpKind::Reduce, steps, count)
-        };
-        Ok(self.submit(data, plan))
-    }
-
-    /// Starts an all-to-all: block `j` of `data` goes to rank `j`; the result holds the block
-    /// from each rank in rank order.
-    pub fn iall_to_all<T: Element>(&self, data: Vec<T>) -> Result<Handle<T>> {
-        let block = self.blocks(data.len(), "all-to-all")?;
-        let (n, me, len) = (self.world_size(), self.rank(), data.len());
-        let mut buf = data;
-        buf.resize(2 * len, T::ZERO);
-        buf.copy_within(me * block..(me + 1) * block, len + me * block);
-        let steps = schedule::pairwise_all_to_all(n, me, block);
-        let plan = Plan {
-            output: Some(len..2 * len),
-            ..Self::plan(OpKind::AllToAll, steps, block)
-        };
-        Ok(self.submit(buf, plan))
-    }
-
-    /// Starts a barrier.
-    pub fn ibarrier(&self) -> Result<Handle<u8>> {
-        let steps = schedule::dissemination_barrier(self.world_size(), self.rank());
-        Ok(self.submit(Vec::new(), Self::plan(OpKind::Barrier, steps, 0)))
-    }
-
-    fn check_peer(&self, peer: usize) -> Result<()> {
-        if peer >= self.world_size() || peer == self.rank() {
-            return Err(CollectiveError::InvalidInput(format!(
-                "peer {peer} is not another rank of this {}-rank communicator (this is rank {})",
-                self.world_size(),
-                self.rank()
-            )));
-        }
-        Ok(())
-    }
-
-    /// Starts sending `data` to rank `dst` (matched, in order, by `dst`'s receives from us).
-    pub fn isend<T: Element>(&self, data: Vec<T>, dst: usize) -> Result<Handle<T>> {
-        self.check_peer(dst)?;
-        let n = {
-            let mut g = self.inner.p2p.lock().expect("p2p poisoned");
-            g.0[dst] += 1;
-            g.0[dst] - 1
-        };
-        let seq = P2P_BIT | ((self.rank() as u64) << 40) | n;
-        let count = data.len();
-        let steps = vec![Step::send(dst, 0..count)];
-        Ok(self.submit(
-            data,
-            Plan {
-                seq: Some(seq),
-                ..Self::plan(OpKind::PointToPoint, steps, count)
-            },
-        ))
-    }
-
-    /// Starts receiving `count` elements from rank `src`.
-    pub fn irecv<T: Element>(&self, src: usize, count: usize) -> Result<Handle<T>> {
-        self.check_peer(src)?;
-        let n = {
-            let mut g = self.inner.p2p.lock().expect("p2p poisoned");
-            g.1[src] += 1;
-            g.1[src] - 1
-        };
-        let seq = P2P_BIT | ((src as u64) << 40) | n;
-        let steps = vec![Step::recv(src, 0..count, Action::Copy)];
-        let plan = Plan {
-            seq: Some(seq),
-            output: Some(0..count),
-            ..Self::plan(OpKind::PointToPoint, steps, count)
-        };
-        Ok(self.submit(vec![T::ZERO; count], plan))
-    }
-
-    /// Blocking [`iall_reduce`](Self::iall_reduce).
-    pub fn all_reduce<T: Element>(&self, data: Vec<T>, op: ReduceOp) -> Result<Vec<T>> {
-        self.iall_reduce(data, op)?.wait()
-    }
-
-    /// Blocking [`ireduce_scatter`](Self::ireduce_scatter).
-    pub fn reduce_scatter<T: Element>(&self, data: Vec<T>, op: ReduceOp) -> Result<Vec<T>> {
-        self.ireduce_scatter(data, op)?.wait()
-    }
-
-    /// Blocking [`iall_gather`](Self::iall_gather).
-    pub fn all_gather<T: Element>(&self, data: Vec<T>) -> Result<Vec<T>> {
-        self.iall_gather(data)?.wait()
-    }
-
-    /// Blocking [`ibroadcast`](Self::ibroadcast).
-    pub fn broadcast<T: Element>(&self, data: Vec<T>, root: usize) -> Result<Vec<T>> {
-        self.ibroadcast(data, root)?.wait()
-    }
-
-    /// Blocking [`ireduce`](Self::ireduce).
-    pub fn reduce<T: Element>(&self, data: Vec<T>, op: ReduceOp, root: usize) -> Result<Vec<T>> {
-        self.ireduce(data, op, root)?.wait()
-    }
-
-    /// Blocking [`iall_to_all`](Self::iall_to_all).
-    pub fn all_to_all<T: Element>(&self, data: Vec<T>) -> Result<Vec<T>> {
-        self.iall_to_all(data)?.wait()
-    }
-
-    /// Blocking [`ibarrier`](Self::ibarrier).
-    pub fn barrier(&self) -> Result<()> {
-        self.ibarrier()?.wait().map(drop)
-    }
-
-    /// Blocking [`isend`](Self::isend) (returns once the data is handed to the transport).
-    pub fn send<T: Element>(&self, data: Vec<T>, dst: usize) -> Result<()> {
-        self.isend(data, dst)?.wait().map(drop)
-    }
-
-    /// Blocking [`irecv`](Self::irecv).
-    pub fn recv<T: Element>(&self, src: usize, count: usize) -> Result<Vec<T>> {
-        self.irecv(src, count)?.wait()
     }
 
     /// Splits into sub-communicators (collective over this communicator, like `MPI_Comm_split`):

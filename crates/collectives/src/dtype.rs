@@ -133,6 +133,13 @@ fn via_f32(f: impl Fn(f32, f32) -> f32) -> impl Fn(bf16, bf16) -> bf16 {
 
 element! { bf16, BF16, bf16::ZERO, via_f32(|a, b| a + b), via_f32(|a, b| a * b), via_f32(f32::min), via_f32(f32::max) }
 
+/// The bytes of a slice of elements.
+pub(crate) fn as_bytes<T: Element>(data: &[T]) -> &[u8] {
+    // SAFETY: `T` is sealed to plain-old-data types without padding; every byte of them is
+    // initialised and may be viewed as `u8` (alignment 1).
+    unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) }
+}
+
 /// A reusable message payload: bytes stored in 8-byte words so that it can be viewed as a
 /// slice of any [`Element`] without copying.
 #[derive(Debug, Default)]

@@ -15,17 +15,19 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crate::config::{Config, Mode};
+use crate::config::Config;
 use crate::frame::{Frame, FrameKind};
 use crate::handle::OpStats;
 use crate::program::{ActiveOp, Failure};
 use crate::transport::Transport;
 use crate::CollectiveError;
 
+mod drive;
 mod rounds;
-use rounds::{round_ordered, round_preemptive};
+
+pub(crate) use drive::DriveGuard;
 
 /// Engine-wide counters of one rank.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -58,6 +60,9 @@ struct Shared {
     transport: Arc<dyn Transport>,
     config: Config,
     submissions: Mutex<Vec<Box<dyn ActiveOp>>>,
+    /// The queue of active collectives; whoever holds the lock (the engine thread or a
+    /// driving application thread) runs the rounds.
+    queue: Mutex<VecDeque<Active>>,
     shutdown: AtomicBool,
     abort: Mutex<Option<String>>,
     aborted: AtomicBool,
@@ -87,6 +92,7 @@ impl Engine {
             transport,
             config,
             submissions: Mutex::new(Vec::new()),
+            queue: Mutex::new(VecDeque::new()),
             shutdown: AtomicBool::new(false),
             abort: Mutex::new(None),
             aborted: AtomicBool::new(false),
@@ -95,7 +101,7 @@ impl Engine {
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name(format!("pardis-engine-{}", shared.transport.world_rank()))
-            .spawn(move || run(&s))
+            .spawn(move || drive::run(&s))
             .expect("spawning the progress engine thread");
         shared.transport.inbox().set_engine(thread.thread().clone());
         Arc::new(Engine {
@@ -171,7 +177,7 @@ fn abort_shared(shared: &Shared, reason: &str) {
         .expect("abort poisoned")
         .get_or_insert_with(|| reason.to_string());
     shared.aborted.store(true, Ordering::SeqCst);
-    shared.transport.inbox().wake();
+    shared.transport.inbox().wake_always();
 }
 
 impl Drop for Engine {
@@ -180,7 +186,7 @@ impl Drop for Engine {
             self.abort("this rank panicked");
         }
         self.shared.shutdown.store(true, Ordering::SeqCst);
-        self.shared.transport.inbox().wake();
+        self.shared.transport.inbox().wake_always();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -219,91 +225,6 @@ struct Active {
     blocked_since: Option<Instant>,
     last_progress: Instant,
     submitted: Instant,
-}
-
-fn run(shared: &Shared) {
-    let cfg = &shared.config;
-    let mut queue: VecDeque<Active> = VecDeque::new();
-    let mut idle_rounds = 0u32;
-    loop {
-        intake(shared, &mut queue);
-        if shared.aborted.load(Ordering::SeqCst) {
-            let reason = shared
-                .abort
-                .lock()
-                .expect("abort poisoned")
-                .clone()
-                .unwrap_or_default();
-            for a in queue.drain(..) {
-                fail(shared, a, CollectiveError::Aborted(reason.clone()).into());
-            }
-        }
-        if queue.is_empty() {
-            if shared.shutdown.load(Ordering::SeqCst) {
-                if shared
-                    .submissions
-                    .lock()
-                    .expect("submissions poisoned")
-                    .is_empty()
-                {
-                    return;
-                }
-                continue;
-            }
-            std::thread::park_timeout(Duration::from_millis(100));
-            continue;
-        }
-        shared.transport.progress();
-        let progressed = match cfg.mode {
-            Mode::Preemptive => round_preemptive(shared, &mut queue),
-            Mode::Ordered => round_ordered(shared, &mut queue),
-        };
-        if progressed {
-            idle_rounds = 0;
-        } else {
-            idle_rounds += 1;
-            if idle_rounds <= cfg.spin_rounds {
-                std::thread::yield_now();
-            } else {
-                shared.counters.parks.fetch_add(1, Ordering::Relaxed);
-                std::thread::park_timeout(cfg.park_interval);
-            }
-        }
-    }
-}
-
-fn intake(shared: &Shared, queue: &mut VecDeque<Active>) {
-    let mut subs = shared.submissions.lock().expect("submissions poisoned");
-    if subs.is_empty() {
-        return;
-    }
-    let now = Instant::now();
-    for op in subs.drain(..) {
-        let meta = op.meta();
-        let stats = OpStats {
-            op: meta.kind.name(),
-            seq: meta.seq,
-            queue_len_at_submit: queue.len() + 1,
-            ..OpStats::default()
-        };
-        queue.push_back(Active {
-            op,
-            stats,
-            threshold: shared.config.initial_threshold,
-            blocked_tries: 0,
-            blocked_since: None,
-            last_progress: now,
-            submitted: now,
-        });
-    }
-    let len = queue.len();
-    shared
-        .counters
-        .max_queue_len
-        .fetch_max(len as u64, Ordering::Relaxed);
-    queue
-        .iter_mut()
-        .for_each(|a| a.stats.max_queue_len = a.stats.max_queue_len.max(len));
 }
 
 fn complete(shared: &Shared, mut a: Active) {

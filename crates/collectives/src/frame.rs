@@ -104,7 +104,13 @@ pub(crate) const HEADER_BYTES: usize = 56;
 
 impl Frame {
     /// Encodes the header (little endian); the payload follows on the wire.
+    #[cfg(any(feature = "mpi", test))]
     pub(crate) fn encode_header(&self) -> [u8; HEADER_BYTES] {
+        self.encode_header_for(self.payload.len_bytes())
+    }
+
+    /// Encodes the header for a payload of `len` bytes sent separately.
+    pub(crate) fn encode_header_for(&self, len: usize) -> [u8; HEADER_BYTES] {
         let mut h = [0u8; HEADER_BYTES];
         h[0] = match self.kind {
             FrameKind::Data => 0,
@@ -121,7 +127,7 @@ impl Frame {
         h[24..32].copy_from_slice(&self.key.seq.to_le_bytes());
         h[32..40].copy_from_slice(&self.fp.count.to_le_bytes());
         h[40..48].copy_from_slice(&self.aux.to_le_bytes());
-        h[48..56].copy_from_slice(&(self.payload.len_bytes() as u64).to_le_bytes());
+        h[48..56].copy_from_slice(&(len as u64).to_le_bytes());
         h
     }
 

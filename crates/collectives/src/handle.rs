@@ -1,10 +1,11 @@
 //! Completion of non-blocking operations: [`Handle`] (wait / test / wait_timeout / callback)
 //! and the per-collective counters [`OpStats`].
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::engine::EngineRef;
+use crate::engine::{DriveGuard, EngineRef};
 use crate::{CollectiveError, Result};
 
 /// Counters of one collective, filled by the progress engine.
@@ -40,6 +41,8 @@ enum State<T> {
 pub(crate) struct Completion<T> {
     state: Mutex<State<T>>,
     cv: Condvar,
+    /// Set once the outcome is delivered (a lock-free check for driving waiters).
+    finished: AtomicBool,
 }
 
 impl<T> std::fmt::Debug for Completion<T> {
@@ -53,12 +56,14 @@ impl<T> Completion<T> {
         Arc::new(Self {
             state: Mutex::new(State::Pending(None)),
             cv: Condvar::new(),
+            finished: AtomicBool::new(false),
         })
     }
 
     /// Delivers the result: runs the callback if one is registered, else wakes waiters.
     pub(crate) fn complete(&self, result: Result<Vec<T>>, stats: OpStats) {
         let mut g = self.state.lock().expect("completion poisoned");
+        self.finished.store(true, Ordering::Release);
         match std::mem::replace(&mut *g, State::Taken) {
             State::Pending(Some(cb)) => {
                 drop(g);
@@ -79,8 +84,8 @@ impl<T> Completion<T> {
 pub struct Handle<T> {
     completion: Arc<Completion<T>>,
     stats: Option<OpStats>,
-    // Keeps this rank's engine alive while the operation is pending.
-    _engine: EngineRef,
+    // Keeps this rank's engine alive while the operation is pending; waiters drive it.
+    engine: EngineRef,
 }
 
 impl<T: Send + 'static> Handle<T> {
@@ -88,7 +93,7 @@ impl<T: Send + 'static> Handle<T> {
         Self {
             completion,
             stats: None,
-            _engine: engine,
+            engine,
         }
     }
 
@@ -122,8 +127,9 @@ impl<T: Send + 'static> Handle<T> {
         (r, self.stats.take().unwrap_or_default())
     }
 
-    /// Runs `f` with the outcome when the operation finishes (on the engine thread, or right
-    /// here if it already has). Keep `f` short: it delays this rank's other collectives.
+    /// Runs `f` with the outcome when the operation finishes (on the thread running the
+    /// engine — the engine thread or a thread waiting for another of this rank's operations —
+    /// or right here if it already has). Keep `f` short: it delays this rank's other collectives.
     pub fn on_complete(self, f: impl FnOnce(Result<Vec<T>>, OpStats) + Send + 'static) {
         let mut g = self.completion.state.lock().expect("completion poisoned");
         match std::mem::replace(&mut *g, State::Taken) {
@@ -145,7 +151,27 @@ impl<T: Send + 'static> Handle<T> {
         rx
     }
 
+    /// [`wait`](Self::wait) for a blocking call that registered as driver (`guard`) before it
+    /// submitted.
+    pub(crate) fn wait_driving(mut self, guard: DriveGuard<'_>) -> Result<Vec<T>> {
+        self.wait_until_with(Some(guard), None)
+            .expect("no deadline")
+    }
+
     fn wait_until(&mut self, deadline: Option<Instant>) -> Option<Result<Vec<T>>> {
+        self.wait_until_with(None, deadline)
+    }
+
+    fn wait_until_with(
+        &mut self,
+        guard: Option<DriveGuard<'_>>,
+        deadline: Option<Instant>,
+    ) -> Option<Result<Vec<T>>> {
+        // Run the engine on this thread while waiting (no hand-off to the engine thread and
+        // back); after a bounded number of idle rounds, sleep until the engine thread is done.
+        let c = &self.completion;
+        self.engine
+            .drive(guard, || c.finished.load(Ordering::Acquire), deadline);
         let mut g = self.completion.state.lock().expect("completion poisoned");
         loop {
             match std::mem::replace(&mut *g, State::Taken) {

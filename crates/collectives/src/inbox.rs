@@ -5,6 +5,7 @@
 //! blocking any other collective: the transport never stalls on one collective's unread data.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 
@@ -62,6 +63,8 @@ impl Mailbox {
 pub(crate) struct Inbox {
     map: Mutex<InboxMap>,
     engine: OnceLock<Thread>,
+    /// Application threads driving the engine right now (they poll, so nobody needs waking).
+    drivers: AtomicUsize,
     pool: BufPool,
 }
 
@@ -107,11 +110,30 @@ impl Inbox {
         let _ = self.engine.set(t);
     }
 
-    /// Wakes the engine thread (if parked).
+    /// Wakes the engine thread (if parked) — unless an application thread is driving the
+    /// engine: it polls anyway, and waking the idle engine thread would cost a context switch
+    /// on the critical path. A driver that stops wakes the engine thread itself.
     pub(crate) fn wake(&self) {
+        if self.drivers.load(Ordering::SeqCst) == 0 {
+            self.wake_always();
+        }
+    }
+
+    /// Wakes the engine thread (if parked), drivers or not (abort, shutdown, lost peers).
+    pub(crate) fn wake_always(&self) {
         if let Some(t) = self.engine.get() {
             t.unpark();
         }
+    }
+
+    /// Registers a driving application thread; returns the number of drivers before.
+    pub(crate) fn enter_driver(&self) -> usize {
+        self.drivers.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Unregisters a driving application thread; returns the number of drivers left.
+    pub(crate) fn leave_driver(&self) -> usize {
+        self.drivers.fetch_sub(1, Ordering::SeqCst) - 1
     }
 
     pub(crate) fn pool(&self) -> &BufPool {

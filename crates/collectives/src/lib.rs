@@ -43,7 +43,10 @@
 //! How it is built: `schedule` compiles each collective algorithm into per-rank steps; a
 //! program runs the steps as a resumable state machine ([`Poll`]); each rank's engine schedules
 //! its programs, preemptively or in order ([`Mode`], counters in [`EngineStats`] and
-//! [`OpStats`]); transports move frames into per-collective mailboxes. [`chaos`] is the paper's
+//! [`OpStats`]; a thread waiting for a collective runs its rank's engine itself meanwhile);
+//! transports move frames into per-collective mailboxes, and on the local transport large
+//! all-reduces use no messages at all: every rank reduces its share straight from all ranks'
+//! buffers ([`AllReduceAlgorithm::SharedMemory`]). [`chaos`] is the paper's
 //! random-order workload and [`bench`](mod@bench) the nccl-tests bandwidth definitions.
 //!
 //! Element types: `f32`, `f64`, `i32`, `i64`, `u8` and [`bf16`] (reduced in f32 per element
@@ -72,13 +75,14 @@ mod inbox;
 mod launch;
 mod program;
 mod schedule;
+mod shm;
 pub mod transport;
 
 pub use communicator::Communicator;
 pub use config::{
     AllReduceAlgorithm, BroadcastAlgorithm, Config, Mode, DEFAULT_DEADLOCK_TIMEOUT,
     DEFAULT_OP_TIMEOUT, DEFAULT_PIPELINE_CHUNK_BYTES, DEFAULT_PIPELINE_THRESHOLD_BYTES,
-    DEFAULT_SMALL_MESSAGE_BYTES,
+    DEFAULT_RING_PIECE_BYTES, DEFAULT_SHARED_MEMORY_BYTES, DEFAULT_SMALL_MESSAGE_BYTES,
 };
 pub use dtype::{DType, Element, ReduceOp};
 pub use engine::{AbortHandle, EngineStats};

@@ -5,7 +5,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::dtype::{Element, ReduceOp};
+use crate::dtype::{as_bytes, AlignedBuf, Element, ReduceOp};
 use crate::frame::{Fingerprint, Frame, FrameKind, MailboxKey, OpKind};
 use crate::handle::{Completion, OpStats};
 use crate::inbox::Mailbox;
@@ -77,24 +77,50 @@ pub(crate) struct StepProgram<T: Element> {
     pub(crate) completion: Arc<Completion<T>>,
 }
 
-impl<T: Element> StepProgram<T> {
-    fn lost(&self, rank: usize) -> CollectiveError {
+impl OpMeta {
+    pub(crate) fn lost(&self, rank: usize) -> CollectiveError {
         CollectiveError::PeerLost {
             rank,
-            op: self.meta.kind.name(),
-            seq: self.meta.seq,
+            op: self.kind.name(),
+            seq: self.seq,
         }
     }
 
-    fn mismatch(&self, rank: usize, detail: String) -> CollectiveError {
+    pub(crate) fn mismatch(&self, rank: usize, detail: String) -> CollectiveError {
         CollectiveError::Mismatch {
             rank,
-            op: self.meta.kind.name(),
-            seq: self.meta.seq,
+            op: self.kind.name(),
+            seq: self.seq,
             detail,
         }
     }
+}
 
+/// Why a blocked collective cannot go on, as far as its mailbox tells: a failure notice from a
+/// peer, or a frame whose fingerprint differs from ours.
+pub(crate) fn blocked_failure(meta: &OpMeta, mailbox: &Mailbox) -> Option<Failure> {
+    if let Some(f) = mailbox.take_abort() {
+        let error = match f.kind {
+            FrameKind::AbortLost => meta.lost(f.aux as usize),
+            _ => CollectiveError::Remote {
+                rank: f.src,
+                op: meta.kind.name(),
+                seq: meta.seq,
+                reason: String::from_utf8_lossy(f.payload.as_bytes()).into_owned(),
+            },
+        };
+        return Some(Failure {
+            error,
+            tell_peers: false,
+        });
+    }
+    let fp = meta.fp;
+    mailbox
+        .scan(|f| fp.difference(&f.fp).map(|d| (f.src, d)))
+        .map(|(src, d)| meta.mismatch(src, d).into())
+}
+
+impl<T: Element> StepProgram<T> {
     /// Applies a received frame to `range`.
     fn apply(
         &mut self,
@@ -103,14 +129,14 @@ impl<T: Element> StepProgram<T> {
         action: Action,
     ) -> Result<(), CollectiveError> {
         if let Some(d) = self.meta.fp.difference(&frame.fp) {
-            return Err(self.mismatch(frame.src, d));
+            return Err(self.meta.mismatch(frame.src, d));
         }
         let data = frame
             .payload
             .as_slice::<T>()
             .filter(|d| d.len() == range.len())
             .ok_or_else(|| {
-                self.mismatch(
+                self.meta.mismatch(
                     frame.src,
                     format!(
                         "message size: expected {} elements, got {} bytes",
@@ -133,33 +159,14 @@ impl<T: Element> StepProgram<T> {
         transport: &dyn Transport,
         peer: usize,
     ) -> Result<Option<Frame>, Failure> {
-        if let Some(f) = self.mailbox.take_abort() {
-            let error = match f.kind {
-                FrameKind::AbortLost => self.lost(f.aux as usize),
-                _ => CollectiveError::Remote {
-                    rank: f.src,
-                    op: self.meta.kind.name(),
-                    seq: self.meta.seq,
-                    reason: String::from_utf8_lossy(f.payload.as_bytes()).into_owned(),
-                },
-            };
-            return Err(Failure {
-                error,
-                tell_peers: false,
-            });
-        }
-        let fp = self.meta.fp;
-        if let Some((src, d)) = self
-            .mailbox
-            .scan(|f| fp.difference(&f.fp).map(|d| (f.src, d)))
-        {
-            return Err(self.mismatch(src, d).into());
+        if let Some(f) = blocked_failure(&self.meta, &self.mailbox) {
+            return Err(f);
         }
         if transport.is_lost(peer) {
             // Frames sent before the peer died are delivered before it is marked lost.
             return match self.mailbox.pop(peer) {
                 Some(f) => Ok(Some(f)),
-                None => Err(self.lost(peer).into()),
+                None => Err(self.meta.lost(peer).into()),
             };
         }
         Ok(None)
@@ -176,22 +183,21 @@ impl<T: Element> ActiveOp for StepProgram<T> {
             let step = step.clone();
             if !self.sent {
                 if let Some((peer, range)) = step.send {
-                    // A pooled buffer that already fits: no allocation in steady state.
-                    let data = &self.buf[range];
-                    let mut payload = transport.inbox().pool().take(size_of_val(data));
-                    payload.fill_from(data);
-                    let frame = Frame {
+                    // The transport copies into a pooled buffer (local) or writes straight
+                    // from `buf` to the socket (TCP).
+                    let data = as_bytes(&self.buf[range]);
+                    let head = Frame {
                         kind: FrameKind::Data,
                         src: transport.world_rank(),
                         key: self.meta.key,
                         fp: self.meta.fp,
                         aux: 0,
-                        payload,
+                        payload: AlignedBuf::default(),
                     };
                     let dst = self.meta.group[peer];
-                    transport.send(dst, frame).map_err(|e| {
+                    transport.send_slice(dst, head, data).map_err(|e| {
                         if transport.is_lost(dst) {
-                            self.lost(dst)
+                            self.meta.lost(dst)
                         } else {
                             e
                         }

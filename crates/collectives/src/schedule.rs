@@ -101,6 +101,40 @@ pub(crate) fn ring_all_reduce(n: usize, me: usize, count: usize) -> Vec<Step> {
     steps
 }
 
+/// Ring all-reduce with every ring step cut into `pieces` pieces and a look-ahead of one
+/// piece: step `i` sends piece `i` and then receives piece `i - 1`, so a rank's next send is on
+/// the wire while it reduces the previous piece (on TCP the reader thread receives while the
+/// engine reduces). A piece sent at step `i` was received `pieces` steps earlier, so
+/// `pieces >= 2` keeps every dependency satisfied; fewer pieces give the plain ring.
+pub(crate) fn pipelined_ring_all_reduce(
+    n: usize,
+    me: usize,
+    count: usize,
+    pieces: usize,
+) -> Vec<Step> {
+    if pieces < 2 || n < 2 {
+        return ring_all_reduce(n, me, count);
+    }
+    let sub = |r: &Range<usize>, j: usize| {
+        let p = part(r.len(), pieces, j);
+        r.start + p.start..r.start + p.end
+    };
+    let units: Vec<Step> = ring_all_reduce(n, me, count)
+        .into_iter()
+        .flat_map(|st| {
+            let (to, send) = st.send.expect("ring steps send");
+            let (from, recv, a) = st.recv.expect("ring steps receive");
+            (0..pieces).map(move |j| Step::exchange(to, sub(&send, j), from, sub(&recv, j), a))
+        })
+        .collect();
+    (0..=units.len())
+        .map(|i| Step {
+            send: units.get(i).and_then(|u| u.send.clone()),
+            recv: i.checked_sub(1).and_then(|k| units[k].recv.clone()),
+        })
+        .collect()
+}
+
 /// Recursive halving-doubling all-reduce (Rabenseifner) of `count` elements, any `n`:
 /// the first `2 * (n - p)` ranks (p = largest power of two <= n) fold pairwise, the `p`
 /// survivors reduce-scatter by recursive halving and all-gather by recursive doubling, and the

@@ -76,6 +76,11 @@ pub(super) fn round_preemptive(shared: &Shared, queue: &mut VecDeque<Active>) ->
                 queue.rotate_left(1);
                 break;
             }
+            if queue.len() == 1 {
+                // Nothing to switch to: end the round (the driver yields) rather than spin on
+                // the mailbox lock the sender needs.
+                break;
+            }
             std::hint::spin_loop();
             continue;
         }

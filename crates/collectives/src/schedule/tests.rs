@@ -175,7 +175,9 @@ proptest::proptest! {
             .map(|r| (0..count).map(|i| (seed * 31 + (r * count + i) as i64 * 7919) % 1009 - 500).collect())
             .collect();
         let want: Vec<i64> = (0..count).map(|i| bufs.iter().map(|b| b[i]).sum()).collect();
-        for algo in [ring_all_reduce as fn(usize, usize, usize) -> Vec<Step>, halving_doubling_all_reduce] {
+        let pipelined2 = |n, r, c| pipelined_ring_all_reduce(n, r, c, 2);
+        let pipelined5 = |n, r, c| pipelined_ring_all_reduce(n, r, c, 5);
+        for algo in [ring_all_reduce as fn(usize, usize, usize) -> Vec<Step>, halving_doubling_all_reduce, pipelined2, pipelined5] {
             let out = simulate((0..n).map(|r| algo(n, r, count)).collect(), bufs.clone());
             proptest::prop_assert!(out.iter().all(|o| *o == want));
         }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::Transport;
 use crate::frame::Frame;
 use crate::inbox::Inbox;
+use crate::shm::ShmRegistry;
 use crate::Result;
 
 /// Shared state of all ranks of one local world.
@@ -13,12 +14,15 @@ use crate::Result;
 pub(crate) struct LocalWorld {
     inboxes: Vec<Arc<Inbox>>,
     lost: Vec<AtomicBool>,
+    shm: Arc<ShmRegistry>,
 }
 
 impl LocalWorld {
     pub(crate) fn new(n: usize) -> Arc<Self> {
+        let inboxes: Vec<Arc<Inbox>> = (0..n).map(|_| Arc::new(Inbox::default())).collect();
         Arc::new(Self {
-            inboxes: (0..n).map(|_| Arc::new(Inbox::default())).collect(),
+            shm: Arc::new(ShmRegistry::new(inboxes.clone())),
+            inboxes,
             lost: (0..n).map(|_| AtomicBool::new(false)).collect(),
         })
     }
@@ -26,7 +30,7 @@ impl LocalWorld {
     /// Marks `rank` dead and wakes every engine so that waiters notice.
     pub(crate) fn mark_lost(&self, rank: usize) {
         self.lost[rank].store(true, Ordering::SeqCst);
-        self.inboxes.iter().for_each(|i| i.wake());
+        self.inboxes.iter().for_each(|i| i.wake_always());
     }
 }
 
@@ -68,5 +72,9 @@ impl Transport for LocalTransport {
 
     fn inbox(&self) -> &Arc<Inbox> {
         &self.world.inboxes[self.rank]
+    }
+
+    fn shared_memory(&self) -> Option<&Arc<ShmRegistry>> {
+        Some(&self.world.shm)
     }
 }

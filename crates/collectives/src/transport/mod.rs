@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use crate::frame::Frame;
 use crate::inbox::Inbox;
+use crate::shm::ShmRegistry;
 use crate::Result;
 
 /// What the engine needs from a transport.
@@ -23,6 +24,15 @@ pub(crate) trait Transport: Send + Sync + Debug {
     fn world_size(&self) -> usize;
     /// Delivers `frame` to world rank `dst` (never to self).
     fn send(&self, dst: usize, frame: Frame) -> Result<()>;
+    /// Delivers `head` with `data` as its payload to world rank `dst` (never to self). The
+    /// default copies `data` into a pooled buffer and calls [`send`](Self::send); a transport
+    /// that can write straight from `data` overrides it.
+    fn send_slice(&self, dst: usize, mut head: Frame, data: &[u8]) -> Result<()> {
+        let mut payload = self.inbox().pool().take(data.len());
+        payload.as_bytes_mut().copy_from_slice(data);
+        head.payload = payload;
+        self.send(dst, head)
+    }
     /// Whether world rank `rank` is known to be dead.
     fn is_lost(&self, rank: usize) -> bool;
     /// Declares this rank dead (its thread is panicking): peers must stop waiting for it.
@@ -33,4 +43,8 @@ pub(crate) trait Transport: Send + Sync + Debug {
     /// that can move incoming messages into the inbox from this thread does so here (saving a
     /// hand-off between threads). Never blocks.
     fn progress(&self) {}
+    /// The shared-memory rendezvous when all ranks share this address space (local transport).
+    fn shared_memory(&self) -> Option<&Arc<ShmRegistry>> {
+        None
+    }
 }

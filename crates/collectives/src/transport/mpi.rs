@@ -81,7 +81,9 @@ pub const DEFAULT_MAX_IDLE_SLEEP: Duration = Duration::from_micros(200);
 /// How to join an MPI job.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MpiConfig {
-    /// Engine settings.
+    /// Engine settings. Default: [`Config::default`] with `caller_drives: false` — messages
+    /// reach the mailboxes through the receiver thread anyway, and waiting threads that drive
+    /// the engine measured slower from 64 KiB to 4 MiB on 2 oversubscribed cores.
     pub engine: Config,
     /// Empty probes (each followed by a `yield`) before the receiver thread starts sleeping.
     /// Default: [`DEFAULT_IDLE_SPINS`].
@@ -95,7 +97,10 @@ pub struct MpiConfig {
 impl Default for MpiConfig {
     fn default() -> Self {
         Self {
-            engine: Config::default(),
+            engine: Config {
+                caller_drives: false,
+                ..Config::default()
+            },
             idle_spins: DEFAULT_IDLE_SPINS,
             max_idle_sleep: DEFAULT_MAX_IDLE_SLEEP,
         }

@@ -71,6 +71,7 @@ pub(crate) fn check_all<T: Small>(comm: &Communicator, len: usize) {
             AllReduceAlgorithm::Auto,
             AllReduceAlgorithm::Ring,
             AllReduceAlgorithm::HalvingDoubling,
+            AllReduceAlgorithm::SharedMemory,
         ] {
             let got = comm
                 .iall_reduce_with(input::<T>(me, len, op, salt), op, algo)
@@ -224,6 +225,7 @@ fn bf16_sum_accumulates_in_f32() {
             for algo in [
                 AllReduceAlgorithm::Ring,
                 AllReduceAlgorithm::HalvingDoubling,
+                AllReduceAlgorithm::SharedMemory,
             ] {
                 let mine = (0..len).map(|i| value(comm.rank(), i)).collect();
                 let got = comm
@@ -264,6 +266,7 @@ fn one_mebibyte_all_reduce() {
                 for algo in [
                     AllReduceAlgorithm::Ring,
                     AllReduceAlgorithm::HalvingDoubling,
+                    AllReduceAlgorithm::SharedMemory,
                 ] {
                     let data = inputs[comm.rank()].clone();
                     let got = comm

@@ -6,6 +6,7 @@ mod correctness;
 mod faults;
 #[cfg(feature = "mpi")]
 mod mpi;
+mod shm;
 mod tcp;
 
 use std::time::Duration;

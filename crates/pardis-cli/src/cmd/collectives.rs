@@ -56,6 +56,8 @@ enum AlgoArg {
     Auto,
     Ring,
     HalvingDoubling,
+    /// Zero-copy shared memory (local transport; ring elsewhere).
+    SharedMemory,
 }
 
 #[derive(Debug, clap::Args)]
@@ -125,6 +127,7 @@ fn engine(mode: ModeArg, algo: AlgoArg) -> Config {
             AlgoArg::Auto => AllReduceAlgorithm::Auto,
             AlgoArg::Ring => AllReduceAlgorithm::Ring,
             AlgoArg::HalvingDoubling => AllReduceAlgorithm::HalvingDoubling,
+            AlgoArg::SharedMemory => AllReduceAlgorithm::SharedMemory,
         },
         ..Config::default()
     }

@@ -1,0 +1,231 @@
+//! Starting the collectives: each non-blocking method compiles its algorithm's schedule for
+//! this rank (or builds the shared-memory program) and submits it to the engine.
+
+use super::{Communicator, Plan, P2P_BIT};
+use crate::config::{AllReduceAlgorithm, BroadcastAlgorithm};
+use crate::dtype::{Element, ReduceOp};
+use crate::frame::OpKind;
+use crate::handle::{Completion, Handle};
+use crate::schedule::{self, Action, RingPass, Step};
+use crate::shm::ShmAllReduce;
+use crate::{CollectiveError, Result};
+
+impl Communicator {
+    /// Starts an all-reduce with the configured algorithm; the handle yields the reduced vector.
+    pub fn iall_reduce<T: Element>(&self, data: Vec<T>, op: ReduceOp) -> Result<Handle<T>> {
+        self.iall_reduce_with(data, op, self.config().all_reduce)
+    }
+
+    /// Starts an all-reduce with an explicit algorithm (all ranks must pass the same).
+    pub fn iall_reduce_with<T: Element>(
+        &self,
+        data: Vec<T>,
+        op: ReduceOp,
+        algo: AllReduceAlgorithm,
+    ) -> Result<Handle<T>> {
+        let (n, me, count) = (self.world_size(), self.rank(), data.len());
+        let cfg = self.config();
+        let bytes = count * std::mem::size_of::<T>();
+        let shm = self.shared_memory();
+        let algo = match algo {
+            AllReduceAlgorithm::Auto if bytes < cfg.small_message_bytes => {
+                AllReduceAlgorithm::HalvingDoubling
+            }
+            AllReduceAlgorithm::Auto if shm.is_some() && bytes >= cfg.shared_memory_bytes => {
+                AllReduceAlgorithm::SharedMemory
+            }
+            AllReduceAlgorithm::Auto => AllReduceAlgorithm::Ring,
+            AllReduceAlgorithm::SharedMemory if shm.is_none() => AllReduceAlgorithm::Ring,
+            a => a,
+        };
+        let (steps, code) = match algo {
+            AllReduceAlgorithm::HalvingDoubling => {
+                (schedule::halving_doubling_all_reduce(n, me, count), 2)
+            }
+            AllReduceAlgorithm::SharedMemory => (Vec::new(), 4),
+            _ => {
+                let pieces = (bytes / n.max(1)).div_ceil(cfg.ring_piece_bytes.max(1));
+                let steps = schedule::pipelined_ring_all_reduce(n, me, count, pieces);
+                (steps, 1)
+            }
+        };
+        let plan = Plan {
+            output: Some(0..count),
+            reduce: Some(op),
+            algo: code,
+            ..Self::plan(OpKind::AllReduce, steps, count)
+        };
+        if let (AllReduceAlgorithm::SharedMemory, Some(registry)) = (algo, shm) {
+            let registry = registry.clone();
+            let meta = self.op_meta::<T>(&plan);
+            let completion = Completion::new();
+            let mailbox = self.mailbox(&meta);
+            let program =
+                ShmAllReduce::new(meta, me, op, registry, data, mailbox, completion.clone());
+            return Ok(self.start(Box::new(program), completion));
+        }
+        Ok(self.submit(data, plan))
+    }
+
+    /// Starts a reduce-scatter: `data` holds `world_size` blocks; rank `r` gets reduced block `r`.
+    pub fn ireduce_scatter<T: Element>(&self, data: Vec<T>, op: ReduceOp) -> Result<Handle<T>> {
+        let block = self.blocks(data.len(), "reduce-scatter")?;
+        let (n, me) = (self.world_size(), self.rank());
+        let steps = schedule::ring(
+            n,
+            me,
+            |i| i * block..(i + 1) * block,
+            RingPass::ReduceScatter,
+        );
+        let plan = Plan {
+            output: Some(me * block..(me + 1) * block),
+            reduce: Some(op),
+            ..Self::plan(OpKind::ReduceScatter, steps, block)
+        };
+        Ok(self.submit(data, plan))
+    }
+
+    /// Starts an all-gather: every rank contributes `data`; the result is all contributions in
+    /// rank order.
+    pub fn iall_gather<T: Element>(&self, data: Vec<T>) -> Result<Handle<T>> {
+        let (n, me, block) = (self.world_size(), self.rank(), data.len());
+        let mut buf = vec![T::ZERO; n * block];
+        buf[me * block..(me + 1) * block].copy_from_slice(&data);
+        let steps = schedule::ring(n, me, |i| i * block..(i + 1) * block, RingPass::AllGather);
+        let plan = Plan {
+            output: Some(0..n * block),
+            ..Self::plan(OpKind::AllGather, steps, block)
+        };
+        Ok(self.submit(buf, plan))
+    }
+
+    /// Starts a broadcast of `root`'s `data` with the configured algorithm; other ranks pass a
+    /// vector of the same length.
+    pub fn ibroadcast<T: Element>(&self, data: Vec<T>, root: usize) -> Result<Handle<T>> {
+        self.ibroadcast_with(data, root, self.config().broadcast)
+    }
+
+    /// Starts a broadcast with an explicit algorithm (all ranks must pass the same).
+    pub fn ibroadcast_with<T: Element>(
+        &self,
+        data: Vec<T>,
+        root: usize,
+        algo: BroadcastAlgorithm,
+    ) -> Result<Handle<T>> {
+        self.check_root(root)?;
+        let (n, me, count) = (self.world_size(), self.rank(), data.len());
+        let cfg = self.config();
+        let bytes = count * std::mem::size_of::<T>();
+        let pipelined = match algo {
+            BroadcastAlgorithm::Auto => bytes >= cfg.pipeline_threshold_bytes,
+            BroadcastAlgorithm::Binomial => false,
+            BroadcastAlgorithm::Pipelined => true,
+        };
+        let (steps, code) = if pipelined {
+            let pieces = bytes
+                .div_ceil(cfg.pipeline_chunk_bytes.max(1))
+                .clamp(1, count.max(1));
+            (schedule::pipelined_broadcast(n, me, root, count, pieces), 3)
+        } else {
+            (schedule::binomial_broadcast(n, me, root, count), 0)
+        };
+        let plan = Plan {
+            output: Some(0..count),
+            root,
+            algo: code,
+            ..Self::plan(OpKind::Broadcast, steps, count)
+        };
+        Ok(self.submit(data, plan))
+    }
+
+    /// Starts a reduce to `root`; the root gets the reduced vector, the others an empty one.
+    pub fn ireduce<T: Element>(
+        &self,
+        data: Vec<T>,
+        op: ReduceOp,
+        root: usize,
+    ) -> Result<Handle<T>> {
+        self.check_root(root)?;
+        let count = data.len();
+        let steps = schedule::binomial_reduce(self.world_size(), self.rank(), root, count);
+        let output = (self.rank() == root).then_some(0..count);
+        let plan = Plan {
+            output,
+            root,
+            reduce: Some(op),
+            ..Self::plan(OpKind::Reduce, steps, count)
+        };
+        Ok(self.submit(data, plan))
+    }
+
+    /// Starts an all-to-all: block `j` of `data` goes to rank `j`; the result holds the block
+    /// from each rank in rank order.
+    pub fn iall_to_all<T: Element>(&self, data: Vec<T>) -> Result<Handle<T>> {
+        let block = self.blocks(data.len(), "all-to-all")?;
+        let (n, me, len) = (self.world_size(), self.rank(), data.len());
+        let mut buf = data;
+        buf.resize(2 * len, T::ZERO);
+        buf.copy_within(me * block..(me + 1) * block, len + me * block);
+        let steps = schedule::pairwise_all_to_all(n, me, block);
+        let plan = Plan {
+            output: Some(len..2 * len),
+            ..Self::plan(OpKind::AllToAll, steps, block)
+        };
+        Ok(self.submit(buf, plan))
+    }
+
+    /// Starts a barrier.
+    pub fn ibarrier(&self) -> Result<Handle<u8>> {
+        let steps = schedule::dissemination_barrier(self.world_size(), self.rank());
+        Ok(self.submit(Vec::new(), Self::plan(OpKind::Barrier, steps, 0)))
+    }
+
+    fn check_peer(&self, peer: usize) -> Result<()> {
+        if peer >= self.world_size() || peer == self.rank() {
+            return Err(CollectiveError::InvalidInput(format!(
+                "peer {peer} is not another rank of this {}-rank communicator (this is rank {})",
+                self.world_size(),
+                self.rank()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Starts sending `data` to rank `dst` (matched, in order, by `dst`'s receives from us).
+    pub fn isend<T: Element>(&self, data: Vec<T>, dst: usize) -> Result<Handle<T>> {
+        self.check_peer(dst)?;
+        let n = {
+            let mut g = self.inner.p2p.lock().expect("p2p poisoned");
+            g.0[dst] += 1;
+            g.0[dst] - 1
+        };
+        let seq = P2P_BIT | ((self.rank() as u64) << 40) | n;
+        let count = data.len();
+        let steps = vec![Step::send(dst, 0..count)];
+        Ok(self.submit(
+            data,
+            Plan {
+                seq: Some(seq),
+                ..Self::plan(OpKind::PointToPoint, steps, count)
+            },
+        ))
+    }
+
+    /// Starts receiving `count` elements from rank `src`.
+    pub fn irecv<T: Element>(&self, src: usize, count: usize) -> Result<Handle<T>> {
+        self.check_peer(src)?;
+        let n = {
+            let mut g = self.inner.p2p.lock().expect("p2p poisoned");
+            g.1[src] += 1;
+            g.1[src] - 1
+        };
+        let seq = P2P_BIT | ((src as u64) << 40) | n;
+        let steps = vec![Step::recv(src, 0..count, Action::Copy)];
+        let plan = Plan {
+            seq: Some(seq),
+            output: Some(0..count),
+            ..Self::plan(OpKind::PointToPoint, steps, count)
+        };
+        Ok(self.submit(vec![T::ZERO; count], plan))
+    }
+}

@@ -1,0 +1,214 @@
+//! Who runs the rounds: the engine thread, or an application thread that waits for one of
+//! its collectives and drives the engine itself meanwhile.
+//!
+//! A blocking collective handed to the engine thread costs two thread hand-offs (wake the
+//! engine thread, wake the caller when done), each a context switch on a machine with few
+//! cores. So a waiting caller takes the queue lock and runs the same rounds — preemption,
+//! stickiness and timeouts included — on its own thread; deliveries do not wake the idle engine
+//! thread meanwhile ([`Inbox::wake`](crate::inbox::Inbox::wake)). The caller yields between
+//! idle rounds and stops after [`Config::spin_rounds`](crate::Config::spin_rounds) of them
+//! (bounded spinning: on 2 cores a spinning thread starves the others); it then hands the
+//! queue back to the engine thread and sleeps on its handle.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
+
+use super::rounds::{round_ordered, round_preemptive};
+use super::{fail, Active, Engine, Shared};
+use crate::config::Mode;
+use crate::handle::OpStats;
+use crate::CollectiveError;
+
+/// Outcome of one turn.
+struct Turn {
+    progressed: bool,
+    /// No collective active or submitted.
+    idle: bool,
+}
+
+fn lock_queue(shared: &Shared) -> Option<MutexGuard<'_, VecDeque<Active>>> {
+    match shared.queue.try_lock() {
+        Ok(g) => Some(g),
+        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
+}
+
+/// Takes submissions, fails everything after an abort, and runs one round.
+fn turn(shared: &Shared, queue: &mut VecDeque<Active>) -> Turn {
+    intake(shared, queue);
+    if shared.aborted.load(Ordering::SeqCst) {
+        let reason = shared
+            .abort
+            .lock()
+            .expect("abort poisoned")
+            .clone()
+            .unwrap_or_default();
+        for a in queue.drain(..) {
+            fail(shared, a, CollectiveError::Aborted(reason.clone()).into());
+        }
+    }
+    if queue.is_empty() {
+        return Turn {
+            progressed: false,
+            idle: true,
+        };
+    }
+    shared.transport.progress();
+    let progressed = match shared.config.mode {
+        Mode::Preemptive => round_preemptive(shared, queue),
+        Mode::Ordered => round_ordered(shared, queue),
+    };
+    Turn {
+        progressed,
+        idle: false,
+    }
+}
+
+/// The engine thread.
+pub(super) fn run(shared: &Shared) {
+    let cfg = &shared.config;
+    let mut idle_rounds = 0u32;
+    loop {
+        let Some(mut queue) = lock_queue(shared) else {
+            // An application thread drives; it wakes us when it stops.
+            std::thread::park_timeout(cfg.park_interval);
+            continue;
+        };
+        let t = turn(shared, &mut queue);
+        drop(queue);
+        if t.idle {
+            if shared.shutdown.load(Ordering::SeqCst) {
+                if no_submissions(shared) {
+                    return;
+                }
+                continue;
+            }
+            std::thread::park_timeout(Duration::from_millis(100));
+        } else if t.progressed {
+            idle_rounds = 0;
+        } else {
+            idle_rounds += 1;
+            if idle_rounds <= cfg.spin_rounds {
+                std::thread::yield_now();
+            } else {
+                shared.counters.parks.fetch_add(1, Ordering::Relaxed);
+                std::thread::park_timeout(cfg.park_interval);
+            }
+        }
+    }
+}
+
+fn no_submissions(shared: &Shared) -> bool {
+    shared
+        .submissions
+        .lock()
+        .expect("submissions poisoned")
+        .is_empty()
+}
+
+fn intake(shared: &Shared, queue: &mut VecDeque<Active>) {
+    let mut subs = shared.submissions.lock().expect("submissions poisoned");
+    if subs.is_empty() {
+        return;
+    }
+    let now = Instant::now();
+    for op in subs.drain(..) {
+        let meta = op.meta();
+        let stats = OpStats {
+            op: meta.kind.name(),
+            seq: meta.seq,
+            queue_len_at_submit: queue.len() + 1,
+            ..OpStats::default()
+        };
+        queue.push_back(Active {
+            op,
+            stats,
+            threshold: shared.config.initial_threshold,
+            blocked_tries: 0,
+            blocked_since: None,
+            last_progress: now,
+            submitted: now,
+        });
+    }
+    let len = queue.len();
+    shared
+        .counters
+        .max_queue_len
+        .fetch_max(len as u64, Ordering::Relaxed);
+    queue
+        .iter_mut()
+        .for_each(|a| a.stats.max_queue_len = a.stats.max_queue_len.max(len));
+}
+
+/// An application thread registered as driver: submissions and deliveries do not wake the
+/// engine thread while it lives; dropping the last one hands pending work back to it.
+#[derive(Debug)]
+pub(crate) struct DriveGuard<'a> {
+    engine: &'a Engine,
+}
+
+impl Drop for DriveGuard<'_> {
+    fn drop(&mut self) {
+        let shared = &self.engine.shared;
+        if shared.transport.inbox().leave_driver() > 0 {
+            return;
+        }
+        // Wake the engine thread only if something is left for it (saves a context switch
+        // per blocking call); a busy queue lock means someone is running rounds — wake anyway.
+        let pending = lock_queue(shared).is_none_or(|q| !q.is_empty()) || !no_submissions(shared);
+        if pending {
+            shared.transport.inbox().wake_always();
+        }
+    }
+}
+
+impl Engine {
+    /// Registers the calling thread as a driver (see [`DriveGuard`]).
+    pub(crate) fn driving(&self) -> DriveGuard<'_> {
+        self.shared.transport.inbox().enter_driver();
+        DriveGuard { engine: self }
+    }
+
+    /// Runs rounds on the calling thread until `ready()`, the deadline, or
+    /// [`Config::spin_rounds`](crate::Config::spin_rounds) rounds without progress; the caller
+    /// then sleeps on its handle and the engine thread carries on.
+    /// `guard` (taken by a blocking call before it submitted) is released before returning.
+    pub(crate) fn drive(
+        &self,
+        guard: Option<DriveGuard<'_>>,
+        ready: impl Fn() -> bool,
+        deadline: Option<Instant>,
+    ) {
+        let _guard = guard.unwrap_or_else(|| self.driving());
+        let shared = &self.shared;
+        if !shared.config.caller_drives {
+            return;
+        }
+        let mut idle_rounds = 0u32;
+        while !ready() && deadline.is_none_or(|d| Instant::now() < d) {
+            let progressed = match lock_queue(shared) {
+                Some(mut q) => {
+                    let t = turn(shared, &mut q);
+                    if t.idle {
+                        // Our collective finished in another thread's round.
+                        return;
+                    }
+                    t.progressed
+                }
+                None => false,
+            };
+            if progressed {
+                idle_rounds = 0;
+                continue;
+            }
+            idle_rounds += 1;
+            if idle_rounds > shared.config.spin_rounds {
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! Rendezvous through rank 0: address exchange and one connection per pair of ranks (see the
+//! [module docs](super)).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::connection::TcpTransport;
+use super::TcpConfig;
+use crate::engine::Engine;
+use crate::{CollectiveError, Communicator, Result};
+
+const MAGIC: u32 = 0x5044_5331; // "PDS1"
+
+fn rdv(cfg: &TcpConfig, what: impl std::fmt::Display) -> CollectiveError {
+    CollectiveError::Rendezvous(format!("rank {}: {what}", cfg.rank))
+}
+
+pub(super) fn join_with(cfg: &TcpConfig, listener: Option<TcpListener>) -> Result<Communicator> {
+    let deadline = Instant::now() + cfg.rendezvous_timeout;
+    let (n, me) = (cfg.world_size, cfg.rank);
+    let mut streams: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
+    if me == 0 {
+        let listener = listener.ok_or_else(|| rdv(cfg, "rank 0 needs a listener"))?;
+        let mut table = vec![String::new(); n];
+        table[0] = cfg.master_addr.clone();
+        for _ in 1..n {
+            let mut s = accept(&listener, deadline).map_err(|e| {
+                rdv(
+                    cfg,
+                    format!("waiting for ranks at {}: {e}", cfg.master_addr),
+                )
+            })?;
+            let (rank, size, addr) =
+                read_hello(&mut s).map_err(|e| rdv(cfg, format!("bad hello: {e}")))?;
+            if size != n || rank == 0 || rank >= n || streams[rank].is_some() {
+                return Err(rdv(
+                    cfg,
+                    format!("peer claims rank {rank} of {size}, expected a new rank of {n}"),
+                ));
+            }
+            table[rank] = addr;
+            streams[rank] = Some(s);
+        }
+        for s in streams.iter_mut().flatten() {
+            write_table(s, &table)
+                .map_err(|e| rdv(cfg, format!("sending the address table: {e}")))?;
+        }
+    } else {
+        let mut s0 = connect(&cfg.master_addr, deadline).map_err(|e| {
+            rdv(
+                cfg,
+                format!("could not reach rank 0 at {}: {e}", cfg.master_addr),
+            )
+        })?;
+        let ip = s0.local_addr().map_err(|e| rdv(cfg, e))?.ip();
+        let own = TcpListener::bind(SocketAddr::new(ip, 0))
+            .map_err(|e| rdv(cfg, format!("binding a listener: {e}")))?;
+        let own_addr = own.local_addr().map_err(|e| rdv(cfg, e))?.to_string();
+        write_hello(&mut s0, me, n, &own_addr)
+            .map_err(|e| rdv(cfg, format!("hello to rank 0: {e}")))?;
+        s0.set_read_timeout(Some(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1)),
+        ))
+        .ok();
+        let table = read_table(&mut s0, n)
+            .map_err(|e| rdv(cfg, format!("reading the address table: {e}")))?;
+        streams[0] = Some(s0);
+        for (j, addr) in table.iter().enumerate().take(me).skip(1) {
+            let mut s = connect(addr, deadline)
+                .map_err(|e| rdv(cfg, format!("connecting to rank {j} at {addr}: {e}")))?;
+            write_hello(&mut s, me, n, "").map_err(|e| rdv(cfg, e))?;
+            streams[j] = Some(s);
+        }
+        for _ in me + 1..n {
+            let mut s = accept(&own, deadline)
+                .map_err(|e| rdv(cfg, format!("waiting for higher ranks: {e}")))?;
+            let (rank, _, _) =
+                read_hello(&mut s).map_err(|e| rdv(cfg, format!("bad hello: {e}")))?;
+            if rank <= me || rank >= n || streams[rank].is_some() {
+                return Err(rdv(cfg, format!("unexpected connection from rank {rank}")));
+            }
+            streams[rank] = Some(s);
+        }
+    }
+    let transport = TcpTransport::start(me, streams).map_err(|e| rdv(cfg, e))?;
+    Ok(Communicator::world(Engine::start(
+        Arc::new(transport),
+        cfg.engine.clone(),
+    )))
+}
+
+fn connect(addr: &str, deadline: Instant) -> std::io::Result<TcpStream> {
+    loop {
+        let attempt = addr.to_socket_addrs().and_then(|mut a| {
+            let a = a.next().ok_or_else(|| {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address")
+            })?;
+            TcpStream::connect_timeout(&a, Duration::from_secs(1))
+        });
+        match attempt {
+            Ok(s) => return Ok(s),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+fn accept(listener: &TcpListener, deadline: Instant) -> std::io::Result<TcpStream> {
+    listener.set_nonblocking(true)?;
+    loop {
+        match listener.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false)?;
+                s.set_read_timeout(Some(Duration::from_secs(10)))?;
+                return Ok(s);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "rendezvous timed out",
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn write_hello(s: &mut TcpStream, rank: usize, size: usize, addr: &str) -> std::io::Result<()> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&MAGIC.to_le_bytes());
+    b.extend_from_slice(&(rank as u32).to_le_bytes());
+    b.extend_from_slice(&(size as u32).to_le_bytes());
+    write_str(&mut b, addr);
+    s.write_all(&b)
+}
+
+fn read_hello(s: &mut TcpStream) -> std::io::Result<(usize, usize, String)> {
+    if read_u32(s)? != MAGIC {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not a pardis peer (bad magic)",
+        ));
+    }
+    Ok((read_u32(s)? as usize, read_u32(s)? as usize, read_str(s)?))
+}
+
+fn write_table(s: &mut TcpStream, table: &[String]) -> std::io::Result<()> {
+    let mut b = Vec::new();
+    table.iter().for_each(|a| write_str(&mut b, a));
+    s.write_all(&b)
+}
+
+fn read_table(s: &mut TcpStream, n: usize) -> std::io::Result<Vec<String>> {
+    (0..n).map(|_| read_str(s)).collect()
+}
+
+fn write_str(b: &mut Vec<u8>, v: &str) {
+    b.extend_from_slice(&(v.len() as u32).to_le_bytes());
+    b.extend_from_slice(v.as_bytes());
+}
+
+fn read_u32(s: &mut TcpStream) -> std::io::Result<u32> {
+    let mut b = [0u8; 4];
+    s.read_exact(&mut b)?;
+    Ok(u32::from_le_bytes(b))
+}
+
+fn read_str(s: &mut TcpStream) -> std::io::Result<String> {
+    let len = read_u32(s)? as usize;
+    if len > 4096 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "address too long",
+        ));
+    }
+    let mut b = vec![0u8; len];
+    s.read_exact(&mut b)?;
+    String::from_utf8(b)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "address is not UTF-8"))
+}
