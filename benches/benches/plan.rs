@@ -1,64 +1,82 @@
-//! Criterion benchmarks of `parallel_plan`: one tied ILP per model and mesh (solve time; the ILP
-//! size is printed once per case), and the whole multi-dimensional search.
+//! Criterion benchmarks of `parallel_plan`, on the cases of the table (GPT-3
+//! 1.3B…175B and Llama-2 7B…70B on 8 to 1024 A100s, DGX nodes of 8) and of
+//! `examples/solve_times.rs`: the single tied ILP of the whole model without pipelining
+//! (min-time, and lexicographic min-memory within 5 %), and the whole multi-dimensional search
+//! of `pardis plan` (min-memory, 5 % slack, with baselines). The ILP sizes are printed once per
+//! case on stderr.
 #![allow(missing_docs)]
 
+use std::time::Duration;
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use pardis::memory::ModelConfig;
+use pardis::memory::{ModelConfig, Recompute, PRESET_NAMES};
 use pardis::plan::ilp::IlpObjective;
 use pardis::plan::mesh::DeviceMesh;
 use pardis::plan::planner::{self, Objective};
-use pardis::plan::search::{Candidate, Problem};
+use pardis::plan::search::Problem;
 
-/// (model, nodes of dgx-a100-80g, pipeline stages) for the single-ILP cases; `gpt3-175b` on 1
-/// and 2 nodes without pipelining is the 96-layer single ILP of the issue's < 1 s goal.
-const SINGLE_ILP: [(&str, usize, u64); 7] = [
-    ("gpt3-1.3b", 1, 1),
-    ("gpt3-175b", 1, 1),
-    ("gpt3-175b", 2, 1),
-    ("gpt3-13b", 4, 4),
-    ("gpt3-175b", 128, 16),
-    ("llama2-7b", 2, 2),
-    ("llama2-70b", 16, 8),
-];
+/// DGX A100-80GB nodes: 8, 64, 256 and 1024 GPUs.
+const NODES: [usize; 4] = [1, 8, 32, 128];
+
+/// The problems of the table: GPT-3 1.3B…175B and Llama-2 7B…70B (a contiguous run of
+/// memory-model's presets) on each mesh of [`NODES`].
+fn cases() -> impl Iterator<Item = (&'static str, Problem)> {
+    let at = |name: &str| PRESET_NAMES.iter().position(|&m| m == name).unwrap();
+    PRESET_NAMES[at("gpt3-1.3b")..=at("llama2-70b")]
+        .iter()
+        .flat_map(|&model| {
+            NODES.map(|nodes| {
+                let mesh = DeviceMesh::preset("dgx-a100-80g", nodes).unwrap();
+                (
+                    model,
+                    Problem::new(ModelConfig::preset(model).unwrap(), mesh),
+                )
+            })
+        })
+}
+
+/// Ten samples, short warm-up: the cases are many and each takes up to seconds.
+fn configure(group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>) {
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500));
+}
+
+const FASTEST: IlpObjective = IlpObjective::MinTime {
+    memory_budget: None,
+};
 
 fn single_ilp(c: &mut Criterion) {
     let mut group = c.benchmark_group("plan/single_ilp");
-    group.sample_size(10);
-    for (model, nodes, pp) in SINGLE_ILP {
-        let mesh = DeviceMesh::preset("dgx-a100-80g", nodes).unwrap();
-        let devices = mesh.num_devices();
-        let problem = Problem::new(ModelConfig::preset(model).unwrap(), mesh);
-        let stage_mesh = problem.mesh.stage_mesh(devices / pp as usize).unwrap();
-        let cand = Candidate::new(problem.model.num_layers, pp, stage_mesh, 4 * pp);
-        let stages = problem.build(&cand, None).unwrap();
+    configure(&mut group);
+    for (model, p) in cases() {
+        // Whole model, whole mesh (unfactorized), no recomputation, the fewest
+        // micro-batches the search tries.
+        let Some(cand) = p
+            .candidates(Some(1))
+            .into_iter()
+            .find(|c| c.stage_mesh == p.mesh && c.recompute == Recompute::None)
+        else {
+            continue;
+        };
+        let stages = p.build(&cand, None).unwrap();
         let ilp = &stages[0].space.ilp;
-        let sol = ilp
-            .solve(
-                IlpObjective::MinTime {
-                    memory_budget: None,
-                },
-                &problem.solver,
-            )
-            .unwrap();
+        let stats = ilp.solve(FASTEST, &p.solver).unwrap().stats;
+        let id = format!("{model}/{}", p.mesh.num_devices());
         eprintln!(
-            "{model} on {devices} devices, pp {pp}: first-stage ILP {} variables, {} constraints, {}",
-            sol.stats.variables, sol.stats.constraints, sol.stats.status
+            "{id}: {} layers tied, {} variables / {} constraints ({} / {} solved)",
+            p.model.num_layers,
+            stats.variables,
+            stats.constraints,
+            stats.solved_variables,
+            stats.solved_constraints
         );
-        let id = format!("{model}/{devices}/pp{pp}");
         group.bench_function(BenchmarkId::new("min-time", &id), |b| {
-            b.iter(|| {
-                ilp.solve(
-                    IlpObjective::MinTime {
-                        memory_budget: None,
-                    },
-                    &problem.solver,
-                )
-                .unwrap()
-            })
+            b.iter(|| ilp.solve(FASTEST, &p.solver).unwrap())
         });
-        // Lexicographic min-memory (5 % slack) from scratch: min-time, then warm-started min-memory.
+        // Lexicographic min-memory (5 % slack): min-time, then warm-started min-memory.
         group.bench_function(BenchmarkId::new("min-memory", &id), |b| {
-            b.iter(|| ilp.solve_min_memory(0.05, &problem.solver).unwrap())
+            b.iter(|| ilp.solve_min_memory(0.05, &p.solver).unwrap())
         });
     }
     group.finish();
@@ -66,20 +84,16 @@ fn single_ilp(c: &mut Criterion) {
 
 fn whole_search(c: &mut Criterion) {
     let mut group = c.benchmark_group("plan/search");
-    group.sample_size(10);
-    for (model, nodes) in [("gpt3-1.3b", 1usize), ("gpt3-175b", 128)] {
-        let mesh = DeviceMesh::preset("dgx-a100-80g", nodes).unwrap();
-        let devices = mesh.num_devices();
-        let problem = Problem::new(ModelConfig::preset(model).unwrap(), mesh);
-        group.bench_function(BenchmarkId::new(model, devices), |b| {
-            b.iter(|| {
-                planner::plan(
-                    &problem,
-                    Objective::MinMemory { slack: 0.05 },
-                    &|_, _, _| {},
-                )
-                .unwrap()
-            })
+    configure(&mut group);
+    for (model, p) in cases() {
+        let objective = Objective::MinMemory { slack: 0.05 };
+        // Models that fit nowhere on this mesh (175B and 70B on one node) are skipped.
+        if planner::plan(&p, objective, &|_, _, _| {}).is_err() {
+            continue;
+        }
+        let id = BenchmarkId::new(model, p.mesh.num_devices());
+        group.bench_function(id, |b| {
+            b.iter(|| planner::plan(&p, objective, &|_, _, _| {}).unwrap())
         });
     }
     group.finish();

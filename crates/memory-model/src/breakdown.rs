@@ -1,7 +1,7 @@
 //! Whole-model memory per device, per pipeline stage and for the cluster: the sum of the
 //! operator numbers of [`crate::sharding`] plus buffers, transient peaks and overhead.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::layers::{embedding_operators, head_operators, layer_operators};
@@ -12,7 +12,7 @@ use crate::setup::{PipelineSchedule, Recompute, TrainingSetup, ZeroStage};
 use crate::sharding::{operator_memory, Categories, OperatorMemory, OperatorSharding};
 
 /// Bytes on one device by category. `total()` is the peak: every category, transient included.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct DeviceBreakdown {
     /// Parameters.
     pub parameters: u64,

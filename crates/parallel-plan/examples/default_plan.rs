@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{dgx_problem, shape, timed_min_memory, GIB};
+use common::{dgx_problem, reported, shape, timed_min_memory, GIB};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -19,15 +19,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         report.candidates_searched,
         report.candidates_solved,
     );
-    for p in std::iter::once(&report.plan)
-        .chain(&report.runners_up)
-        .chain(&report.baselines)
-    {
+    for p in reported(&report) {
         println!(
             "{:34} {:44} {:8.2} GiB {:8.3} s fits {:5} ilp {}/{} {} {:.2}s",
             p.name,
             shape(p),
-            p.per_device_memory.total as f64 / GIB,
+            p.per_device_memory.total() as f64 / GIB,
             p.step_time_s,
             p.fits,
             p.ilp.variables,

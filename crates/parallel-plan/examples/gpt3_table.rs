@@ -16,11 +16,11 @@ use parallel_plan::planner;
 const SLACK: f64 = 0.05;
 
 fn gib(p: &Plan) -> f64 {
-    p.per_device_memory.total as f64 / GIB
+    p.per_device_memory.total() as f64 / GIB
 }
 
 fn saved(p: &Plan, reference: &Plan) -> f64 {
-    100.0 * (1.0 - p.per_device_memory.total as f64 / reference.per_device_memory.total as f64)
+    100.0 * (1.0 - p.per_device_memory.total() as f64 / reference.per_device_memory.total() as f64)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -44,7 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .baselines
                 .iter()
                 .filter(|b| b.name.starts_with("Megatron") && b.fits)
-                .min_by_key(|b| b.per_device_memory.total);
+                .min_by_key(|b| b.per_device_memory.total());
             let Some(m) = megatron else {
                 println!(
                     "| {name} | {devices} | none fits | - | - | - | - | - | - | {} | {:.2} | {:.3} | - | {secs:.1} |",

@@ -11,10 +11,11 @@ use crate::error::{PlanError, Result};
 use crate::graph::ComputationGraph;
 use crate::ilp::{IlpStats, SolverConfig};
 use crate::mesh::DeviceMesh;
-use crate::plan::{MemoryBreakdown, OperatorPlan};
+use crate::plan::{add_operator, bytes_with_total, DeviceBreakdown, OperatorPlan};
 use crate::search::operator_plan;
 use crate::sharding::{Sharding, ACTIVATION_BYTES};
 use crate::strategy::{build_strategy_space, OpMemory, PipelineContext, StrategySpace};
+use memory_model::Categories;
 
 /// Bytes per parameter element of each model-state category.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,16 +39,16 @@ impl Default for StateBytes {
 }
 
 /// Memory of operator `op` of `graph` under `s` by the rule of the module docs, by category
-/// (`activations` for one micro-batch).
+/// (`activations` for one micro-batch; one copy).
 pub fn generic_breakdown(
     graph: &ComputationGraph,
     mesh: &DeviceMesh,
     bytes: &StateBytes,
     op: usize,
     s: &Sharding,
-) -> MemoryBreakdown {
+) -> Categories {
     let o = &graph.ops[op];
-    let mut m = MemoryBreakdown::default();
+    let mut m = Categories::default();
     if let Some(w) = &o.weight {
         let local = s.local_numel(mesh, w);
         let dp = group_size(mesh, s.zero_axes(o)) as u64;
@@ -62,7 +63,6 @@ pub fn generic_breakdown(
         .iter()
         .map(|t| s.local_numel(mesh, t) * ACTIVATION_BYTES)
         .sum();
-    m.total = m.parameters + m.gradients + m.optimizer_states + m.activations;
     m
 }
 
@@ -102,14 +102,15 @@ pub fn graph_space(
 /// The plan of a custom graph on a mesh (the whole mesh runs the whole graph; no pipeline).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GraphPlan {
-    /// Devices of the mesh, e.g. `node 2×gpu 8`.
+    /// Devices of the mesh, e.g. `node:2×gpu:8`.
     pub mesh: String,
     /// Micro-batches per step (the graph's shapes are one micro-batch's).
     pub micro_batches: u64,
     /// Per operator, the chosen sharding and its collectives.
     pub operators: Vec<OperatorPlan>,
     /// Per-device memory by category (copies counted; activations of one micro-batch).
-    pub per_device_memory: MemoryBreakdown,
+    #[serde(with = "bytes_with_total")]
+    pub per_device_memory: DeviceBreakdown,
     /// Step time of the plan, seconds.
     pub step_time_s: f64,
     /// Step time of the fastest plan (the min-time ILP), seconds.
@@ -140,17 +141,11 @@ pub fn plan_graph(
     let bytes = StateBytes::default();
     let space = graph_space(graph, mesh, &ctx, &bytes)?;
     let (fast, lean) = space.ilp.solve_min_memory(slack, solver)?;
-    let mut memory = MemoryBreakdown::default();
+    let mut memory = DeviceBreakdown::default();
     for (op, &c) in lean.choice.iter().enumerate() {
         let m = generic_breakdown(graph, mesh, &bytes, op, &space.shardings[op][c]);
-        let k = graph.ops[op].copies as u64;
-        memory.parameters += k * m.parameters;
-        memory.gradients += k * m.gradients;
-        memory.optimizer_states += k * m.optimizer_states;
-        memory.activations += k * m.activations;
+        add_operator(&mut memory, &m, graph.ops[op].copies as u64, 1);
     }
-    memory.total =
-        memory.parameters + memory.gradients + memory.optimizer_states + memory.activations;
     let operators = (0..graph.ops.len())
         .map(|op| operator_plan(graph, &space.shardings, mesh, op, &lean.choice))
         .collect();

@@ -11,12 +11,15 @@
 
 use std::time::Instant;
 
-use highs::{Col, HighsModelStatus, RowProblem, Sense};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{PlanError, Result};
 
 mod evaluate;
+mod heuristic;
+mod highs_model;
+mod prune;
+mod sweep;
 
 /// Primal and integer feasibility tolerance given to HiGHS (its defaults are 1e-7 and 1e-6);
 /// coefficients are scaled so that the largest total is about 1.
@@ -131,26 +134,37 @@ impl Default for SolverConfig {
 /// Size and outcome of one ILP solve.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IlpStats {
-    /// Number of variables.
+    /// Number of variables of the formulation.
     pub variables: usize,
-    /// Number of constraints.
+    /// Number of constraints of the formulation.
     pub constraints: usize,
+    /// Variables of the ILP given to HiGHS, after bound-based fixing removed strategies that no
+    /// optimum can use (see [`StrategyGraph::solve_from`]).
+    #[serde(default)]
+    pub solved_variables: usize,
+    /// Constraints of the ILP given to HiGHS.
+    #[serde(default)]
+    pub solved_constraints: usize,
     /// HiGHS model status, e.g. `Optimal` or `ReachedTimeLimit`.
     pub status: String,
     /// Relative MIP gap of the returned solution (0 when proven optimal).
     pub gap: f64,
-    /// Wall-clock solve time, seconds (model building included).
+    /// Wall-clock solve time, seconds (incumbent search, strategy fixing and model building
+    /// included).
     pub solve_time_s: f64,
 }
 
 impl IlpStats {
-    /// Summarises several solves: the largest variable and constraint counts, `Optimal` when
+    /// Summarises several solves: the largest variable and constraint counts (of the formulation
+    /// and of the solved ILP), `Optimal` when
     /// every solve was proven optimal (else the first other status), the largest gap and the
     /// total solve time.
     pub fn summary_of<'a>(stats: impl IntoIterator<Item = &'a IlpStats>) -> Self {
         let mut s = IlpStats {
             variables: 0,
             constraints: 0,
+            solved_variables: 0,
+            solved_constraints: 0,
             status: "Optimal".into(),
             gap: 0.0,
             solve_time_s: 0.0,
@@ -158,6 +172,8 @@ impl IlpStats {
         for st in stats {
             s.variables = s.variables.max(st.variables);
             s.constraints = s.constraints.max(st.constraints);
+            s.solved_variables = s.solved_variables.max(st.solved_variables);
+            s.solved_constraints = s.solved_constraints.max(st.solved_constraints);
             if st.status != "Optimal" && s.status == "Optimal" {
                 s.status = st.status.clone();
             }
@@ -191,26 +207,14 @@ impl StrategyGraph {
         self.solve_from(objective, config, None)
     }
 
-    /// The column values of `choice`: one-hot `s`, and per edge a 1 at the pair of classes.
-    fn columns_of(&self, choice: &[usize]) -> Vec<f64> {
-        let mut cols = Vec::new();
-        for (n, &c) in self.nodes.iter().zip(choice) {
-            cols.extend((0..n.time.len()).map(|i| if i == c { 1.0 } else { 0.0 }));
-        }
-        for e in &self.edges {
-            let (nu, nv) = (self.nodes[e.from].time.len(), self.nodes[e.to].time.len());
-            let cols_to = StrategyEdge::classes(&e.to_class, nv);
-            let rows_from = StrategyEdge::classes(&e.from_class, nu);
-            let hot = StrategyEdge::class(&e.from_class, choice[e.from]) * cols_to
-                + StrategyEdge::class(&e.to_class, choice[e.to]);
-            cols.extend((0..rows_from * cols_to).map(|k| if k == hot { 1.0 } else { 0.0 }));
-        }
-        cols
-    }
-
     /// [`StrategyGraph::solve`] warm-started from a feasible `start` choice (e.g. the min-time
     /// solution for a min-memory solve under a looser time bound): HiGHS begins with it as its
     /// incumbent, and if it stops at its time limit without a better one, `start` is returned.
+    ///
+    /// Before the solve, local search finds a feasible incumbent (see `heuristic`; HiGHS starts
+    /// from it, or from `start` when none is found), and strategies that no choice meeting the
+    /// objective's bound and at least as good as the incumbent can use are removed (exact, see
+    /// `prune`); the reported ILP size is that of the ILP solved.
     pub fn solve_from(
         &self,
         objective: IlpObjective,
@@ -218,223 +222,71 @@ impl StrategyGraph {
         start: Option<&[usize]>,
     ) -> Result<IlpSolution> {
         self.validate()?;
+        let clock = Instant::now();
         let warm = start.filter(|c| {
             c.len() == self.nodes.len() && c.iter().zip(&self.nodes).all(|(&i, n)| i < n.time.len())
         });
-        let start = Instant::now();
-        // Scale time and memory so that the largest possible totals are about 1.
-        let max_time: f64 = self
-            .nodes
-            .iter()
-            .map(|n| n.copies as f64 * n.time.iter().fold(0.0, |a: f64, &b| a.max(b)))
-            .sum::<f64>()
-            + self
-                .edges
-                .iter()
-                .map(|e| e.copies as f64 * e.cost.iter().fold(0.0, |a: f64, &b| a.max(b)))
-                .sum::<f64>();
-        let max_memory: f64 = self
-            .nodes
-            .iter()
-            .map(|n| n.copies as f64 * n.memory.iter().copied().max().unwrap_or(0) as f64)
-            .sum();
-        let ilp_time_unit = if max_time > 0.0 { max_time } else { 1.0 };
-        let ilp_memory_unit = if max_memory > 0.0 { max_memory } else { 1.0 };
-        let mut pb = RowProblem::default();
-        let min_time = matches!(objective, IlpObjective::MinTime { .. });
-        let s: Vec<Vec<Col>> = self
-            .nodes
-            .iter()
-            .map(|n| {
-                (0..n.time.len())
-                    .map(|i| {
-                        let c = if min_time {
-                            n.copies as f64 * n.time[i] / ilp_time_unit
-                        } else {
-                            n.copies as f64 * n.memory[i] as f64 / ilp_memory_unit
-                        };
-                        pb.add_integer_column(c, 0..=1)
-                    })
-                    .collect()
-            })
-            .collect();
-        let mut e_cols: Vec<Vec<Col>> = Vec::with_capacity(self.edges.len());
-        for e in &self.edges {
-            let obj = if min_time {
-                e.copies as f64 / ilp_time_unit
-            } else {
-                0.0
-            };
-            e_cols.push(
-                e.cost
-                    .iter()
-                    .map(|&c| pb.add_column(obj * c, 0..=1))
-                    .collect(),
-            );
-        }
-        for sv in &s {
-            pb.add_row(1..=1, sv.iter().map(|&c| (c, 1.0)));
-        }
-        // Σe = 1; the row of class a sums to ≤ Σ_{i ∈ a} s_u[i]; the column of class b to
-        // ≤ Σ_{j ∈ b} s_v[j]. With one-hot s this forces e = (class of s_u) ⊗ (class of s_v).
-        for (e, ev) in self.edges.iter().zip(&e_cols) {
-            let (su, sv) = (&s[e.from], &s[e.to]);
-            let (nu, nv) = (
-                StrategyEdge::classes(&e.from_class, su.len()),
-                StrategyEdge::classes(&e.to_class, sv.len()),
-            );
-            pb.add_row(1..=1, ev.iter().map(|&c| (c, 1.0)));
-            for a in 0..nu {
-                let row = (0..nv).map(|b| (ev[a * nv + b], 1.0));
-                let members = (0..su.len())
-                    .filter(|&i| StrategyEdge::class(&e.from_class, i) == a)
-                    .map(|i| (su[i], -1.0));
-                pb.add_row(..=0, row.chain(members).collect::<Vec<_>>());
+        let incumbent = self.heuristic_choice(objective, warm);
+        let warm = incumbent.as_deref().or(warm);
+        // The objective's bound, and the incumbent's value for the objective itself.
+        let (time_limit, memory_limit) = match objective {
+            IlpObjective::MinTime { memory_budget } => {
+                (incumbent.as_deref().map(|c| self.time_of(c)), memory_budget)
             }
-            for b in 0..nv {
-                let col = (0..nu).map(|a| (ev[a * nv + b], 1.0));
-                let members = (0..sv.len())
-                    .filter(|&j| StrategyEdge::class(&e.to_class, j) == b)
-                    .map(|j| (sv[j], -1.0));
-                pb.add_row(..=0, col.chain(members).collect::<Vec<_>>());
-            }
-        }
-        match objective {
-            IlpObjective::MinTime {
-                memory_budget: Some(budget),
-            } => {
-                let min = self.min_memory();
-                if (min as f64) > budget {
-                    return Err(PlanError::Infeasible {
-                        budget: budget as u64,
-                        min_achievable: min,
-                    });
-                }
-                let bound = budget / ilp_memory_unit;
-                let terms = self.nodes.iter().zip(&s).flat_map(|(n, sv)| {
-                    sv.iter()
-                        .zip(&n.memory)
-                        .map(|(&c, &m)| (c, n.copies as f64 * m as f64 / ilp_memory_unit))
-                });
-                pb.add_row(..=bound, terms.collect::<Vec<_>>());
-            }
-            IlpObjective::MinTime {
-                memory_budget: None,
-            } => {}
-            IlpObjective::MinMemory { time_limit } => {
-                let bound = time_limit / ilp_time_unit * (1.0 + BOUND_TOLERANCE);
-                let mut terms: Vec<(Col, f64)> = Vec::new();
-                for (n, sv) in self.nodes.iter().zip(&s) {
-                    terms.extend(
-                        sv.iter()
-                            .zip(&n.time)
-                            .map(|(&c, &t)| (c, n.copies as f64 * t / ilp_time_unit)),
-                    );
-                }
-                for (e, ev) in self.edges.iter().zip(&e_cols) {
-                    terms.extend(
-                        ev.iter()
-                            .zip(&e.cost)
-                            .map(|(&c, &t)| (c, e.copies as f64 * t / ilp_time_unit)),
-                    );
-                }
-                pb.add_row(..=bound, terms);
-            }
-        }
-        let (variables, constraints) = (pb.num_cols(), pb.num_rows());
-        let mut model = pb.optimise(Sense::Minimise);
-        model.make_quiet();
-        model.set_option("time_limit", config.time_limit_s);
-        model.set_option("mip_rel_gap", config.mip_rel_gap);
-        model.set_option("threads", 1);
-        model.set_option("primal_feasibility_tolerance", FEASIBILITY_TOLERANCE);
-        model.set_option("mip_feasibility_tolerance", FEASIBILITY_TOLERANCE);
-        if let Some(c) = warm {
-            // A rejected start only loses the warm start.
-            let _ = model.try_set_solution(Some(&self.columns_of(c)), None, None, None);
-        }
-        let solved = model
-            .try_solve()
-            .map_err(|e| PlanError::Solver(format!("HiGHS failed: {e:?}")))?;
-        let status = solved.status();
-        match status {
-            HighsModelStatus::Optimal | HighsModelStatus::ReachedTimeLimit => {}
-            HighsModelStatus::Infeasible => {
-                return Err(match objective {
-                    IlpObjective::MinTime { memory_budget } => PlanError::Infeasible {
-                        budget: memory_budget.unwrap_or(0.0) as u64,
-                        min_achievable: self.min_memory(),
-                    },
-                    IlpObjective::MinMemory { time_limit } => PlanError::Solver(format!(
-                        "no strategy meets the time bound {time_limit:.6} s"
-                    )),
-                })
-            }
-            other => {
-                return Err(PlanError::Solver(format!(
-                    "HiGHS stopped with status {other:?}"
-                )))
-            }
-        }
-        let columns = solved.get_solution().columns().to_vec();
-        // The `s` columns were added first, node by node.
-        let mut offset = 0;
-        let mut choice = Vec::with_capacity(self.nodes.len());
-        for n in &self.nodes {
-            let values = &columns[offset..offset + n.time.len()];
-            offset += n.time.len();
-            let best = values
-                .iter()
-                .enumerate()
-                .max_by(|a, b| a.1.total_cmp(b.1))
-                .map_or(0, |(i, _)| i);
-            if values[best] < 0.5 {
-                break;
-            }
-            choice.push(best);
-        }
-        if choice.len() < self.nodes.len() {
-            choice = match warm {
-                Some(c) => c.to_vec(),
-                None => {
-                    return Err(PlanError::Solver(format!(
-                        "HiGHS returned no integral solution (status {status:?})"
-                    )))
-                }
-            };
-        }
-        if let IlpObjective::MinTime {
-            memory_budget: Some(budget),
-        } = objective
-        {
-            if self.memory_of(&choice) as f64 > budget {
-                return Err(PlanError::Solver(
-                    "HiGHS returned a plan over the memory budget".into(),
-                ));
-            }
-        }
-        if choice.is_empty() {
-            return Err(PlanError::Solver(format!(
-                "HiGHS returned no integral solution (status {status:?})"
-            )));
-        }
-        let gap = if status == HighsModelStatus::Optimal {
-            solved.mip_gap().max(0.0)
-        } else {
-            solved.mip_gap()
+            IlpObjective::MinMemory { time_limit } => (
+                Some(time_limit),
+                incumbent.as_deref().map(|c| self.memory_of(c) as f64),
+            ),
         };
-        Ok(IlpSolution {
-            time: self.time_of(&choice),
-            memory: self.memory_of(&choice),
-            choice,
-            stats: IlpStats {
-                variables,
-                constraints,
-                status: format!("{status:?}"),
-                gap: if gap.is_finite() { gap } else { f64::INFINITY },
-                solve_time_s: start.elapsed().as_secs_f64(),
+        let mut sol = match self.kept_strategies(time_limit, memory_limit) {
+            None => self.solve_model(objective, config, warm)?,
+            Some(kept) => self.solve_restricted(objective, config, warm, &kept)?,
+        };
+        sol.stats.solve_time_s = clock.elapsed().as_secs_f64();
+        Ok(sol)
+    }
+
+    /// Solves the ILP restricted to the `kept` strategies of each node and maps the solution
+    /// back; the reported size is the formulation's, with the restricted one as solved size.
+    fn solve_restricted(
+        &self,
+        objective: IlpObjective,
+        config: &SolverConfig,
+        warm: Option<&[usize]>,
+        kept: &[Vec<usize>],
+    ) -> Result<IlpSolution> {
+        if kept.iter().any(Vec::is_empty) {
+            return Err(self.infeasible(objective));
+        }
+        let sub = self.restricted(kept);
+        // The start in the restricted numbering (dropped if it uses a removed strategy).
+        let sub_warm: Option<Vec<usize>> = warm.and_then(|c| {
+            c.iter()
+                .zip(kept)
+                .map(|(&i, k)| k.binary_search(&i).ok())
+                .collect()
+        });
+        let mut sol = sub.solve_model(objective, config, sub_warm.as_deref())?;
+        for (c, k) in sol.choice.iter_mut().zip(kept) {
+            *c = k[*c];
+        }
+        sol.time = self.time_of(&sol.choice);
+        sol.memory = self.memory_of(&sol.choice);
+        (sol.stats.variables, sol.stats.constraints) = self.formulation_size(objective);
+        Ok(sol)
+    }
+
+    /// The error when no choice meets the bound of `objective`.
+    fn infeasible(&self, objective: IlpObjective) -> PlanError {
+        match objective {
+            IlpObjective::MinTime { memory_budget } => PlanError::Infeasible {
+                budget: memory_budget.unwrap_or(0.0) as u64,
+                min_achievable: self.min_memory(),
             },
-        })
+            IlpObjective::MinMemory { time_limit } => PlanError::Solver(format!(
+                "no strategy meets the time bound {time_limit:.6} s"
+            )),
+        }
     }
 
     /// Lexicographic min-memory: minimise time, then minimise memory subject to

@@ -40,7 +40,7 @@
 //! // Within 5 % of the fastest plan's step time, and never above Megatron-LM's memory.
 //! assert!(best.fits);
 //! let megatron = report.baselines.iter().find(|b| b.name == "Megatron-LM").unwrap();
-//! assert!(best.per_device_memory.total <= megatron.per_device_memory.total
+//! assert!(best.per_device_memory.total() <= megatron.per_device_memory.total()
 //!     || best.step_time_s < megatron.step_time_s);
 //! assert_eq!(best.ilp.status, "Optimal");
 //! # Ok::<(), parallel_plan::PlanError>(())

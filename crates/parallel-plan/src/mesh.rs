@@ -287,11 +287,12 @@ impl DeviceMesh {
         Some(mesh)
     }
 
-    /// A short description, e.g. `node2×gpu8`.
+    /// A short description, axis `name:size`, e.g. `node:2×gpu:8`, or `gpu0:2×gpu1:4` for 8
+    /// GPUs of one node [factorized](Self::factorized) as 2 × 4.
     pub fn shape_string(&self) -> String {
         self.axes
             .iter()
-            .map(|a| format!("{}{}", a.name, a.size))
+            .map(|a| format!("{}:{}", a.name, a.size))
             .collect::<Vec<_>>()
             .join("×")
     }

@@ -4,25 +4,50 @@ use serde::{Deserialize, Serialize};
 
 use crate::ilp::IlpStats;
 
-/// Per-device memory by category (the categories of `pardis memory`), bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MemoryBreakdown {
-    /// Parameters.
-    pub parameters: u64,
-    /// Gradients.
-    pub gradients: u64,
-    /// Optimizer states (with fp32 master weights).
-    pub optimizer_states: u64,
-    /// Activations saved for backward, times the micro-batches in flight.
-    pub activations: u64,
-    /// Communication buffers (not modelled by the planner: 0).
-    pub buffers: u64,
-    /// Transient peaks (not modelled by the planner: 0).
-    pub transient: u64,
-    /// Fixed per-device overhead of the training setup.
-    pub overhead: u64,
-    /// Sum of the above.
-    pub total: u64,
+use memory_model::Categories;
+pub use memory_model::DeviceBreakdown;
+
+/// Adds `copies` identical operators with per-device bytes `op` to `device`, their saved
+/// activations held for `in_flight` micro-batches.
+pub(crate) fn add_operator(
+    device: &mut DeviceBreakdown,
+    op: &Categories,
+    copies: u64,
+    in_flight: u64,
+) {
+    device.parameters += copies * op.parameters;
+    device.gradients += copies * op.gradients;
+    device.optimizer_states += copies * op.optimizer_states;
+    device.activations += copies * op.activations * in_flight;
+}
+
+/// Serde adapter for a per-device [`DeviceBreakdown`] in a plan: its categories followed by
+/// `total` (the shape of `pardis memory --json`), all integer bytes. Reading ignores `total`,
+/// which is [`DeviceBreakdown::total`] of the categories.
+pub mod bytes_with_total {
+    use memory_model::DeviceBreakdown;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize)]
+    struct WithTotal<'a> {
+        #[serde(flatten)]
+        categories: &'a DeviceBreakdown,
+        total: u64,
+    }
+
+    /// Writes the categories and their total.
+    pub fn serialize<S: Serializer>(d: &DeviceBreakdown, s: S) -> Result<S::Ok, S::Error> {
+        WithTotal {
+            categories: d,
+            total: d.total(),
+        }
+        .serialize(s)
+    }
+
+    /// Reads the categories (an extra `total` is ignored).
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DeviceBreakdown, D::Error> {
+        DeviceBreakdown::deserialize(d)
+    }
 }
 
 /// The chosen sharding of one operator.
@@ -50,10 +75,12 @@ pub struct StagePlan {
     pub layers: u64,
     /// Operators (layer operators once, with their copies).
     pub operators: Vec<OperatorPlan>,
-    /// Per-device memory of the stage.
-    pub memory: MemoryBreakdown,
+    /// Per-device memory of the stage (buffers and transient peaks are not modelled by the
+    /// planner: 0).
+    #[serde(with = "bytes_with_total")]
+    pub memory: DeviceBreakdown,
     /// Per-device memory as the ILP computed it (model states + activations in flight), bytes;
-    /// equals `memory.total − memory.overhead`, which is recomputed independently.
+    /// equals `memory.total() − memory.overhead`, which is recomputed independently.
     pub ilp_memory: u64,
     /// The stage's step time if it were the bottleneck, seconds.
     pub time_s: f64,
@@ -72,7 +99,7 @@ pub struct Plan {
     pub name: String,
     /// Pipeline stages.
     pub pipeline_stages: u64,
-    /// Mesh of one stage, e.g. `gpu0 2×gpu1 4`.
+    /// Mesh of one stage, e.g. `gpu0:2×gpu1:4`.
     pub stage_mesh: String,
     /// Micro-batches per step.
     pub micro_batches: u64,
@@ -85,7 +112,8 @@ pub struct Plan {
     /// Transformer layers of each pipeline stage.
     pub layers_per_stage: Vec<u64>,
     /// Per-device memory of the peak stage.
-    pub per_device_memory: MemoryBreakdown,
+    #[serde(with = "bytes_with_total")]
+    pub per_device_memory: DeviceBreakdown,
     /// Step time (slowest stage), seconds.
     pub step_time_s: f64,
     /// Whether the per-device memory fits the device.

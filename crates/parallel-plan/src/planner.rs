@@ -201,13 +201,13 @@ fn sort_plans(plans: &mut [Plan], by_memory: bool) {
     plans.sort_by(|a, b| {
         let (ka, kb) = if by_memory {
             (
-                (a.per_device_memory.total as f64, a.step_time_s),
-                (b.per_device_memory.total as f64, b.step_time_s),
+                (a.per_device_memory.total() as f64, a.step_time_s),
+                (b.per_device_memory.total() as f64, b.step_time_s),
             )
         } else {
             (
-                (a.step_time_s, a.per_device_memory.total as f64),
-                (b.step_time_s, b.per_device_memory.total as f64),
+                (a.step_time_s, a.per_device_memory.total() as f64),
+                (b.step_time_s, b.per_device_memory.total() as f64),
             )
         };
         ka.partial_cmp(&kb).unwrap_or(std::cmp::Ordering::Equal)
@@ -383,12 +383,12 @@ pub fn baseline_plans(problem: &Problem, slack: f64, progress: Progress<'_>) -> 
                 .map(|p| p.step_time_s)
                 .fold(f64::INFINITY, f64::min);
             let pick = if fitting.is_empty() {
-                plans.iter().min_by_key(|p| p.per_device_memory.total)
+                plans.iter().min_by_key(|p| p.per_device_memory.total())
             } else {
                 fitting
                     .into_iter()
                     .filter(|p| p.step_time_s <= fastest * (1.0 + slack) * (1.0 + 1e-9))
-                    .min_by_key(|p| p.per_device_memory.total)
+                    .min_by_key(|p| p.per_device_memory.total())
             };
             Ok(pick.cloned())
         })

@@ -1,4 +1,5 @@
-//! Helpers shared by the examples.
+//! Helpers shared by the examples (each example uses a subset).
+#![allow(dead_code)]
 
 use memory_model::ModelConfig;
 use parallel_plan::mesh::DeviceMesh;
@@ -28,6 +29,13 @@ pub(crate) fn timed_min_memory(
     let start = std::time::Instant::now();
     let report = planner::plan(problem, Objective::MinMemory { slack }, &|_, _, _| {})?;
     Ok((report, start.elapsed().as_secs_f64()))
+}
+
+/// The chosen plan, its runners-up and the baselines of a report.
+pub(crate) fn reported(report: &PlanReport) -> impl Iterator<Item = &Plan> {
+    std::iter::once(&report.plan)
+        .chain(&report.runners_up)
+        .chain(&report.baselines)
 }
 
 /// `pp2 (12/12) gpu8 m32 1F1B none`: the shape of a plan in one cell.

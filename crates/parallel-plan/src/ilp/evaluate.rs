@@ -47,6 +47,30 @@ impl StrategyGraph {
         Ok(())
     }
 
+    /// Variables and constraints of the ILP of `self` for `objective`: one binary per strategy
+    /// and one product per pair of edge classes; one row per node, per edge one plus one per
+    /// class on each side, and the bound row of the objective, if any.
+    pub fn formulation_size(&self, objective: IlpObjective) -> (usize, usize) {
+        let strategies: usize = self.nodes.iter().map(|n| n.time.len()).sum();
+        let products: usize = self.edges.iter().map(|e| e.cost.len()).sum();
+        let edge_rows: usize = self
+            .edges
+            .iter()
+            .map(|e| {
+                let (nu, nv) = (self.nodes[e.from].time.len(), self.nodes[e.to].time.len());
+                1 + StrategyEdge::classes(&e.from_class, nu)
+                    + StrategyEdge::classes(&e.to_class, nv)
+            })
+            .sum();
+        let bound = usize::from(!matches!(
+            objective,
+            IlpObjective::MinTime {
+                memory_budget: None
+            }
+        ));
+        (strategies + products, self.nodes.len() + edge_rows + bound)
+    }
+
     /// Total time of a choice, seconds (copies counted).
     pub fn time_of(&self, choice: &[usize]) -> f64 {
         let nodes: f64 = self
@@ -80,21 +104,7 @@ impl StrategyGraph {
     /// edge, the cheapest resharding into that strategy. The outer search skips candidates whose
     /// bound already exceeds what it needs.
     pub fn time_lower_bound(&self) -> f64 {
-        let mut per_strategy: Vec<Vec<f64>> = self
-            .nodes
-            .iter()
-            .map(|n| n.time.iter().map(|t| n.copies as f64 * t).collect())
-            .collect();
-        for e in &self.edges {
-            let (nu, nv) = (self.nodes[e.from].time.len(), self.nodes[e.to].time.len());
-            for (j, total) in per_strategy[e.to].iter_mut().enumerate() {
-                let cheapest = (0..nu)
-                    .map(|i| e.cost_of(i, j, nv))
-                    .fold(f64::INFINITY, f64::min);
-                *total += e.copies as f64 * cheapest;
-            }
-        }
-        per_strategy
+        self.time_with_cheapest_inputs(&self.all_strategies())
             .iter()
             .map(|v| v.iter().copied().fold(f64::INFINITY, f64::min))
             .sum()

@@ -6,7 +6,7 @@ use crate::error::Result;
 use crate::graph::ComputationGraph;
 use crate::ilp::{IlpObjective, IlpSolution};
 use crate::mesh::DeviceMesh;
-use crate::plan::{IlpSummary, MemoryBreakdown, OperatorPlan, Plan, StagePlan};
+use crate::plan::{add_operator, DeviceBreakdown, IlpSummary, OperatorPlan, Plan, StagePlan};
 use crate::sharding::Sharding;
 use crate::strategy::edge_collectives;
 
@@ -41,7 +41,7 @@ impl Problem {
         let keys = self.stage_keys(cand);
         let mut stage_plans = Vec::new();
         for ((st, sol), key) in stages.iter().zip(solutions).zip(&keys) {
-            let mut mem = MemoryBreakdown {
+            let mut mem = DeviceBreakdown {
                 overhead: self.setup.overhead_bytes,
                 ..Default::default()
             };
@@ -53,10 +53,7 @@ impl Problem {
                 if let Ok(m) =
                     memory_model::operator_memory(&st.graph.source_ops[i], &sharding, &setup)
                 {
-                    mem.parameters += copies * m.device.parameters;
-                    mem.gradients += copies * m.device.gradients;
-                    mem.optimizer_states += copies * m.device.optimizer_states;
-                    mem.activations += copies * m.device.activations * key.in_flight;
+                    add_operator(&mut mem, &m.device, copies, key.in_flight);
                 }
                 ops.push(operator_plan(
                     &st.graph.graph,
@@ -66,13 +63,6 @@ impl Problem {
                     &sol.choice,
                 ));
             }
-            mem.total = mem.parameters
-                + mem.gradients
-                + mem.optimizer_states
-                + mem.activations
-                + mem.buffers
-                + mem.transient
-                + mem.overhead;
             stage_plans.push(StagePlan {
                 index: st.key_index,
                 layers: st.layers,
@@ -86,7 +76,7 @@ impl Problem {
         let peak = stage_plans
             .iter()
             .map(|s| s.memory)
-            .max_by_key(|m| m.total)
+            .max_by_key(|m| m.total())
             .unwrap_or_default();
         let time = stage_plans.iter().map(|s| s.time_s).fold(0.0, f64::max);
         Plan {
@@ -100,7 +90,7 @@ impl Problem {
             layers_per_stage: cand.layers.clone(),
             per_device_memory: peak,
             step_time_s: time,
-            fits: peak.total <= self.mesh.device_memory_bytes,
+            fits: peak.total() <= self.mesh.device_memory_bytes,
             ilp: IlpSummary::summary_of(stage_plans.iter().map(|s| &s.ilp)),
             stages: stage_plans,
         }

@@ -46,12 +46,34 @@ fn example_graph_plans_and_matches_brute_force() {
             time_limit: fastest.1 * 1.05 * (1.0 + 1e-9),
         })
         .unwrap();
-    assert_eq!(plan.per_device_memory.total as f64, leanest.1);
+    assert_eq!(plan.per_device_memory.total() as f64, leanest.1);
     let m = plan.per_device_memory;
     assert_eq!(
-        m.total,
+        m.total(),
         m.parameters + m.gradients + m.optimizer_states + m.activations
     );
+    // JSON: memory-model's categories in integer bytes plus their total; reads back unchanged.
+    let json = serde_json::to_value(&plan).unwrap();
+    let bytes = json["per_device_memory"].as_object().unwrap();
+    let keys: Vec<&str> = bytes.keys().map(String::as_str).collect();
+    let mut expected = vec![
+        "parameters",
+        "gradients",
+        "optimizer_states",
+        "activations",
+        "buffers",
+        "transient",
+        "overhead",
+        "total",
+    ];
+    expected.sort_unstable();
+    let mut sorted = keys.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, expected);
+    assert_eq!(bytes["total"].as_u64(), Some(m.total()));
+    assert_eq!(bytes["parameters"].as_u64(), Some(m.parameters));
+    let back: parallel_plan::custom::GraphPlan = serde_json::from_value(json).unwrap();
+    assert_eq!(back, plan);
 }
 
 #[test]

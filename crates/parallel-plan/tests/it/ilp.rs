@@ -99,9 +99,12 @@ fn ilp_min_time_equals_brute_force() {
     }
 }
 
+/// Also checks that bound-based fixing (strategies no optimum can use removed before the solve)
+/// is exercised: the optimum is exhaustive search's although the solved ILP is often smaller.
 #[test]
 fn ilp_min_memory_equals_brute_force() {
     let config = SolverConfig::default();
+    let mut fixed = 0;
     for seed in 1..=CASES {
         let mut rng = Rng(seed.wrapping_mul(0xD1B5_4A32_D192_ED03));
         let g = random_graph(&mut rng);
@@ -113,7 +116,11 @@ fn ilp_min_memory_equals_brute_force() {
             .unwrap();
         assert!(leanest.time <= limit, "seed {seed}");
         assert_eq!(leanest.memory as f64, brute.1, "seed {seed}");
+        let st = &leanest.stats;
+        assert!(st.solved_variables <= st.variables && st.solved_constraints <= st.constraints);
+        fixed += usize::from(st.solved_variables < st.variables);
     }
+    assert!(fixed > 0, "no case removed a strategy");
 }
 
 #[test]
@@ -145,6 +152,8 @@ fn infeasible_budget_names_smallest_memory() {
     assert_eq!(ok.choice, vec![1]);
     assert_eq!(ok.stats.status, "Optimal");
     assert!(ok.stats.variables >= 2 && ok.stats.constraints >= 2);
+    // Strategy 0 (200 bytes) cannot fit 80: removed before the solve.
+    assert!(ok.stats.solved_variables < ok.stats.variables);
 }
 
 #[test]

@@ -176,7 +176,7 @@ fn check_memory_and_splits(p: &Problem) {
         for s in &plan.stages {
             assert_eq!(
                 s.ilp_memory,
-                s.memory.total - s.memory.overhead,
+                s.memory.total() - s.memory.overhead,
                 "{} stage {}",
                 plan.name,
                 s.index
@@ -297,7 +297,7 @@ fn recomputation_is_chosen_when_nothing_else_fits() {
     assert!(report.plan.fits);
     assert!(report.plan.step_time_s > without.plan.step_time_s);
     for s in &report.plan.stages {
-        assert_eq!(s.ilp_memory, s.memory.total - s.memory.overhead);
+        assert_eq!(s.ilp_memory, s.memory.total() - s.memory.overhead);
     }
 }
 
@@ -391,7 +391,7 @@ fn hf_config_model_plans() {
     let report = planner::plan(&p, Objective::MinMemory { slack: 0.05 }, &quiet).unwrap();
     assert!(report.plan.fits);
     for s in &report.plan.stages {
-        assert_eq!(s.ilp_memory, s.memory.total - s.memory.overhead);
+        assert_eq!(s.ilp_memory, s.memory.total() - s.memory.overhead);
     }
     assert!(report
         .baselines

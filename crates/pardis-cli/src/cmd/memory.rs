@@ -295,7 +295,8 @@ fn print_operators(model: &ModelConfig, setup: &TrainingSetup) -> anyhow::Result
     Ok(())
 }
 
-fn breakdown_json(d: &DeviceBreakdown) -> serde_json::Value {
+/// Per-device bytes by category and their total (also the `per_device_memory` of `pardis plan`).
+pub(crate) fn breakdown_json(d: &DeviceBreakdown) -> serde_json::Value {
     json!({
         "parameters": d.parameters,
         "gradients": d.gradients,

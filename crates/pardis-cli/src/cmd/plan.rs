@@ -15,6 +15,7 @@ use pardis::plan::planner::{self, Objective, PlanReport};
 use pardis::plan::search::Problem;
 use serde_json::json;
 
+use super::memory::breakdown_json;
 use crate::output;
 
 /// Objective of the planner.
@@ -134,7 +135,7 @@ fn plan_json(p: &Plan) -> serde_json::Value {
         .iter()
         .map(|s| {
             json!({
-                "index": s.index, "layers": s.layers, "per_device_memory": s.memory, "time_s": s.time_s, "ilp": s.ilp,
+                "index": s.index, "layers": s.layers, "per_device_memory": breakdown_json(&s.memory), "time_s": s.time_s, "ilp": s.ilp,
                 "operators": s.operators,
             })
         })
@@ -155,7 +156,7 @@ fn plan_json(p: &Plan) -> serde_json::Value {
         "name": p.name, "pipeline_stages": p.pipeline_stages, "layers_per_stage": p.layers_per_stage,
         "stage_mesh": p.stage_mesh, "micro_batches": p.micro_batches, "micro_batch_size": p.micro_batch_size,
         "schedule": p.schedule, "recompute": p.recompute,
-        "per_device_memory": p.per_device_memory, "step_time_s": p.step_time_s, "fits": p.fits,
+        "per_device_memory": breakdown_json(&p.per_device_memory), "step_time_s": p.step_time_s, "fits": p.fits,
         "ilp": p.ilp, "operators": operators, "stages": stages,
     })
 }
@@ -193,7 +194,7 @@ fn plan_cells(name: String, p: &Plan) -> Vec<String> {
         .collect();
     let mem = format!(
         "{}{}",
-        output::bytes(p.per_device_memory.total),
+        output::bytes(p.per_device_memory.total()),
         if p.fits { "" } else { " (OOM)" }
     );
     vec![
@@ -215,7 +216,7 @@ fn reference(report: &PlanReport) -> Option<&Plan> {
         .filter(|b| b.name.starts_with("Megatron"));
     megatron
         .filter(|b| b.fits)
-        .min_by_key(|b| b.per_device_memory.total)
+        .min_by_key(|b| b.per_device_memory.total())
 }
 
 /// `equal_time`: the leanest pardis plan no slower than the reference Megatron-LM variant (the
@@ -244,7 +245,8 @@ fn print_table(report: &PlanReport, problem: &Problem, equal_time: Option<&Plan>
                     "{:+.1}%",
                     100.0
                         * (1.0
-                            - p.per_device_memory.total as f64 / r.per_device_memory.total as f64)
+                            - p.per_device_memory.total() as f64
+                                / r.per_device_memory.total() as f64)
                 ),
                 format!("{:.3}", p.step_time_s / r.step_time_s),
             ),
@@ -283,7 +285,7 @@ fn print_details(p: &Plan) {
             "stage {} ({} layers): {} per device",
             s.index,
             s.layers,
-            output::bytes(s.memory.total)
+            output::bytes(s.memory.total())
         );
         print_operators(&s.operators);
     }
@@ -327,7 +329,7 @@ fn run_graph(args: &Args, path: &std::path::Path) -> anyhow::Result<()> {
         graph.ops.len(),
         plan.mesh,
         mesh.num_devices(),
-        output::bytes(plan.per_device_memory.total),
+        output::bytes(plan.per_device_memory.total()),
         plan.step_time_s,
         plan.fastest_step_time_s,
         plan.ilp.variables,
@@ -388,13 +390,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         v["candidates_solved"] = json!(report.candidates_solved);
         if let Some(r) = reference {
             v["memory_saved_vs_megatron"] = json!(
-                1.0 - report.plan.per_device_memory.total as f64 / r.per_device_memory.total as f64
+                1.0 - report.plan.per_device_memory.total() as f64
+                    / r.per_device_memory.total() as f64
             );
             v["time_ratio_vs_megatron"] = json!(report.plan.step_time_s / r.step_time_s);
             if let Some(e) = &equal_time {
                 let mut ej = plan_json(e);
                 ej["memory_saved_vs_megatron"] = json!(
-                    1.0 - e.per_device_memory.total as f64 / r.per_device_memory.total as f64
+                    1.0 - e.per_device_memory.total() as f64 / r.per_device_memory.total() as f64
                 );
                 v["equal_time_vs_megatron"] = ej;
             }

@@ -1,0 +1,82 @@
+//! Where the time of the whole search goes: wall-clock time of each planner phase (building and
+//! solving the min-time ILPs, the min-memory ILPs, the baselines), measured through the progress
+//! callback, and the ILP solve time each reported plan accumulated; then the second search
+//! `pardis plan` runs, the leanest plan at the step time of the leanest fitting Megatron-LM
+//! variant (equal time), timed on its own.
+//!
+//! Run: `cargo run --release -p parallel-plan --example search_profile [-- model nodes]`
+//! (default GPT-3 175B on 128 DGX A100 nodes = 1024 GPUs).
+
+mod common;
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use common::{dgx_problem, reported, shape};
+use parallel_plan::planner::{self, Objective};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let model = args.first().map_or("gpt3-175b", |s| s.as_str());
+    let nodes: usize = args.get(1).map_or(Ok(128), |s| s.parse())?;
+    let problem = dgx_problem(model, nodes)?;
+    let start = Instant::now();
+    // Per phase name: (first call, last call), seconds since start.
+    let phases: Mutex<Vec<(String, f64, f64)>> = Mutex::new(Vec::new());
+    let progress = |_: usize, _: usize, what: &str| {
+        let now = start.elapsed().as_secs_f64();
+        let mut p = phases.lock().unwrap_or_else(|e| e.into_inner());
+        match p.iter_mut().find(|(name, _, _)| name == what) {
+            Some(entry) => entry.2 = now,
+            None => p.push((what.to_string(), now, now)),
+        }
+    };
+    let report = planner::plan(&problem, Objective::MinMemory { slack: 0.05 }, &progress)?;
+    let total = start.elapsed().as_secs_f64();
+    println!(
+        "{model} on {} devices: {} candidates, {} solved and fitting; {total:.2} s wall",
+        problem.mesh.num_devices(),
+        report.candidates_searched,
+        report.candidates_solved
+    );
+    for (name, first, last) in phases.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        println!("  {name:16} first done at {first:6.2} s, last at {last:6.2} s");
+    }
+    for p in reported(&report) {
+        println!(
+            "  {:28} {:40} ilp {}/{} (solved {}/{}) {} gap {:.1e}, {:.2} s solving",
+            p.name,
+            shape(p),
+            p.ilp.variables,
+            p.ilp.constraints,
+            p.ilp.solved_variables,
+            p.ilp.solved_constraints,
+            p.ilp.status,
+            p.ilp.gap,
+            p.ilp.solve_time_s
+        );
+    }
+    let megatron = report
+        .baselines
+        .iter()
+        .filter(|b| b.name.starts_with("Megatron") && b.fits)
+        .min_by_key(|b| b.per_device_memory.total());
+    if let Some(r) = megatron {
+        let t0 = Instant::now();
+        let equal = planner::leanest_within(&problem, r.step_time_s, &|_, _, _| {})?;
+        println!(
+            "equal-time search (≤ {:.3} s of {}): {:.2} s wall; {} ilp {}/{} (solved {}/{}) {}",
+            r.step_time_s,
+            r.name,
+            t0.elapsed().as_secs_f64(),
+            shape(&equal),
+            equal.ilp.variables,
+            equal.ilp.constraints,
+            equal.ilp.solved_variables,
+            equal.ilp.solved_constraints,
+            equal.ilp.status
+        );
+    }
+    println!("total {:.2} s wall", start.elapsed().as_secs_f64());
+    Ok(())
+}
