@@ -132,7 +132,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!(
         "test accuracy: {:.4} before fine-tuning (random head), {:.4} after",
-        rep.accuracy_before, rep.accuracy
+        rep.accuracy_before.unwrap_or(f32::NAN),
+        rep.accuracy
     );
     println!(
         "first/last training loss: {:.4} / {:.4}",

@@ -1,8 +1,12 @@
 //! The QLoRA key-variables study (Shen et al., CMC 2025) on a small GPT, with the measured peak
-//! heap per variant (counting global allocator) next to memory-model's prediction.
+//! heap per variant (counting global allocator) next to memory-model's prediction; or, with
+//! `--model minilm`, on the real pretrained all-MiniLM-L6-v2 (FewRel relation classification).
 //!
 //! ```text
-//! cargo run --release -p ml-models --example qlora_study -- --quick [--out DIR] [--preset P]
+//! cargo run --release -p ml-models --example qlora_study -- [--quick] [--out DIR] [--preset P] \
+//!     [--seeds N] [--steps N] [--pretrain-steps N]
+//! cargo run --release -p ml-models --example qlora_study -- --model minilm \
+//!     [--train-per-class N] [--test-per-class N] [--ranks 1,4,16,64]
 //! ```
 
 use std::path::PathBuf;
@@ -11,12 +15,18 @@ use memory_model::{
     estimate, BaseQuant, LoraRanks, MlpKind, ModelConfig, NormKind, Peft, PositionKind, Precision,
     TrainingSetup,
 };
-use ml_models::core::data::data_roots;
+use ml_models::core::data::{data_roots, find_data, read_fewrel, SubwordTokenizer};
 use ml_models::core::CountingAllocator;
 use ml_models::qlora::plot::plot_rank_sweep;
-use ml_models::qlora::study::{run_study, StudyConfig, StudyData, StudyHooks, Variant};
+use ml_models::qlora::relation::encode_fewrel;
+use ml_models::qlora::relation_study::{
+    relation_markdown, relation_variants, run_relation_study, RelationStudyConfig,
+};
+use ml_models::qlora::study::{
+    run_study, StudyConfig, StudyData, StudyHooks, StudyReport, StudyRow, Variant,
+};
 use ml_models::qlora::variants::Method;
-use ml_models::qlora::{BaseFormat, GptConfig, LayerKind};
+use ml_models::qlora::{BaseFormat, Bert, BertConfig, GptConfig, LayerKind};
 
 #[global_allocator]
 static HEAP: CountingAllocator = CountingAllocator::new();
@@ -32,6 +42,21 @@ impl StudyHooks for Hooks {
     }
     fn measure_begin(&mut self) {
         HEAP.reset_peak();
+    }
+    fn note(&mut self, line: &str) {
+        eprintln!("  {line}");
+    }
+    fn row_done(&mut self, r: &StudyRow) {
+        eprintln!(
+            "  seed {} {} [{}]: perplexity {:.4}, trainable {}, peak {:.1} MiB, {:.0} tokens/s",
+            r.seed,
+            r.variant,
+            r.group,
+            r.perplexity,
+            r.trainable,
+            r.peak_bytes.unwrap_or(0) as f64 / 1048576.0,
+            r.tokens_per_s
+        );
     }
     fn measure_end(&mut self) -> Option<u64> {
         Some(HEAP.peak_since_reset() as u64)
@@ -121,6 +146,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .position(|a| a == f)
             .and_then(|i| args.get(i + 1).cloned())
     };
+    let number = |f: &str| -> Result<Option<usize>, std::num::ParseIntError> {
+        flag(f).map(|v| v.parse()).transpose()
+    };
+    let roots = data_roots(
+        std::env::var_os("PARDIS_DATA").map(PathBuf::from),
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."),
+    );
+    if flag("--model").as_deref() == Some("minilm") {
+        let mut cfg = RelationStudyConfig::default();
+        if let Some(n) = number("--train-per-class")? {
+            cfg.run.train_per_class = n;
+        }
+        if let Some(n) = number("--test-per-class")? {
+            cfg.run.test_per_class = n;
+        }
+        if let Some(r) = flag("--ranks") {
+            cfg.ranks = r.split(',').map(str::parse).collect::<Result<_, _>>()?;
+        }
+        let only: Option<Vec<usize>> = flag("--only")
+            .map(|o| o.split(',').map(str::parse).collect())
+            .transpose()?;
+        return minilm(&cfg, only, &roots);
+    }
     let mut cfg = if args.iter().any(|a| a == "--quick") {
         StudyConfig::quick()
     } else {
@@ -129,23 +177,97 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(p) = flag("--preset") {
         cfg.preset = p;
     }
+    if let Some(n) = number("--seeds")? {
+        let first = number("--first-seed")?.unwrap_or(0) as u64;
+        cfg.seeds = (first..first + n as u64).collect();
+    }
+    if let Some(n) = number("--steps")? {
+        cfg.finetune_steps = n;
+    }
+    if let Some(n) = number("--pretrain-steps")? {
+        cfg.pretrain_steps = n;
+    }
     let out = PathBuf::from(flag("--out").unwrap_or_else(|| "qlora-study-out".into()));
     std::fs::create_dir_all(&out)?;
-    cfg.pretrained_path = Some(out.join(format!("pretrained-{}.safetensors", cfg.preset)));
-    let roots = data_roots(
-        std::env::var_os("PARDIS_DATA").map(PathBuf::from),
-        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."),
-    );
+    // `--merge a.json b.json ...`: one report from runs of the same study with different seeds
+    // (e.g. run in parallel with `--first-seed`), each saved by `--save-report`.
+    if let Some(i) = args.iter().position(|a| a == "--merge") {
+        let mut merged: Option<StudyReport> = None;
+        for f in &args[i + 1..] {
+            let rep: StudyReport = serde_json::from_str(&std::fs::read_to_string(f)?)?;
+            match merged.as_mut() {
+                Some(m) => m.rows.extend(rep.rows),
+                None => merged = Some(rep),
+            }
+        }
+        let mut rep = merged.ok_or("--merge needs report files")?;
+        // Group rows by variant in run order, seeds in order.
+        let key = |r: &StudyRow| (r.group.clone(), r.variant.clone());
+        let order: Vec<_> = rep.rows.iter().map(key).collect();
+        let first = |r: &StudyRow| order.iter().position(|o| *o == key(r)).unwrap_or(0);
+        rep.rows.sort_by_key(|r| (first(r), r.seed));
+        return report(&rep, &out);
+    }
+    cfg.pretrained_path = Some(out.join(format!(
+        "pretrained-{}-{}.safetensors",
+        cfg.preset, cfg.pretrain_steps
+    )));
+    eprintln!("{cfg:?}");
     let data = StudyData::load(&roots)?;
     let mut hooks = Hooks;
     let rep = run_study(&cfg, &data, &mut hooks)?;
+    if let Some(f) = flag("--save-report") {
+        std::fs::write(f, serde_json::to_string(&rep)?)?;
+    }
+    report(&rep, &out)
+}
+
+/// Prints the summary table and writes the plot.
+fn report(rep: &StudyReport, out: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "model parameters: {}; source ppl {:.3}; target ppl before fine-tuning {:.3}; pretrain {:.0} tokens/s\n",
         rep.model_params, rep.source_perplexity, rep.base_target_perplexity, rep.pretrain_tokens_per_s
     );
     println!("{}", rep.to_markdown());
     let png = out.join("qlora-rank-sweep.png");
-    plot_rank_sweep(&rep, &png)?;
+    plot_rank_sweep(rep, &png)?;
     println!("plot: {}", png.display());
+    Ok(())
+}
+
+/// The study on all-MiniLM-L6-v2 (FewRel `val_wiki.json`, 16 relations, 80/20 split).
+/// `only`: indices into [`relation_variants`] to run (to split the study over processes).
+fn minilm(
+    cfg: &RelationStudyConfig,
+    only: Option<Vec<usize>>,
+    roots: &[PathBuf],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let file = |rel: &str| find_data(rel, roots);
+    let bert_cfg = BertConfig::from_file(&file("minilm/config.json")?)?;
+    let weights = file("minilm/model.safetensors")?;
+    let tok = SubwordTokenizer::from_file(&file("minilm/tokenizer.json")?, 128)?;
+    let pad = tok.token_id("[PAD]").unwrap_or(0);
+    let data = read_fewrel(&file("relation-extraction/fewrel/val_wiki.json")?)?;
+    let per_class = encode_fewrel(&data, &tok)?;
+    eprintln!("{cfg:?}");
+    let mut load = || Bert::load(bert_cfg, &weights);
+    let variants: Vec<_> = relation_variants(cfg, &bert_cfg)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| only.as_ref().is_none_or(|o| o.contains(i)))
+        .map(|(_, v)| v)
+        .collect();
+    let rows = run_relation_study(cfg, variants, &mut load, &per_class, pad, &mut Hooks)?;
+    if let Some(r) = rows.first() {
+        let (train, test, steps) = r.sizes;
+        println!(
+            "all-MiniLM-L6-v2, NF4 + DQ, α = {}: {} relations, {train} train / {test} test instances, {steps} steps of batch {} (lr {})\n",
+            cfg.alpha,
+            per_class.len(),
+            cfg.run.batch_size,
+            cfg.run.lr
+        );
+    }
+    println!("{}", relation_markdown(&rows));
     Ok(())
 }

@@ -62,7 +62,7 @@ impl Dense {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Norm {
     weight: Tensor,
     bias: Tensor,
@@ -262,12 +262,41 @@ impl Bert {
         store: &mut ParamStore,
         init: &mut SeededInit,
     ) -> Result<()> {
-        for (l, layer) in self.layers.iter_mut().enumerate() {
-            for (kind, lin) in layer.linears_mut() {
-                cfg.apply_to(lin, kind, l, store, init)?;
-            }
+        cfg.apply_to_blocks(
+            self.layers.iter_mut().map(BertLayer::linears_mut),
+            store,
+            init,
+        )
+    }
+
+    /// An evaluation view sharing the weights (no copy) whose forward pass builds no autograd
+    /// graph through the adapters (see [`Linear::detached`]).
+    pub fn detached(&self) -> Bert {
+        let dense = |d: &Dense| Dense {
+            lin: d.lin.detached(),
+            bias: d.bias.clone(),
+        };
+        Bert {
+            cfg: self.cfg,
+            word: self.word.clone(),
+            position: self.position.clone(),
+            token_type: self.token_type.clone(),
+            embed_norm: self.embed_norm.clone(),
+            layers: self
+                .layers
+                .iter()
+                .map(|l| BertLayer {
+                    q: dense(&l.q),
+                    k: dense(&l.k),
+                    v: dense(&l.v),
+                    o: dense(&l.o),
+                    attn_norm: l.attn_norm.clone(),
+                    up: dense(&l.up),
+                    down: dense(&l.down),
+                    out_norm: l.out_norm.clone(),
+                })
+                .collect(),
         }
-        Ok(())
     }
 
     /// Bytes of the projection weights at their storage size (f32, NF4, ...).

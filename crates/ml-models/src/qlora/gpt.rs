@@ -96,6 +96,20 @@ impl Block {
         ]
     }
 
+    fn detached(&self) -> Block {
+        Block {
+            norm1: self.norm1.detach(),
+            norm2: self.norm2.detach(),
+            q: self.q.detached(),
+            k: self.k.detached(),
+            v: self.v.detached(),
+            o: self.o.detached(),
+            gate: self.gate.detached(),
+            up: self.up.detached(),
+            down: self.down.detached(),
+        }
+    }
+
     fn linears(&self) -> [&Linear; 7] {
         [
             &self.q, &self.k, &self.v, &self.o, &self.gate, &self.up, &self.down,
@@ -255,12 +269,21 @@ impl Gpt {
             blk.norm1 = blk.norm1.detach();
             blk.norm2 = blk.norm2.detach();
         }
-        for (l, blk) in self.blocks.iter_mut().enumerate() {
-            for (kind, lin) in blk.linears_mut() {
-                cfg.apply_to(lin, kind, l, store, init)?;
-            }
+        cfg.apply_to_blocks(self.blocks.iter_mut().map(Block::linears_mut), store, init)
+    }
+
+    /// An evaluation view sharing the weights (no copy) whose forward pass builds no autograd
+    /// graph (see [`Linear::detached`]); use it for perplexity so evaluation does not hold every
+    /// intermediate of its batches.
+    pub fn detached(&self) -> Gpt {
+        Gpt {
+            cfg: self.cfg,
+            embed: self.embed.detach(),
+            final_norm: self.final_norm.detach(),
+            blocks: self.blocks.iter().map(Block::detached).collect(),
+            cos: self.cos.clone(),
+            sin: self.sin.clone(),
         }
-        Ok(())
     }
 
     /// Merges (`true`) or unmerges (`false`) every adapter into its base.

@@ -143,6 +143,25 @@ impl LoraConfig {
         }
     }
 
+    /// [`LoraConfig::apply_to`] for every linear layer of a stack of blocks; `blocks` yields each
+    /// block's layers with their kinds, in depth order (block `l` gets the rules for layer `l`).
+    pub fn apply_to_blocks<'a, B>(
+        &self,
+        blocks: impl IntoIterator<Item = B>,
+        store: &mut ParamStore,
+        init: &mut SeededInit,
+    ) -> Result<()>
+    where
+        B: IntoIterator<Item = (LayerKind, &'a mut Linear)>,
+    {
+        for (l, block) in blocks.into_iter().enumerate() {
+            for (kind, lin) in block {
+                self.apply_to(lin, kind, l, store, init)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The adapter for `kind` in block `layer`, if any.
     pub fn adapter_for(&self, kind: LayerKind, layer: usize) -> Option<AdapterSpec> {
         self.rules
@@ -186,6 +205,9 @@ pub struct Linear {
     out_features: usize,
     base: Base,
     adapter: Option<Adapter>,
+    /// `false` for an evaluation view from [`Linear::detached`]: weights enter the forward
+    /// pass detached, so no autograd graph is built.
+    track: bool,
 }
 
 impl Linear {
@@ -207,6 +229,7 @@ impl Linear {
             out_features,
             base: Base::Dense(var),
             adapter: None,
+            track: true,
         })
     }
 
@@ -220,6 +243,7 @@ impl Linear {
             out_features,
             base: Base::Frozen(weight.detach()),
             adapter: None,
+            track: true,
         })
     }
 
@@ -238,12 +262,46 @@ impl Linear {
         self.adapter.as_ref()
     }
 
+    /// An evaluation view sharing this layer's weights (no copy; later updates are visible)
+    /// whose forward pass builds no autograd graph: candle records an op whenever an input is a
+    /// variable, and it has no global no-grad switch, so the view reads every weight through
+    /// `Tensor::detach`. Dropout is off in the view.
+    pub fn detached(&self) -> Linear {
+        Linear {
+            name: self.name.clone(),
+            in_features: self.in_features,
+            out_features: self.out_features,
+            base: match &self.base {
+                Base::Dense(v) => Base::Frozen(v.as_tensor().detach()),
+                other => other.clone(),
+            },
+            adapter: self.adapter.as_ref().map(|ad| Adapter {
+                a: ad.a.clone(),
+                b: ad.b.clone(),
+                scale: ad.scale,
+                dropout: 0.0,
+                rng: Mutex::new(SeededInit::new(0)),
+                merged: ad.merged,
+            }),
+            track: false,
+        }
+    }
+
+    /// A variable's tensor, detached in an evaluation view.
+    fn weight(&self, v: &Var) -> Tensor {
+        if self.track {
+            v.as_tensor().clone()
+        } else {
+            v.as_tensor().detach()
+        }
+    }
+
     /// `y = x·Wᵀ (+ adapter)` for `x` of shape `[..., in]`; dropout only when `train`.
     pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
         let dims = x.dims().to_vec();
         let x2 = x.reshape(((), self.in_features))?;
         let mut y = match &self.base {
-            Base::Dense(w) => x2.matmul(&w.as_tensor().t()?)?,
+            Base::Dense(w) => x2.matmul(&self.weight(w).t()?)?,
             Base::Frozen(w) => x2.matmul(&w.to_dtype(DType::F32)?.t()?)?,
             Base::Quantized(op) => x2.contiguous()?.apply_op1(op.clone())?,
         };
@@ -258,8 +316,8 @@ impl Linear {
                 x2
             };
             let delta = h
-                .matmul(&ad.a.as_tensor().t()?)?
-                .matmul(&ad.b.as_tensor().t()?)?;
+                .matmul(&self.weight(&ad.a).t()?)?
+                .matmul(&self.weight(&ad.b).t()?)?;
             y = (y + (delta * ad.scale)?)?;
         }
         let mut out = dims;

@@ -9,6 +9,7 @@ pub mod lora;
 pub mod nf4;
 pub mod quant;
 pub mod relation;
+pub mod relation_study;
 pub mod report;
 
 pub use bert::{Bert, BertConfig};

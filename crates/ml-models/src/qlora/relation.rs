@@ -98,6 +98,8 @@ pub struct RelationConfig {
     pub lr: f64,
     /// Seed of split, shuffling and initialisation, default 0.
     pub seed: u64,
+    /// Also measure the test accuracy before training (random head), default `true`.
+    pub eval_before: bool,
 }
 
 impl Default for RelationConfig {
@@ -115,6 +117,7 @@ impl Default for RelationConfig {
             ),
             lr: 1e-3,
             seed: 0,
+            eval_before: true,
         }
     }
 }
@@ -122,8 +125,8 @@ impl Default for RelationConfig {
 /// Outcome of [`fine_tune_relations`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct RelationReport {
-    /// Test accuracy before training (adapters at zero, random head).
-    pub accuracy_before: f32,
+    /// Test accuracy before training (adapters at zero, random head), if measured.
+    pub accuracy_before: Option<f32>,
     /// Test accuracy after fine-tuning.
     pub accuracy: f32,
     /// Trainable parameters (adapters + head).
@@ -177,6 +180,8 @@ struct Classifier<'a> {
     w: Var,
     b: Var,
     pad: u32,
+    /// `false` in the evaluation view of [`Classifier::accuracy`]: no autograd graph.
+    track: bool,
 }
 
 impl Classifier<'_> {
@@ -196,16 +201,29 @@ impl Classifier<'_> {
             Ok(flat.index_select(&Tensor::new(idx, &dev)?, 0)?)
         };
         let feat = Tensor::cat(&[pick(|e| e.head)?, pick(|e| e.tail)?], 1)?;
-        Ok(feat
-            .matmul(&self.w.as_tensor().t()?)?
-            .broadcast_add(self.b.as_tensor())?)
+        let (w, b) = (self.w.as_tensor(), self.b.as_tensor());
+        let (w, b) = if self.track {
+            (w.clone(), b.clone())
+        } else {
+            (w.detach(), b.detach())
+        };
+        Ok(feat.matmul(&w.t()?)?.broadcast_add(&b)?)
     }
 
+    /// Accuracy on `data`, evaluated through views that build no autograd graph.
     fn accuracy(&self, data: &[RelationExample]) -> Result<f32> {
+        let bert = self.bert.detached();
+        let view = Classifier {
+            bert: &bert,
+            w: self.w.clone(),
+            b: self.b.clone(),
+            pad: self.pad,
+            track: false,
+        };
         let mut hits = 0.0f32;
         for chunk in data.chunks(64) {
             let refs: Vec<&RelationExample> = chunk.iter().collect();
-            let logits = self.logits(&refs, false)?.detach();
+            let logits = view.logits(&refs, false)?;
             hits += accuracy(&logits, &labels(&refs)?)? * chunk.len() as f32;
         }
         Ok(hits / data.len().max(1) as f32)
@@ -245,8 +263,13 @@ pub fn fine_tune_relations(
         )?,
         bert,
         pad: pad_id,
+        track: true,
     };
-    let accuracy_before = clf.accuracy(&test)?;
+    let accuracy_before = if cfg.eval_before {
+        Some(clf.accuracy(&test)?)
+    } else {
+        None
+    };
     let bs = cfg.batch_size.max(1);
     let spe = train.len().div_ceil(bs);
     let steps = spe * cfg.epochs.max(1);

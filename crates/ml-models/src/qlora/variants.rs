@@ -107,15 +107,9 @@ pub fn study_variants(cfg: &StudyConfig, m: &GptConfig) -> Vec<Variant> {
         ));
     }
     // Equal trainable-parameter budget = rank r on every linear layer. Adapter parameters per
-    // block: attention 8·r·d, MLP 3·r·(d + d_ff).
-    let (ca, cm) = (8 * m.d_model, 3 * (m.d_model + m.d_ff));
-    let budget = r * (ca + cm);
-    for (label, ra) in [
-        ("cut MLP rank", 2 * r),
-        ("balanced", r),
-        ("cut attention rank", r / 4),
-    ] {
-        let rm = (budget.saturating_sub(ca * ra) as f64 / cm as f64).round() as usize;
+    // block and unit rank: attention 4·2d, SwiGLU MLP 3·(d + d_ff).
+    let per_rank = (8 * m.d_model, 3 * (m.d_model + m.d_ff));
+    for (label, ra, rm) in budget_splits(r, per_rank) {
         let name = format!("budget {label}: attn r={ra} mlp r={rm}");
         v.push(lora(
             name,
@@ -133,6 +127,21 @@ pub fn study_variants(cfg: &StudyConfig, m: &GptConfig) -> Vec<Variant> {
         v.push(lora(name, "depth", "both", (r, r), 16.0, DQ, layers));
     }
     v
+}
+
+/// Three splits of the trainable-parameter budget of rank `r` on every layer between attention
+/// and MLP adapters, as `(label, attention rank, MLP rank)`: attention rank 2r (MLP rank cut to
+/// keep the budget), r on both, r/4 (MLP rank raised). `per_rank` is the adapter parameter
+/// count per block and unit rank of (all attention projections, all MLP projections).
+pub fn budget_splits(r: usize, per_rank: (usize, usize)) -> [(&'static str, usize, usize); 3] {
+    let (ca, cm) = per_rank;
+    let budget = r * (ca + cm);
+    let mlp_rank = |ra: usize| (budget.saturating_sub(ca * ra) as f64 / cm as f64).round() as usize;
+    [
+        ("cut MLP rank", 2 * r, mlp_rank(2 * r)),
+        ("balanced", r, r),
+        ("cut attention rank", r / 4, mlp_rank(r / 4)),
+    ]
 }
 
 /// A LoRA configuration with rank `ra` on attention and `rm` on MLP (0 = none), over `base`,

@@ -5,20 +5,14 @@ use std::path::PathBuf;
 use candle_core::Tensor;
 
 /// A real data file: `$PARDIS_DATA`, then `<workspace>/datasets/cache/`, then
-/// `<workspace>/../shared/datasets/`; `None` (with a printed reason) when absent.
+/// `<workspace>/../shared/datasets/` (the workspace's `pardis-datasets` roots); `None` (with a
+/// printed reason) when absent.
 pub(crate) fn data_file(rel: &str) -> Option<PathBuf> {
-    let ws = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut roots = Vec::new();
-    if let Ok(d) = std::env::var("PARDIS_DATA") {
-        roots.push(PathBuf::from(d));
-    }
-    roots.push(ws.join("datasets/cache"));
-    roots.push(ws.join("../shared/datasets"));
-    let found = ml_models::core::data::find_data(rel, &roots).ok();
+    let found = pardis_datasets::DataRoots::from_env().locate_path(rel);
     if found.is_none() {
         println!("skipping: data file {rel} not found");
     }
-    found
+    found.map(|l| l.path)
 }
 
 /// Largest |a - b| / max(1, |b|) over all elements.

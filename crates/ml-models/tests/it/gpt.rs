@@ -137,3 +137,56 @@ fn checkpoint_roundtrip_and_wrong_model() {
         Err(ml_models::MlError::ShapeMismatch { .. })
     ));
 }
+
+#[test]
+fn detached_view_matches_and_builds_no_graph() {
+    let (mut gpt, mut store, mut init) = micro();
+    let (x, y) = batch();
+    let full = gpt.loss(&x, &y, false).unwrap();
+    assert!(full.track_op(), "training forward must build a graph");
+    let view = gpt.detached();
+    let eval = view.loss(&x, &y, false).unwrap();
+    assert!(!eval.track_op(), "evaluation view must not build a graph");
+    assert!(max_rel_diff(&eval, &full) < 1e-6);
+    // With QLoRA adapters (B randomised so they contribute), and after a training step the view
+    // sees the updated weights without being rebuilt.
+    let lc = LoraConfig::uniform(
+        &LayerKind::ALL,
+        2,
+        4.0,
+        BaseFormat::Nf4 { double_quant: true },
+    );
+    gpt.apply_lora(&lc, &mut store, &mut init).unwrap();
+    let view = gpt.detached();
+    train(&gpt, &store, 3, 1e-2);
+    let (a, b) = (
+        gpt.loss(&x, &y, false).unwrap(),
+        view.loss(&x, &y, false).unwrap(),
+    );
+    assert!(a.track_op() && !b.track_op());
+    assert!(max_rel_diff(&b, &a) < 1e-6);
+    assert!(max_rel_diff(&a, &full) > 1e-4, "training changed nothing");
+}
+
+#[test]
+fn budget_splits_keep_the_trainable_parameter_budget() {
+    use ml_models::qlora::variants::budget_splits;
+    for (r, per_rank) in [
+        (8usize, (2048usize, 2880usize)),
+        (8, (3072, 3840)),
+        (4, (1024, 1536)),
+    ] {
+        let budget = r * (per_rank.0 + per_rank.1);
+        let splits = budget_splits(r, per_rank);
+        assert_eq!(splits[1], ("balanced", r, r));
+        assert!(splits[0].1 > r && splits[0].2 < r && splits[2].1 < r && splits[2].2 > r);
+        for (_, ra, rm) in splits {
+            let used = ra * per_rank.0 + rm * per_rank.1;
+            // Rounding the MLP rank moves the count by at most half an MLP rank step.
+            assert!(
+                used.abs_diff(budget) <= per_rank.1 / 2,
+                "{ra}/{rm}: {used} vs {budget}"
+            );
+        }
+    }
+}

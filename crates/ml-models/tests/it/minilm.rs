@@ -172,3 +172,40 @@ fn pad_batch_pads_right_with_mask() {
         [[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]]
     );
 }
+
+#[test]
+fn minilm_study_variants_cover_the_grid() {
+    use ml_models::qlora::relation_study::{relation_variants, RelationStudyConfig};
+    use ml_models::qlora::LayerKind;
+    let model = BertConfig {
+        vocab_size: 30522,
+        hidden_size: 384,
+        num_hidden_layers: 6,
+        num_attention_heads: 12,
+        intermediate_size: 1536,
+        max_position_embeddings: 512,
+        type_vocab_size: 2,
+        layer_norm_eps: 1e-12,
+    };
+    let cfg = RelationStudyConfig {
+        ranks: vec![1, 4, 16, 64],
+        ..RelationStudyConfig::default()
+    };
+    let v = relation_variants(&cfg, &model);
+    assert_eq!(v.len(), 4 * 3 + 3);
+    for var in &v {
+        for l in 0..6 {
+            let rank = |k| var.lora.adapter_for(k, l).map_or(0, |a| a.rank);
+            assert_eq!(rank(LayerKind::Q), var.attention_rank, "{}", var.name);
+            assert_eq!(rank(LayerKind::O), var.attention_rank, "{}", var.name);
+            assert_eq!(rank(LayerKind::Up), var.mlp_rank, "{}", var.name);
+            assert_eq!(rank(LayerKind::Down), var.mlp_rank, "{}", var.name);
+        }
+    }
+    // Budget of r = 8 everywhere: 8·(4·768 + 2·1920) = 55,296 adapter weights per block.
+    let budget: Vec<(usize, usize)> = v[12..]
+        .iter()
+        .map(|x| (x.attention_rank, x.mlp_rank))
+        .collect();
+    assert_eq!(budget, vec![(16, 2), (8, 8), (2, 13)]);
+}

@@ -6,6 +6,9 @@ use pardis::ml::core::data::{find_data, read_fewrel, SubwordTokenizer};
 use pardis::ml::core::{StepMetrics, TrainCallback};
 use pardis::ml::qlora::plot::plot_rank_sweep;
 use pardis::ml::qlora::relation::{encode_fewrel, fine_tune_relations, RelationConfig};
+use pardis::ml::qlora::relation_study::{
+    relation_variants, run_relation_study, RelationStudyConfig,
+};
 use pardis::ml::qlora::study::{run_study, StudyConfig, StudyData, StudyHooks};
 use pardis::ml::qlora::{BaseFormat, Bert, BertConfig, LayerKind, LoraConfig};
 use pardis_datasets::DataRoots;
@@ -22,7 +25,8 @@ pub(crate) struct Args {
 #[derive(Debug, clap::Subcommand)]
 enum MlCommand {
     /// QLoRA key-variables study: pretrain a small GPT on Tiny Shakespeare, fine-tune on PubMed
-    /// sentences with full FT / LoRA / QLoRA by rank, layer type, α, budget split and depth.
+    /// sentences with full FT / LoRA / QLoRA by rank, layer type, α, budget split and depth;
+    /// with `--model minilm`, NF4 all-MiniLM-L6-v2 on FewRel by rank, layer type and budget.
     QloraStudy(StudyArgs),
     /// QLoRA fine-tuning of all-MiniLM-L6-v2 (fetch it with scripts/fetch-minilm) for relation
     /// classification on FewRel val_wiki (16 relations, 80/20 split); test accuracy.
@@ -59,18 +63,34 @@ struct MinilmArgs {
 
 #[derive(Debug, clap::Args)]
 struct StudyArgs {
-    /// A few-minute run (mini model, short fine-tunes, ranks 1/4/16, one seed).
+    /// A few-minute run (ranks 1/4/16 only, one seed; the default is the full grid, 3 seeds).
     #[arg(long)]
     quick: bool,
-    /// Model preset: micro, mini or tiny (default: mini with --quick, tiny otherwise).
+    /// Model: `gpt` (pretrained here, perplexity) or `minilm` (all-MiniLM-L6-v2 on FewRel,
+    /// accuracy; fetch it with scripts/fetch-minilm).
+    #[arg(long, default_value = "gpt")]
+    model: String,
+    /// GPT preset: micro, mini or tiny (default: mini).
     #[arg(long)]
     preset: Option<String>,
-    /// Number of seeds per variant (default: 1 with --quick, 2 otherwise).
+    /// GPT: seeds per variant (default: 1 with --quick, 3 otherwise).
     #[arg(long)]
     seeds: Option<u64>,
-    /// Fine-tuning steps per variant (default: 40 with --quick, 150 otherwise).
+    /// GPT: fine-tuning steps per variant (default: 30).
     #[arg(long)]
     steps: Option<usize>,
+    /// GPT: pretraining steps (default: 200).
+    #[arg(long)]
+    pretrain_steps: Option<usize>,
+    /// MiniLM: training instances per relation (of 560).
+    #[arg(long, default_value_t = 16)]
+    train_per_class: usize,
+    /// MiniLM: test instances per relation (of 140).
+    #[arg(long, default_value_t = 20)]
+    test_per_class: usize,
+    /// MiniLM: ranks of the rank × layer-type grid.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
+    ranks: Vec<usize>,
     /// Output directory for the pretrained checkpoint and the PNG plot.
     #[arg(long, default_value = "qlora-study-out")]
     out: PathBuf,
@@ -123,6 +143,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn qlora_study(a: StudyArgs) -> anyhow::Result<()> {
+    match a.model.as_str() {
+        "gpt" => {}
+        "minilm" => return minilm_study(a),
+        m => anyhow::bail!("unknown --model {m} (gpt, minilm)"),
+    }
     let mut cfg = if a.quick {
         StudyConfig::quick()
     } else {
@@ -138,12 +163,15 @@ fn qlora_study(a: StudyArgs) -> anyhow::Result<()> {
     if let Some(s) = a.steps {
         cfg.finetune_steps = s;
     }
+    if let Some(s) = a.pretrain_steps {
+        cfg.pretrain_steps = s;
+    }
     std::fs::create_dir_all(&a.out)?;
-    cfg.pretrained_path = Some(a.out.join(format!("pretrained-{}.safetensors", cfg.preset)));
-    let roots: Vec<PathBuf> = DataRoots::from_env()
-        .dirs()
-        .map(|(_, p)| p.clone())
-        .collect();
+    cfg.pretrained_path = Some(a.out.join(format!(
+        "pretrained-{}-{}.safetensors",
+        cfg.preset, cfg.pretrain_steps
+    )));
+    let roots = data_roots();
     let data = StudyData::load(&roots)?;
     let mut bar = Bar(progress(1, "starting"));
     let rep = run_study(&cfg, &data, &mut bar)?;
@@ -204,22 +232,110 @@ fn qlora_study(a: StudyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn minilm_fewrel(a: MinilmArgs) -> anyhow::Result<()> {
-    let roots: Vec<PathBuf> = DataRoots::from_env()
+fn data_roots() -> Vec<PathBuf> {
+    DataRoots::from_env()
         .dirs()
         .map(|(_, p)| p.clone())
-        .collect();
+        .collect()
+}
+
+/// MiniLM files, its tokenizer and the encoded FewRel relations.
+struct Minilm {
+    cfg: BertConfig,
+    weights: PathBuf,
+    tok: SubwordTokenizer,
+    per_class: Vec<Vec<pardis::ml::qlora::relation::RelationExample>>,
+}
+
+fn load_minilm() -> anyhow::Result<Minilm> {
+    let roots = data_roots();
     let file = |rel: &str| {
         find_data(rel, &roots).map_err(|e| anyhow::anyhow!("{e} (run scripts/fetch-minilm)"))
     };
     let tok = SubwordTokenizer::from_file(&file("minilm/tokenizer.json")?, 128)?;
-    let cfg = BertConfig::from_file(&file("minilm/config.json")?)?;
-    let mut bert = Bert::load(cfg, &file("minilm/model.safetensors")?)?;
     let data = read_fewrel(&find_data(
         "relation-extraction/fewrel/val_wiki.json",
         &roots,
     )?)?;
-    let per_class = encode_fewrel(&data, &tok)?;
+    Ok(Minilm {
+        cfg: BertConfig::from_file(&file("minilm/config.json")?)?,
+        weights: file("minilm/model.safetensors")?,
+        per_class: encode_fewrel(&data, &tok)?,
+        tok,
+    })
+}
+
+fn minilm_study(a: StudyArgs) -> anyhow::Result<()> {
+    let m = load_minilm()?;
+    anyhow::ensure!(a.ranks.iter().all(|&r| r > 0), "--ranks must be positive");
+    let mut cfg = RelationStudyConfig {
+        ranks: a.ranks,
+        ..RelationStudyConfig::default()
+    };
+    cfg.run.train_per_class = a.train_per_class;
+    cfg.run.test_per_class = a.test_per_class;
+    let mut bar = Bar(progress(1, "starting"));
+    let mut load = || Bert::load(m.cfg, &m.weights);
+    let variants = relation_variants(&cfg, &m.cfg);
+    let rows = run_relation_study(
+        &cfg,
+        variants,
+        &mut load,
+        &m.per_class,
+        pad_id(&m.tok),
+        &mut bar,
+    )?;
+    bar.0.finish_and_clear();
+    if a.json {
+        let rows: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "variant": r.variant.name, "group": r.variant.group,
+                    "attention_rank": r.variant.attention_rank, "mlp_rank": r.variant.mlp_rank,
+                    "trainable": r.trainable, "accuracy": r.accuracy,
+                    "n_train": r.sizes.0, "n_test": r.sizes.1, "steps": r.sizes.2,
+                    "seconds": r.seconds, "peak_rss_bytes": r.peak_bytes,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    let mut t = table([
+        "variant",
+        "group",
+        "attn r",
+        "MLP r",
+        "trainable",
+        "accuracy",
+        "train s",
+        "peak RSS",
+    ]);
+    for r in &rows {
+        t.add_row(vec![
+            r.variant.name.clone(),
+            r.variant.group.clone(),
+            r.variant.attention_rank.to_string(),
+            r.variant.mlp_rank.to_string(),
+            r.trainable.to_string(),
+            format!("{:.4}", r.accuracy),
+            format!("{:.0}", r.seconds),
+            r.peak_bytes.map_or("-".into(), bytes),
+        ]);
+    }
+    println!("{t}");
+    Ok(())
+}
+
+fn minilm_fewrel(a: MinilmArgs) -> anyhow::Result<()> {
+    let Minilm {
+        cfg,
+        weights,
+        tok,
+        per_class,
+    } = load_minilm()?;
+    let mut bert = Bert::load(cfg, &weights)?;
     let base = match a.base.as_str() {
         "f32" => BaseFormat::F32,
         "int8" => BaseFormat::Int8,
@@ -272,7 +388,8 @@ fn minilm_fewrel(a: MinilmArgs) -> anyhow::Result<()> {
         ("projection weights", bytes(rep.base_bytes as u64)),
         (
             "test accuracy before",
-            format!("{:.4}", rep.accuracy_before),
+            rep.accuracy_before
+                .map_or("-".into(), |a| format!("{a:.4}")),
         ),
         ("test accuracy after", format!("{:.4}", rep.accuracy)),
         ("training time", format!("{:.0} s", rep.seconds)),
