@@ -133,12 +133,7 @@ pub fn run_relation_study(
                 variant: v,
                 ..twin.clone()
             };
-            hooks.note(
-                relation_markdown(std::slice::from_ref(&row))
-                    .lines()
-                    .last()
-                    .unwrap_or(""),
-            );
+            note_row(hooks, &row);
             rows.push(row);
             continue;
         }
@@ -168,15 +163,16 @@ pub fn run_relation_study(
             seconds: rep.seconds,
             peak_bytes,
         };
-        hooks.note(
-            relation_markdown(std::slice::from_ref(&row))
-                .lines()
-                .last()
-                .unwrap_or(""),
-        );
+        note_row(hooks, &row);
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// Reports one finished row to the hooks as its Markdown table line.
+fn note_row(hooks: &mut dyn StudyHooks, row: &RelationStudyRow) {
+    let table = relation_markdown(std::slice::from_ref(row));
+    hooks.note(table.lines().last().unwrap_or(""));
 }
 
 /// The rows as a Markdown table.
