@@ -4,7 +4,7 @@
 //! `pardis plan` runs, the leanest plan at the step time of the leanest fitting Megatron-LM
 //! variant (equal time), timed on its own.
 //!
-//! Run: `cargo run --release -p parallel-plan --example search_profile [-- model nodes]`
+//! Run: `cargo run --release -p parallel-plan --example search_profile [-- model nodes [ilp-time-limit-s]]`
 //! (default GPT-3 175B on 128 DGX A100 nodes = 1024 GPUs).
 
 mod common;
@@ -19,7 +19,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let model = args.first().map_or("gpt3-175b", |s| s.as_str());
     let nodes: usize = args.get(1).map_or(Ok(128), |s| s.parse())?;
-    let problem = dgx_problem(model, nodes)?;
+    let mut problem = dgx_problem(model, nodes)?;
+    if let Some(limit) = args.get(2) {
+        problem.solver.time_limit_s = limit.parse()?;
+    }
     let start = Instant::now();
     // Per phase name: (first call, last call), seconds since start.
     let phases: Mutex<Vec<(String, f64, f64)>> = Mutex::new(Vec::new());

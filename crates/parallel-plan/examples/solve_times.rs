@@ -76,9 +76,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     println!(
         "| model | GPUs | layers | m | single ILP vars / cons (solved) | min-time s | min-memory s | status \
-         | search points / solved | largest ILP vars / cons (solved) | search s |"
+         | search points / solved | largest ILP vars / cons (solved) | search status (max gap) \
+         | search s |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let start = Instant::now();
     for &model in models() {
         for &n in &nodes {
@@ -95,14 +96,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let all = std::iter::once(&r.plan)
                         .chain(&r.runners_up)
                         .map(|p| &p.ilp);
+                    let summary = IlpStats::summary_of(all);
                     format!(
-                        "{} / {} | {}",
+                        "{} / {} | {} | {} ({:.0e})",
                         r.candidates_searched,
                         r.candidates_solved,
-                        size(&IlpStats::summary_of(all))
+                        size(&summary),
+                        summary.status,
+                        summary.gap
                     )
                 }
-                Err(e) => format!("– | {e}"),
+                Err(e) => format!("– | {e} | –"),
             };
             println!(
                 "| {model} | {} | {single} | {search} | {:.2} |",
