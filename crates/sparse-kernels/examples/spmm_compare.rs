@@ -1,6 +1,11 @@
 //! The Rust half of `scripts/compare-spmm`: times every pardis kernel and sprs on a list of
 //! matrices (files or generator specs), measures the STREAM triad bandwidth, and prints one
-//! JSON object per line. With `--dump DIR` it also writes each matrix as raw CSR arrays
+//! JSON object per line. The first line also has the peak FMA throughput of the thread pool
+//! (register-resident, at the SIMD level the kernels use) and the last-level cache size; each
+//! matrix line the rows of B a row-order gather reads from memory through an LRU cache of that
+//! size (`b_miss_rows`), the K-panel width `SpmmPlan::auto_k_panel` suggests for that cache
+//! and, when it is below K, paired times of the default plan and of the plan with those panels
+//! (`lssm_paired`, `lssm_panelled`, alternated runs). With `--dump DIR` it also writes each matrix as raw CSR arrays
 //! (`NAME.indptr.u32`, `NAME.indices.u32`, `NAME.data.f64` or `.f32`) so that the Python half
 //! times SciPy and MKL on exactly the same matrices.
 //!
@@ -54,6 +59,111 @@ fn stream_triad_gbs() -> f64 {
     }
     std::hint::black_box(&a);
     3.0 * 8.0 * n as f64 / best / 1e9
+}
+
+/// Register-resident fused multiply-adds at the SIMD level the kernels dispatch to (`pulp`):
+/// `CHAINS` independent accumulator vectors (enough to cover the FMA latency on every pipe),
+/// `iters` rounds. Returns a checksum (keeps the work alive) and the lanes per vector.
+struct PeakFma {
+    iters: usize,
+    f32: bool,
+}
+
+const CHAINS: usize = 12;
+
+impl pulp::WithSimd for PeakFma {
+    type Output = (f64, usize);
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, simd: S) -> (f64, usize) {
+        if self.f32 {
+            let (x, y) = (simd.splat_f32s(0.999_99), simd.splat_f32s(1e-6));
+            let mut acc = [simd.splat_f32s(1.0); CHAINS];
+            for _ in 0..self.iters {
+                for a in acc.iter_mut() {
+                    *a = simd.mul_add_f32s(*a, x, y);
+                }
+            }
+            let sum: f32 = acc.iter().map(|&a| simd.reduce_sum_f32s(a)).sum();
+            (f64::from(sum), std::mem::size_of::<S::f32s>() / 4)
+        } else {
+            let (x, y) = (simd.splat_f64s(0.999_999), simd.splat_f64s(1e-7));
+            let mut acc = [simd.splat_f64s(1.0); CHAINS];
+            for _ in 0..self.iters {
+                for a in acc.iter_mut() {
+                    *a = simd.mul_add_f64s(*a, x, y);
+                }
+            }
+            let sum: f64 = acc.iter().map(|&a| simd.reduce_sum_f64s(a)).sum();
+            (sum, std::mem::size_of::<S::f64s>() / 8)
+        }
+    }
+}
+
+/// Peak FMA throughput (GFLOP/s, 2 flops per lane) of every thread of the current pool at
+/// once, best of 15 runs (about 7 ms each); and the lanes per vector of the SIMD level used.
+fn peak_fma_gflops(f32: bool) -> (f64, usize) {
+    let iters = 4_000_000;
+    let mut best = f64::INFINITY;
+    let mut lanes = 1;
+    for _ in 0..15 {
+        let s = Instant::now();
+        let out = rayon::broadcast(|_| pulp::Arch::new().dispatch(PeakFma { iters, f32 }));
+        best = best.min(s.elapsed().as_secs_f64());
+        lanes = std::hint::black_box(out)[0].1;
+    }
+    let flops = 2.0 * (iters * CHAINS * lanes * rayon::current_num_threads()) as f64;
+    (flops / best / 1e9, lanes)
+}
+
+/// Rows of B (of `row_bytes` each) read from memory when the nonzeros of `a` gather them
+/// through a 16-way set-associative LRU cache of `cache` bytes, in the order of the LSSM plan
+/// (approximately): short rows in row order, and the nonzeros of the long rows (more than
+/// `block`) moved to the position of their column (scaled to rows), where the plan's
+/// column-aligned long-row tasks run, just before the short rows that read the same rows of B.
+/// Serial order: the 2 workers of the parallel run share the cache, so the real count is
+/// somewhat higher. This is the traffic of the row-wise gather when B does not fit in cache.
+fn gather_miss_rows<T: Scalar>(
+    a: &CsrMatrix<T, u32>,
+    block: usize,
+    row_bytes: usize,
+    cache: usize,
+) -> u64 {
+    const WAYS: usize = 16;
+    let sets = (cache / row_bytes.max(1) / WAYS).max(1);
+    let mut tags = vec![u32::MAX; sets * WAYS];
+    let mut misses = 0u64;
+    let mut access = |c: u32| {
+        // Multiplicative hash: neighbouring rows of B go to different sets.
+        let set = ((u64::from(c).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize) % sets;
+        let ways = &mut tags[set * WAYS..(set + 1) * WAYS];
+        let at = ways.iter().position(|&t| t == c).unwrap_or_else(|| {
+            misses += 1;
+            WAYS - 1
+        });
+        ways[..=at].rotate_right(1);
+        ways[0] = c;
+    };
+    let (m, n) = (a.nrows(), a.ncols().max(1));
+    // Long-row nonzeros by position; a column read by several long rows is read once there.
+    let mut at_row: Vec<Vec<u32>> = vec![Vec::new(); m];
+    for i in (0..m).filter(|&i| a.row_nnz(i) > block) {
+        for &c in a.row(i).0 {
+            at_row[(c as usize * m / n).min(m - 1)].push(c);
+        }
+    }
+    for (i, long) in at_row.iter_mut().enumerate() {
+        long.sort_unstable();
+        long.dedup();
+        for &c in long.iter() {
+            access(c);
+        }
+        if a.row_nnz(i) <= block {
+            for &c in a.row(i).0 {
+                access(c);
+            }
+        }
+    }
+    misses
 }
 
 fn load<T: Scalar>(spec: &str) -> (String, CsrMatrix<T, u32>) {
@@ -156,6 +266,43 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str) {
             sprs::prod::csr_mulacc_dense_rowmaj(sprs_a.view(), b_nd, c_nd.view_mut());
         });
         let plan = SpmmPlan::new(&a, k, &LssmConfig::default());
+        // Paired with the default plan where a K-panel width is suggested for this machine's
+        // last-level cache: the same plan with panels (alternated runs).
+        let llc = sparse_kernels::last_level_cache_bytes();
+        let locality = SpmmPlan::column_locality(&a);
+        let panel = SpmmPlan::auto_k_panel::<T>(a.ncols(), k, locality, llc);
+        if panel < k {
+            let panelled = SpmmPlan::new(
+                &a,
+                k,
+                &LssmConfig {
+                    k_panel: Some(panel),
+                    ..LssmConfig::default()
+                },
+            );
+            let (mut t_whole, mut t_panel) = (Vec::new(), Vec::new());
+            for _ in 0..o.reps {
+                for (p, t) in [(&plan, &mut t_whole), (&panelled, &mut t_panel)] {
+                    t.push(median_time(1, || {
+                        p.execute(
+                            &a,
+                            bref,
+                            DenseMut::contiguous(&mut c, a.nrows(), k),
+                            sparse_kernels::Par::Current,
+                        )
+                        .expect("run")
+                    }));
+                }
+            }
+            times.push(format!(
+                "\"lssm_paired\": {:e}, \"lssm_panelled\": {:e}",
+                common::median(t_whole),
+                common::median(t_panel)
+            ));
+        }
+        let row_bytes = k * std::mem::size_of::<T>();
+        let misses = gather_miss_rows(&a, plan.block_nnz(), row_bytes, llc);
+        times.push(format!("\"b_miss_rows\": {misses}, \"k_panel\": {panel}"));
         println!(
             "{{\"matrix\": \"{name}\", \"dump\": \"{stem}\", \"class\": \"{}\", \"rows\": {}, \"cols\": {}, \"nnz\": {}, \
              \"cv\": {:.3}, \"max_row\": {}, \"k\": {k}, \"precision\": \"{}\", \"block\": {}, \"tasks\": {}, \
@@ -182,10 +329,13 @@ fn main() {
         .build()
         .expect("thread pool");
     pool.install(|| {
+        let (peak, lanes) = peak_fma_gflops(o.f32);
         println!(
-            "{{\"stream_triad_gbs\": {:.3}, \"threads\": {}}}",
+            "{{\"stream_triad_gbs\": {:.3}, \"threads\": {}, \"peak_gflops\": {peak:.2}, \
+             \"fma_lanes\": {lanes}, \"llc_bytes\": {}}}",
             stream_triad_gbs(),
-            o.threads
+            o.threads,
+            sparse_kernels::last_level_cache_bytes()
         );
         for m in &o.matrices {
             if o.f32 {

@@ -75,6 +75,18 @@ macro_rules! view_common {
 }
 
 impl<'a, T> DenseRef<'a, T> {
+    /// Columns `range` of this view (a K-panel): same rows and leading dimension.
+    ///
+    /// # Panics
+    /// If `range` is not within `0..cols`.
+    pub(crate) fn columns(&self, range: std::ops::Range<usize>) -> DenseRef<'a, T> {
+        assert!(
+            range.start <= range.end && range.end <= self.cols,
+            "columns beyond the view"
+        );
+        let start = range.start.min(self.data.len());
+        DenseRef::new(&self.data[start..], self.rows, range.len(), self.ld)
+    }
     view_common!(&'a [T]);
     /// The underlying buffer.
     pub fn data(&self) -> &'a [T] {
@@ -108,6 +120,18 @@ impl<'a, T> DenseRef<'a, T> {
 
 impl<'a, T> DenseMut<'a, T> {
     view_common!(&'a mut [T]);
+    /// Columns `range` of this view (a K-panel): same rows and leading dimension.
+    ///
+    /// # Panics
+    /// If `range` is not within `0..cols`.
+    pub(crate) fn columns(&mut self, range: std::ops::Range<usize>) -> DenseMut<'_, T> {
+        assert!(
+            range.start <= range.end && range.end <= self.cols,
+            "columns beyond the view"
+        );
+        let start = range.start.min(self.data.len());
+        DenseMut::new(&mut self.data[start..], self.rows, range.len(), self.ld)
+    }
     /// Row `i`, mutable.
     #[inline]
     pub fn row_mut(&mut self, i: usize) -> &mut [T] {

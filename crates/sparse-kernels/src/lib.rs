@@ -63,8 +63,8 @@ pub use kernels::{
     MERGE_MAX_PARTS, RODE_BLOCK, RODE_LONG_ROW, SERIAL_WORK,
 };
 pub use lssm::{
-    spmm_lssm, LssmConfig, SpmmPlan, BLOCK_WORK, LONG_ROW_GROUP, MAX_BLOCK, MIN_BLOCK, MIN_TASKS,
-    PREFETCH_B_BYTES, ROW_CHUNK_WORK,
+    last_level_cache_bytes, spmm_lssm, LssmConfig, SpmmPlan, BLOCK_WORK, DEFAULT_CACHE_BYTES,
+    LONG_ROW_GROUP, MAX_BLOCK, MIN_BLOCK, MIN_TASKS, PREFETCH_B_BYTES, ROW_CHUNK_WORK,
 };
 pub use par::Par;
 pub use scalar::{Scalar, SpIndex};

@@ -13,7 +13,9 @@
 //!   chunks small enough that their rows of B (`chunk · K` elements, [`CHUNK_BYTES`]) stay in
 //!   L1 while every tile over K passes over them, so each row of B is read from memory once;
 //!   each chunk's partial sums are added to the K-vector of C (in L1). Rows of at most one
-//!   chunk — almost every row of a sparse matrix — take one pass of the tiles.
+//!   chunk — almost every row of a sparse matrix — take one pass of the tiles. The chunk length
+//!   comes from the plan's full K (`Options::chunk_k`) and the scalar tail does the same
+//!   operations as a tile column, so a K-panelled plan gives the bits of the unpanelled one.
 //! * **Prefetch** (optional, see [`crate::LssmConfig::prefetch`]): while a chunk is
 //!   multiplied, the rows of B the next chunk needs are prefetched into L1; a watermark carried
 //!   from row to row of a task makes every nonzero's row of B prefetched once (before, each short
@@ -48,6 +50,10 @@ pub(crate) struct Options {
     /// Write whole rows of C with non-temporal (streaming) stores, which skip the read for
     /// ownership of the destination lines: for a C too large to stay in cache anyway.
     pub(crate) stream: bool,
+    /// The K that sets the chunk length of long rows ([`chunk_len`]); 0: the width of the
+    /// output. A K-panelled plan passes its full K, so that every panel cuts the rows at the
+    /// same nonzeros and gives the bits of the unpanelled computation.
+    pub(crate) chunk_k: usize,
 }
 
 /// How a tile computes and writes its K-vector piece: with fused multiply-adds or not (only
@@ -162,11 +168,21 @@ unsafe fn tiles<
     tail_tile!(H, k, k0, cols, vals, b, out, store);
     tail_tile!(Q, k, k0, cols, vals, b, out, store);
     tail_tile!(E, k, k0, cols, vals, b, out, store);
+    // The same operations, in the same order, as a column of a tile: so a column gives the
+    // same bits whether it falls in a tile or in the tail (K-panels move the tile boundaries).
     for (j, o) in out.iter_mut().enumerate().skip(k0) {
-        let mut acc = if store.accumulate { *o } else { T::ZERO };
+        let mut acc = T::ZERO;
         for (&c, &v) in cols.iter().zip(vals) {
             // SAFETY: `j < k`, caller's contract as in `tile`.
-            acc += v * unsafe { *b.data.get_unchecked(c.idx() * b.ld + j) };
+            let x = unsafe { *b.data.get_unchecked(c.idx() * b.ld + j) };
+            acc = if store.fma {
+                v.mul_add(x, acc)
+            } else {
+                acc + v * x
+            };
+        }
+        if store.accumulate {
+            acc += *o;
         }
         *o = acc;
     }
@@ -200,12 +216,14 @@ unsafe fn all_tiles<T: Scalar, I: SpIndex>(
 struct Prefetch {
     done: usize,
     end: usize,
+    /// Nonzeros per chunk ([`chunk_len`] of the plan's K).
+    chunk: usize,
 }
 
-/// `out = vals[nz] · B[cols[nz], ..]` chunk by chunk, prefetching the rows of B of the next
-/// chunk (as `pf` allows), with fused multiply-adds when `mode.fma`, the last chunk writing
-/// `out` with streaming stores when `mode.stream` (`mode.accumulate` is ignored); `out.len()`
-/// is K.
+/// `out = vals[nz] · B[cols[nz], ..]` in chunks of `pf.chunk` nonzeros, prefetching the rows of B
+/// of the next chunk (as `pf` allows), with fused multiply-adds when `mode.fma`, the last chunk
+/// writing `out` with streaming stores when `mode.stream` (`mode.accumulate` is ignored);
+/// `out.len()` is K (or the width of a K-panel).
 ///
 /// # Safety
 /// Every index in `cols` is a row of `b` (see [`Dense`]), `out.len() <= b.ld`,
@@ -225,7 +243,7 @@ unsafe fn segment<T: Scalar, I: SpIndex>(
         out.fill(T::ZERO);
         return;
     }
-    let chunk = chunk_len::<T>(k);
+    let chunk = pf.chunk;
     let mut s = nz.start;
     while s < nz.end {
         let e = (s + chunk).min(nz.end);
@@ -280,7 +298,15 @@ impl<T: Scalar, I: SpIndex> WithSimd for Job<'_, '_, T, I> {
             Some(nz) => nz.end,
             None => a.offsets()[first + c.rows()].idx(),
         };
-        let mut pf = Prefetch { done: 0, end };
+        let chunk = chunk_len::<T>(match options.chunk_k {
+            0 => c.cols(),
+            k => k,
+        });
+        let mut pf = Prefetch {
+            done: 0,
+            end,
+            chunk,
+        };
         // Every SIMD level pulp dispatches to (x86-64-v3, v4, NEON) has FMA; the scalar
         // fallback does not, and there `mul_add` would be a library call.
         let plain = Store {
@@ -300,7 +326,6 @@ impl<T: Scalar, I: SpIndex> WithSimd for Job<'_, '_, T, I> {
             // SAFETY: see above.
             Some(nz) => unsafe { segment(cols, vals, nz, &mut pf, dense, c.row_mut(0), plain) },
             None => {
-                let chunk = chunk_len::<T>(c.cols());
                 let (c_rows, c_ld, k) = (c.rows(), c.ld(), c.cols());
                 let c_base = c.as_ref().data().as_ptr();
                 for (i, out) in c.rows_mut().enumerate() {

@@ -1,12 +1,14 @@
 //! The numeric phase of LSSM: dynamic task distribution through an atomic counter (or, without
-//! long rows, the row-parallel schedule: rayon's adaptive splitting of the rows of C) and the
-//! deterministic combination of long-row partial sums.
+//! long rows, the row-parallel schedule: rayon's adaptive splitting of the rows of C), the
+//! deterministic combination of long-row partial sums, and optional K-panels (one pass over A
+//! per panel of columns of B and C, each panel of B packed into a contiguous buffer first).
 
 use super::plan::{SpmmPlan, Task};
 use crate::dense::{DenseMut, DenseRef};
 use crate::kernels::{check_dims, micro};
 use crate::{CsrMatrix, Par, Result, Scalar, SpIndex};
 use rayon::prelude::*;
+use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -43,6 +45,7 @@ impl SpmmPlan {
         c: DenseMut<'c, T>,
         scratch: &'c mut [T],
     ) -> Vec<Target<'c, T>> {
+        let c_cols = c.cols();
         // Walk the rows of C in order: each belongs to one run of short rows or is long.
         let mut runs: Vec<Option<DenseMut<'c, T>>> = Vec::with_capacity(self.tasks.len());
         let mut first_segment: Vec<Option<&'c mut [T]>> = Vec::with_capacity(self.long_rows.len());
@@ -68,7 +71,8 @@ impl SpmmPlan {
             first_segment.push(Some(own.into_first_row()));
             rest = tail;
         }
-        let mut slots: Vec<Option<&'c mut [T]>> = scratch.chunks_mut(self.k).map(Some).collect();
+        let width = c_cols.max(1);
+        let mut slots: Vec<Option<&'c mut [T]>> = scratch.chunks_mut(width).map(Some).collect();
         let taken = "each output is taken by one segment";
         self.tasks
             .iter()
@@ -86,6 +90,86 @@ impl SpmmPlan {
                 ),
             })
             .collect()
+    }
+
+    /// The K-panels of the numeric phase for this B: `k_panel` columns each, except that the
+    /// first also takes the columns before the first 64-byte line boundary of B's rows (when
+    /// every row starts at the same offset in a line) and the last takes a remainder shorter
+    /// than half a panel, so that a panel of a row of B covers whole lines. Which columns share
+    /// a panel does not change the result (see `micro::Options::chunk_k`).
+    fn panels<T>(&self, b: &DenseRef<'_, T>) -> Vec<Range<usize>> {
+        let (k, p) = (self.k, self.k_panel.max(1));
+        if p >= k {
+            return std::iter::once(0..k).collect();
+        }
+        let size = std::mem::size_of::<T>().max(1);
+        let addr = b.data().as_ptr() as usize;
+        let line = (64 / size).max(1);
+        let lead = if p >= line && (b.ld() * size) % 64 == 0 && addr % size == 0 {
+            (64 - addr % 64) % 64 / size
+        } else {
+            0
+        };
+        let (mut out, mut start, mut end) = (Vec::new(), 0, lead + p);
+        while start < k {
+            if end >= k || k - end < p.div_ceil(2) {
+                end = k;
+            }
+            out.push(start..end);
+            (start, end) = (end, end + p);
+        }
+        out
+    }
+
+    /// One pass over A for the columns of `b` and `c` (a K-panel, or all of K): in task order
+    /// on this thread, or in parallel in the current rayon pool; then the long rows' later
+    /// segments are added in segment order. `scratch` holds at least `slots · c.cols()`.
+    fn run_panel<T: Scalar, I: SpIndex>(
+        &self,
+        a: &CsrMatrix<T, I>,
+        b: DenseRef<'_, T>,
+        mut c: DenseMut<'_, T>,
+        scratch: &mut [T],
+        parallel: bool,
+    ) {
+        let kp = c.cols();
+        let scratch = &mut scratch[..self.slots * kp];
+        if !parallel {
+            let targets = self.targets(c.reborrow(), scratch);
+            for (task, target) in self.tasks.iter().zip(targets) {
+                self.run_task(a, b, task, target);
+            }
+        } else if self.segments.is_empty() {
+            // No long rows: the row-parallel schedule of `spmm_row_parallel` (rayon's adaptive
+            // splitting of the rows of C), in chunks of a few rows (`row_chunk`, about
+            // `ROW_CHUNK_WORK` multiply-adds) that spare short rows the per-call overhead.
+            let g = self.row_chunk;
+            c.reborrow()
+                .into_par_row_chunks(g)
+                .enumerate()
+                .for_each(|(i, rows)| micro::rows_into(a, i * g, b, rows, self.options));
+        } else {
+            let targets = self.targets(c.reborrow(), scratch);
+            let cells: Vec<Mutex<Option<Target<'_, T>>>> =
+                targets.into_iter().map(|t| Mutex::new(Some(t))).collect();
+            let next = AtomicUsize::new(0);
+            let workers = rayon::current_num_threads().clamp(1, cells.len().max(1));
+            (0..workers).into_par_iter().for_each(|_| loop {
+                // The "atomic cache": one shared counter hands out the next task.
+                let t = next.fetch_add(1, Ordering::Relaxed);
+                let Some(cell) = cells.get(t) else { break };
+                let target = cell.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let target = target.expect("each task is taken once");
+                self.run_task(a, b, &self.tasks[t], target);
+            });
+        }
+        // Long rows: add the later segments in segment order (deterministic).
+        for (row, slots) in &self.long_rows {
+            let out = c.row_mut(*row);
+            for s in slots.clone() {
+                micro::add_into(out, &scratch[s * kp..(s + 1) * kp]);
+            }
+        }
     }
 
     /// Computes `C = A · B` with this plan (the numeric phase). `a` must be the matrix (or one
@@ -120,47 +204,64 @@ impl SpmmPlan {
         if self.k == 0 {
             return Ok(());
         }
-        let mut scratch = vec![T::ZERO; self.scratch_len()];
-        if self.serial || par.is_seq() {
-            let targets = self.targets(c.reborrow(), &mut scratch);
-            for (task, target) in self.tasks.iter().zip(targets) {
-                self.run_task(a, b, task, target);
-            }
-        } else if self.segments.is_empty() {
-            // No long rows: the row-parallel schedule of `spmm_row_parallel` (rayon's adaptive
-            // splitting of the rows of C), in chunks of a few rows (`row_chunk`, about
-            // `ROW_CHUNK_WORK` multiply-adds) that spare short rows the per-call overhead.
-            let g = self.row_chunk;
-            par.install(|| {
-                c.reborrow()
-                    .into_par_row_chunks(g)
-                    .enumerate()
-                    .for_each(|(i, rows)| micro::rows_into(a, i * g, b, rows, self.options));
-            })?;
+        let panels = self.panels(&b);
+        let widest = panels.iter().map(Range::len).max().unwrap_or(0);
+        let mut scratch = vec![T::ZERO; self.slots * widest];
+        let parallel = !(self.serial || par.is_seq());
+        // Panels are packed one at a time into a contiguous, line-aligned buffer: the gathers
+        // of a pass then touch `ncols · width` elements in few pages, not all of B's pages.
+        let line = (64 / std::mem::size_of::<T>().max(1)).max(1);
+        let mut packed = if panels.len() > 1 {
+            vec![T::ZERO; b.rows() * widest + line]
         } else {
-            let targets = self.targets(c.reborrow(), &mut scratch);
-            let cells: Vec<Mutex<Option<Target<'_, T>>>> =
-                targets.into_iter().map(|t| Mutex::new(Some(t))).collect();
-            let next = AtomicUsize::new(0);
-            par.install(|| {
-                let workers = rayon::current_num_threads().clamp(1, cells.len().max(1));
-                (0..workers).into_par_iter().for_each(|_| loop {
-                    // The "atomic cache": one shared counter hands out the next task.
-                    let t = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(cell) = cells.get(t) else { break };
-                    let target = cell.lock().unwrap_or_else(|e| e.into_inner()).take();
-                    let target = target.expect("each task is taken once");
-                    self.run_task(a, b, &self.tasks[t], target);
-                });
-            })?;
-        }
-        // Long rows: add the later segments in segment order (deterministic).
-        for (row, slots) in &self.long_rows {
-            let out = c.row_mut(*row);
-            for s in slots.clone() {
-                micro::add_into(out, &scratch[s * self.k..(s + 1) * self.k]);
+            Vec::new()
+        };
+        let mut run = || {
+            for p in &panels {
+                let bp = if panels.len() > 1 {
+                    pack(b.columns(p.clone()), &mut packed, parallel)
+                } else {
+                    b
+                };
+                self.run_panel(a, bp, c.columns(p.clone()), &mut scratch, parallel);
             }
+        };
+        if parallel {
+            par.install(run)?;
+        } else {
+            run();
         }
         Ok(())
     }
 }
+
+/// Copies `b` (a panel of columns) into `buf` with leading dimension `b.cols()`, starting at
+/// the first 64-byte boundary of `buf`, and returns the view of the copy; in parallel (current
+/// rayon pool) when `parallel`. `buf` holds `b.rows() · b.cols()` elements plus one line.
+fn pack<'p, T: Scalar>(b: DenseRef<'_, T>, buf: &'p mut [T], parallel: bool) -> DenseRef<'p, T> {
+    let (rows, w) = (b.rows(), b.cols());
+    let size = std::mem::size_of::<T>().max(1);
+    let misalign = buf.as_ptr() as usize % 64;
+    let skip = if misalign % size == 0 {
+        (64 - misalign) % 64 / size
+    } else {
+        0
+    };
+    let dst = &mut buf[skip..skip + rows * w];
+    let copy = |(i, out): (usize, &mut [T])| {
+        for (j, row) in out.chunks_exact_mut(w.max(1)).enumerate() {
+            row.copy_from_slice(b.row(i * PACK_ROWS + j));
+        }
+    };
+    if w > 0 {
+        if parallel {
+            dst.par_chunks_mut(PACK_ROWS * w).enumerate().for_each(copy);
+        } else {
+            dst.chunks_mut(PACK_ROWS * w).enumerate().for_each(copy);
+        }
+    }
+    DenseRef::new(&buf[skip..skip + rows * w], rows, w, w)
+}
+
+/// Rows of B per parallel piece of [`pack`].
+const PACK_ROWS: usize = 4096;

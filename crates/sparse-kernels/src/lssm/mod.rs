@@ -23,7 +23,10 @@
 //!   adaptive splitting of the rows, in chunks of a few rows). Each task walks its rows with the register-tiled SIMD micro-kernel (the
 //!   paper's "local memory" tile of C). A long row's first segment writes the row of C; the
 //!   others write scratch vectors that are added to it afterwards, always in segment order —
-//!   the result is bit-identical across runs and thread counts.
+//!   the result is bit-identical across runs and thread counts. With
+//!   [`LssmConfig::k_panel`] (off by default) the numeric phase runs once per panel of
+//!   columns of B and C, each panel of B packed into a contiguous line-aligned buffer, so that
+//!   the rows a pass gathers can stay in the last-level cache; same bits as without.
 //!
 //! The plan depends only on the sparsity pattern and K, so GNN-style workloads that multiply the
 //! same A by many B build it once.
@@ -33,8 +36,8 @@ mod plan;
 mod split;
 
 pub use plan::{
-    LssmConfig, SpmmPlan, BLOCK_WORK, LONG_ROW_GROUP, MAX_BLOCK, MIN_BLOCK, MIN_TASKS,
-    PREFETCH_B_BYTES, ROW_CHUNK_WORK,
+    last_level_cache_bytes, LssmConfig, SpmmPlan, BLOCK_WORK, DEFAULT_CACHE_BYTES, LONG_ROW_GROUP,
+    MAX_BLOCK, MIN_BLOCK, MIN_TASKS, PREFETCH_B_BYTES, ROW_CHUNK_WORK,
 };
 
 use crate::dense::{DenseMut, DenseRef};

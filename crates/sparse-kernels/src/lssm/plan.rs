@@ -42,7 +42,44 @@ pub struct LssmConfig {
     /// no long rows and runs with the row-parallel schedule (a chunk of the longest rows is kept
     /// under 16× this). Default [`ROW_CHUNK_WORK`].
     pub row_chunk_work: usize,
+    /// Columns of B and C per K-panel: `Some(p)` with `0 < p < K` makes the numeric phase pack
+    /// one panel of `p` columns of B at a time into a contiguous, line-aligned buffer and make
+    /// one pass over A per panel, so that the rows a pass gathers come from a part of B that
+    /// can stay in the last-level cache ([`SpmmPlan::auto_k_panel`] sizes `p` for a cache).
+    /// `None` (the default), `Some(0)` or `Some(p >= K)`: one pass over the whole K. The result
+    /// has the same bits either way. Off by default because it did not pay on the 2-core test
+    /// machine (paired runs on `kron:18`, `rmat:18:16`, `uniform:262144:16` at K = 64, `f64`,
+    /// panels of 8 and 16 columns: 0.7–1.2× the unpanelled time, no consistent gain; see the
+    /// crate README).
+    pub k_panel: Option<usize>,
 }
+
+/// The size of the largest CPU cache (bytes): on Linux the largest
+/// `/sys/devices/system/cpu/cpu0/cache/index*/size`, else [`DEFAULT_CACHE_BYTES`]. Read once.
+pub fn last_level_cache_bytes() -> usize {
+    static CACHE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CACHE.get_or_init(|| {
+        (0..8)
+            .filter_map(|i| {
+                let path = format!("/sys/devices/system/cpu/cpu0/cache/index{i}/size");
+                let text = std::fs::read_to_string(path).ok()?;
+                let text = text.trim();
+                let (num, unit) = text.split_at(text.trim_end_matches(char::is_alphabetic).len());
+                let scale = match unit {
+                    "K" => 1 << 10,
+                    "M" => 1 << 20,
+                    "" => 1,
+                    _ => return None,
+                };
+                num.parse::<usize>().ok().map(|n| n * scale)
+            })
+            .max()
+            .unwrap_or(DEFAULT_CACHE_BYTES)
+    })
+}
+
+/// The last-level cache size assumed where it cannot be read.
+pub const DEFAULT_CACHE_BYTES: usize = 32 << 20;
 
 /// Multiply-adds (`nnz · K`) per chunk of rows when a plan without long rows runs with the
 /// row-parallel schedule: a few rows per call of the micro-kernel instead of one. Measured on
@@ -63,6 +100,7 @@ impl Default for LssmConfig {
             prefetch: None,
             streaming_stores: false,
             row_chunk_work: ROW_CHUNK_WORK,
+            k_panel: None,
         }
     }
 }
@@ -110,6 +148,8 @@ pub struct SpmmPlan {
     pub(crate) serial: bool,
     /// Rows per chunk of the row-parallel schedule (plans without long rows).
     pub(crate) row_chunk: usize,
+    /// Columns per K-panel (`k` when not panelled).
+    pub(crate) k_panel: usize,
     pub(crate) options: micro::Options,
 }
 
@@ -128,6 +168,28 @@ impl SpmmPlan {
             block.max(stats.max)
         } else {
             block
+        }
+    }
+
+    /// A K-panel width for `LssmConfig::k_panel`, for a matrix with `ncols` columns, `k` columns
+    /// of `T` and a last-level cache of `cache` bytes (for example
+    /// [`last_level_cache_bytes`]): `k` (no panels) unless B is larger than half the cache and
+    /// its rows are gathered at random (`locality < 0.5`, see [`SpmmPlan::column_locality`]; in
+    /// matrices with a structured diagonal the caches already serve B); then the widest multiple
+    /// of a 64-byte line whose panel of B (`ncols · width` elements) fits in half the cache, and
+    /// `k` when not even one line per row fits.
+    pub fn auto_k_panel<T>(ncols: usize, k: usize, locality: f64, cache: usize) -> usize {
+        let size = std::mem::size_of::<T>().max(1);
+        let line = (64 / size).max(1);
+        let budget = cache / 2;
+        if ncols.saturating_mul(k).saturating_mul(size) <= budget || locality >= 0.5 {
+            return k;
+        }
+        let width = budget / ncols.max(1) / size / line * line;
+        if width == 0 || width >= k {
+            k
+        } else {
+            width
         }
     }
 
@@ -179,6 +241,11 @@ impl SpmmPlan {
         let row_chunk = (config.row_chunk_work / cost(stats.nnz / stats.rows.max(1)))
             .min(config.row_chunk_work.saturating_mul(16) / cost(stats.max))
             .max(1);
+        let b_bytes = a.ncols().saturating_mul(k) * std::mem::size_of::<T>();
+        let k_panel = match config.k_panel {
+            Some(p) if p > 0 && p < k => p,
+            _ => k,
+        };
         Self {
             shape: (a.nrows(), a.ncols(), a.nnz()),
             k,
@@ -190,12 +257,13 @@ impl SpmmPlan {
             slots,
             serial,
             row_chunk,
+            k_panel,
             options: micro::Options {
                 prefetch: config.prefetch.unwrap_or_else(|| {
-                    a.ncols().saturating_mul(k) * std::mem::size_of::<T>() >= PREFETCH_B_BYTES
-                        && Self::column_locality(a) < 0.5
+                    b_bytes >= PREFETCH_B_BYTES && Self::column_locality(a) < 0.5
                 }),
                 stream: config.streaming_stores,
+                chunk_k: k,
             },
         }
     }
@@ -223,6 +291,10 @@ impl SpmmPlan {
         } else {
             near as f64 / total as f64
         }
+    }
+    /// Columns of B and C per K-panel (one pass over A per panel); `k()` when not panelled.
+    pub fn k_panel(&self) -> usize {
+        self.k_panel
     }
     /// Whether the numeric phase prefetches rows of B.
     pub fn prefetches(&self) -> bool {

@@ -16,7 +16,7 @@ use sparse_kernels::{
 /// ones; 2: heavy-tailed row lengths; 3: up to four dense rows. Columns are unsorted with
 /// possible duplicates for odd seeds, sorted and distinct for even ones (which takes LSSM's
 /// column-aligned splitting of long-row groups).
-fn random_csr(rows: usize, cols: usize, kind: u8, seed: u64) -> CsrMatrix<f64, u32> {
+pub(crate) fn random_csr(rows: usize, cols: usize, kind: u8, seed: u64) -> CsrMatrix<f64, u32> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let dense_rows: Vec<usize> = match (rows, kind) {
         (0, _) => vec![],
@@ -47,7 +47,7 @@ fn random_csr(rows: usize, cols: usize, kind: u8, seed: u64) -> CsrMatrix<f64, u
     CsrMatrix::try_new(rows, cols, offsets, indices, values).expect("valid by construction")
 }
 
-fn convert<T: Scalar, I: SpIndex>(a: &CsrMatrix<f64, u32>) -> CsrMatrix<T, I> {
+pub(crate) fn convert<T: Scalar, I: SpIndex>(a: &CsrMatrix<f64, u32>) -> CsrMatrix<T, I> {
     let ix = |v: &[u32]| {
         v.iter()
             .map(|&x| I::checked_from(x as usize).unwrap())
@@ -105,6 +105,8 @@ fn check_all<T: Scalar, I: SpIndex>(
         streaming_stores: block % 3 == 0,
         // Chunks of 1 to 4 rows (without long rows): several chunks even on tiny matrices.
         row_chunk_work: (block % 4 + 1) * k.max(1) * (a.nnz() / a.nrows().max(1) + 1),
+        // K-panels of 1 to 8 columns for odd blocks (several passes over A).
+        k_panel: (block % 2 == 1).then_some(block),
     };
     let plan = SpmmPlan::new(a, k, &lssm);
     let ldc = k + pad;

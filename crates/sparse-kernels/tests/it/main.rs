@@ -5,3 +5,4 @@ mod csr;
 mod data;
 mod io;
 mod kernels;
+mod panels;
