@@ -1,21 +1,42 @@
-//! Bandwidth tables behind `scripts/compare-collectives`: all-reduce busbw (nccl-tests
-//! definitions) of pardis over the local and TCP transports, next to memcpy and loopback-TCP
-//! bandwidth as physical limits; then broadcast busbw, binomial tree against the pipelined
-//! chain. Every figure is the best of [`REPEATS`] runs (the machine may be shared). The MPI
-//! columns come from `compare_collectives_mpi` (feature `mpi`, run under `mpirun`).
+//! Bandwidth tables behind `scripts/compare-collectives`: (1) all-reduce busbw (nccl-tests
+//! definitions) of pardis over the local and TCP transports next to the physical references,
+//! memcpy bandwidth and loopback-TCP throughput, alone and with the concurrency of `n` ranks
+//! (`n` threads copying at once; `n` sockets in a ring streaming at once — the like-for-like
+//! limits of busbw, see `collectives::bench`), every row measured in rounds that run all its
+//! columns back to back so that they share the load; (2) preemptive against ordered engine mode,
+//! measured interleaved (alternating runs, many pairs, median and quartiles of the ratio), with
+//! blocking calls and with several non-blocking all-reduces in flight; (3) broadcast busbw,
+//! binomial tree against the pipelined chain. The MPI columns come from
+//! `compare_collectives_mpi` (feature `mpi`, run under `mpirun`).
 //!
-//! `cargo run --release -p collectives --example compare_collectives -- [MAX_BYTES] [RANKS,..] [MIN_BYTES]`
+//! `cargo run --release -p collectives --example compare_collectives -- [MAX_BYTES] [RANKS,..] [MIN_BYTES] [PAIRS] [all|table,modes,broadcast]`
+
+use std::time::Instant;
 
 use collectives::bench::{
-    loopback_bandwidth, memcpy_bandwidth, run_bench, BenchConfig, BenchTransport,
+    bus_factor, loopback_bandwidth, loopback_ring_bandwidth, memcpy_bandwidth_concurrent,
+    run_bench, BenchConfig, BenchTransport,
 };
-use collectives::{BroadcastAlgorithm, Config, Mode, OpKind, Result};
+use collectives::{
+    run_local_with, BroadcastAlgorithm, Communicator, Config, Mode, OpKind, ReduceOp, Result,
+};
 
-/// Runs per figure; the best is reported.
+/// Rounds (runs per pardis figure); the best is reported.
 const REPEATS: usize = 3;
+/// Timed samples per reference figure and round.
+const SAMPLES: usize = 3;
 
 fn best(mut f: impl FnMut() -> Result<f64>) -> Result<f64> {
     (0..REPEATS).try_fold(0.0f64, |b, _| Ok(b.max(f()?)))
+}
+
+fn iters_for(bytes: usize) -> usize {
+    ((256 << 20) / bytes).clamp(3, 1000)
+}
+
+fn point(transport: BenchTransport, op: OpKind, n: usize, bytes: usize, e: &Config) -> Result<f64> {
+    let cfg = BenchConfig::new(transport, n, op, bytes, iters_for(bytes), e.clone());
+    Ok(run_bench(&cfg)?.busbw_gbs)
 }
 
 fn busbw(
@@ -25,9 +46,101 @@ fn busbw(
     bytes: usize,
     engine: &Config,
 ) -> Result<f64> {
-    let iters = ((256 << 20) / bytes).clamp(3, 1000);
-    let cfg = BenchConfig::new(transport, ranks, op, bytes, iters, engine.clone());
-    best(|| Ok(run_bench(&cfg)?.busbw_gbs))
+    best(|| point(transport, op, ranks, bytes, engine))
+}
+
+/// All-reduce busbw on `n` local ranks when every rank keeps `k` non-blocking all-reduces of
+/// `bytes` in flight (submitted in the same order everywhere, then all waited for), buffers
+/// reused; the slowest rank's time.
+fn in_flight(n: usize, bytes: usize, k: usize, engine: &Config) -> Result<f64> {
+    let batches = (iters_for(bytes) / k).max(2);
+    let body = |comm: Communicator| -> Result<std::time::Duration> {
+        let mut bufs: Vec<Vec<f32>> = (0..k).map(|_| vec![1.0f32; bytes / 4]).collect();
+        let batch = |bufs: &mut Vec<Vec<f32>>| -> Result<()> {
+            let handles = bufs
+                .drain(..)
+                .map(|b| comm.iall_reduce(b, ReduceOp::Sum))
+                .collect::<Result<Vec<_>>>()?;
+            for h in handles {
+                bufs.push(h.wait()?);
+            }
+            Ok(())
+        };
+        batch(&mut bufs)?;
+        comm.barrier()?;
+        let start = Instant::now();
+        for _ in 0..batches {
+            batch(&mut bufs)?;
+        }
+        Ok(start.elapsed())
+    };
+    let mut slowest = std::time::Duration::ZERO;
+    for t in run_local_with(engine, n, body) {
+        slowest = slowest.max(t??);
+    }
+    let algbw = (bytes * k * batches) as f64 / slowest.as_secs_f64().max(1e-12) / 1e9;
+    Ok(algbw * bus_factor(OpKind::AllReduce, n))
+}
+
+/// Indices into `len` sorted samples bounding an approximate 95% confidence interval of the
+/// median (order statistics, normal approximation of the binomial: `len/2 ± 0.98 √len`).
+fn median_ci(len: usize) -> (usize, usize) {
+    let half = 0.98 * (len as f64).sqrt();
+    let mid = len as f64 / 2.0;
+    let lo = (mid - half).floor().max(0.0) as usize;
+    let hi = ((mid + half).ceil() as usize).min(len.saturating_sub(1));
+    (lo, hi)
+}
+
+/// Quantile `q` of sorted `v`.
+fn quantile(v: &[f64], q: f64) -> f64 {
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+/// One all-reduce row: pardis busbw and the references, each the best over [`REPEATS`]
+/// rounds; every round measures all of them back to back, so they share the load conditions.
+#[derive(Default)]
+struct Row {
+    local: f64,
+    tcp: f64,
+    memcpy: f64,
+    memcpy_one: f64,
+    ring: f64,
+    single_stream: f64,
+}
+
+fn row(bytes: usize, n: usize, engine: &Config) -> Result<Row> {
+    let mut r = Row::default();
+    let stream_iters = ((64 << 20) / bytes).clamp(3, 1 << 16);
+    for _ in 0..REPEATS {
+        r.memcpy_one = r
+            .memcpy_one
+            .max(memcpy_bandwidth_concurrent(bytes, 1, SAMPLES).best);
+        r.memcpy = r
+            .memcpy
+            .max(memcpy_bandwidth_concurrent(bytes, n, SAMPLES).best);
+        r.local = r.local.max(point(
+            BenchTransport::Local,
+            OpKind::AllReduce,
+            n,
+            bytes,
+            engine,
+        )?);
+        r.ring = r
+            .ring
+            .max(loopback_ring_bandwidth(bytes, n.max(2), SAMPLES)?.best);
+        r.single_stream = r
+            .single_stream
+            .max(loopback_bandwidth(bytes, stream_iters)?);
+        r.tcp = r.tcp.max(point(
+            BenchTransport::Tcp,
+            OpKind::AllReduce,
+            n,
+            bytes,
+            engine,
+        )?);
+    }
+    Ok(r)
 }
 
 fn main() -> Result<()> {
@@ -41,6 +154,10 @@ fn main() -> Result<()> {
         .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
         .unwrap_or_else(|| vec![2, 4]);
     let min: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(1 << 10);
+    let pairs: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(15);
+    // Sections to run: `all` (default) or a comma-separated subset of table, modes, broadcast.
+    let only = args.next().unwrap_or_else(|| "all".into());
+    let run = |section: &str| only == "all" || only.split(',').any(|s| s == section);
     let sizes: Vec<usize> = std::iter::successors(Some(min.max(1)), |b| Some(b * 4))
         .take_while(|&b| b <= max)
         .collect();
@@ -48,34 +165,107 @@ fn main() -> Result<()> {
     let (local, tcp) = (BenchTransport::Local, BenchTransport::Tcp);
     let all_reduce = OpKind::AllReduce;
 
-    println!("all-reduce busbw in GB/s (nccl-tests: algbw * 2(n-1)/n); f32 sum; best of {REPEATS}");
+    println!("all-reduce busbw in GB/s (nccl-tests: algbw * 2(n-1)/n); f32 sum; every figure the best of");
     println!(
-        "{:>10} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
+        "{REPEATS} rounds, each round measuring all columns of the row back to back (same load)"
+    );
+    println!("  mcpy-n: per-thread memcpy GB/s with n threads copying at once (best of {SAMPLES} samples a round);");
+    println!(
+        "  mcpy-1: one thread alone; ring-n: per-stream GB/s of n loopback sockets in a ring, all"
+    );
+    println!("  streaming at once; loop-1: one stream alone. loc/mcpy = local / mcpy-n, tcp/ring = tcp / ring-n");
+    println!(
+        "{:>10} {:>5} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9}",
         "bytes",
         "ranks",
         "local",
-        "local-ord",
-        "tcp",
-        "memcpy",
-        "loopback",
+        "mcpy-n",
+        "mcpy-1",
         "loc/mcpy",
-        "ord/pre",
-        "tcp/loop"
+        "loc/mcpy1",
+        "tcp",
+        "ring-n",
+        "loop-1",
+        "tcp/ring",
+        "tcp/loop1"
     );
-    for &bytes in &sizes {
-        let iters = ((256 << 20) / bytes).clamp(3, 200);
-        let mem = best(|| Ok(memcpy_bandwidth(bytes, iters)))?;
-        let lo = best(|| loopback_bandwidth(bytes, iters))?;
+    for &bytes in sizes.iter().filter(|_| run("table")) {
         for &n in &ranks {
-            let l = busbw(local, all_reduce, n, bytes, &pre)?;
-            let o = busbw(local, all_reduce, n, bytes, &ord)?;
-            let t = busbw(tcp, all_reduce, n, bytes, &pre)?;
+            let r = row(bytes, n, &pre)?;
+            let pct = |a: f64, b: f64| format!("{:.0}%", 100.0 * a / b);
             println!(
-                "{bytes:>10} {n:>5} {l:>9.3} {o:>9.3} {t:>9.3} {mem:>9.3} {lo:>9.3} {:>7.0}% {:>7.0}% {:>7.0}%",
-                100.0 * l / mem,
-                100.0 * o / l,
-                100.0 * t / lo
+                "{bytes:>10} {n:>5} {:>8.3} {:>8.3} {:>8.3} {:>8} {:>9} {:>8.3} {:>8.3} {:>8.3} {:>8} {:>9}",
+                r.local,
+                r.memcpy,
+                r.memcpy_one,
+                pct(r.local, r.memcpy),
+                pct(r.local, r.memcpy_one),
+                r.tcp,
+                r.ring,
+                r.single_stream,
+                pct(r.tcp, r.ring),
+                pct(r.tcp, r.single_stream)
             );
+        }
+    }
+    println!();
+    println!(
+        "preemptive vs ordered (local, same submission order on every rank), {pairs} interleaved \
+         pairs ({} up to 1 MiB; which mode runs first alternates); in-flight k: each rank keeps k non-blocking \
+         all-reduces of `bytes` in flight (k = 1: blocking calls); pre, ord = median busbw; \
+         pre/ord = busbw ratio of a pair: median, 95% confidence interval of the median \
+         (order statistics), quartiles, min..max",
+        3 * pairs
+    );
+    println!(
+        "{:>10} {:>5} {:>9} {:>9} {:>9} {:>9} {:>12} {:>12} {:>12}",
+        "bytes", "ranks", "in-flight", "pre", "ord", "pre/ord", "95% CI", "quartiles", "min..max"
+    );
+    let mode_sizes = sizes.iter().filter(|&&b| b <= 64 << 20 && run("modes"));
+    for &bytes in mode_sizes.step_by(2) {
+        for &n in &ranks {
+            for k in [1, 4] {
+                let measure = |e: &Config| {
+                    if k == 1 {
+                        point(local, all_reduce, n, bytes, e)
+                    } else {
+                        in_flight(n, bytes, k, e)
+                    }
+                };
+                let (mut ratios, mut p, mut o) = (Vec::new(), Vec::new(), Vec::new());
+                // Small sizes are cheap: more pairs, a tighter interval.
+                let pairs_here = if bytes <= 1 << 20 { 3 * pairs } else { pairs };
+                for i in 0..pairs_here.max(1) {
+                    let (a, b) = if i % 2 == 0 {
+                        let a = measure(&pre)?;
+                        (a, measure(&ord)?)
+                    } else {
+                        let b = measure(&ord)?;
+                        (measure(&pre)?, b)
+                    };
+                    ratios.push(a / b);
+                    p.push(a);
+                    o.push(b);
+                }
+                for v in [&mut ratios, &mut p, &mut o] {
+                    v.sort_by(f64::total_cmp);
+                }
+                let pct = |x: f64| format!("{:.0}%", 100.0 * x);
+                let (lo, hi) = median_ci(ratios.len());
+                println!(
+                    "{bytes:>10} {n:>5} {k:>9} {:>9.3} {:>9.3} {:>9} {:>12} {:>12} {:>12}",
+                    quantile(&p, 0.5),
+                    quantile(&o, 0.5),
+                    pct(quantile(&ratios, 0.5)),
+                    format!("{}..{}", pct(ratios[lo]), pct(ratios[hi])),
+                    format!(
+                        "{}..{}",
+                        pct(quantile(&ratios, 0.25)),
+                        pct(quantile(&ratios, 0.75))
+                    ),
+                    format!("{}..{}", pct(ratios[0]), pct(ratios[ratios.len() - 1]))
+                );
+            }
         }
     }
 
@@ -93,7 +283,7 @@ fn main() -> Result<()> {
         with(BroadcastAlgorithm::Binomial),
         with(BroadcastAlgorithm::Pipelined),
     );
-    for &bytes in sizes.iter().filter(|&&b| b >= 1 << 20) {
+    for &bytes in sizes.iter().filter(|&&b| b >= 1 << 20 && run("broadcast")) {
         for &n in ranks.iter().filter(|&&n| n > 2) {
             let bc = OpKind::Broadcast;
             println!(

@@ -5,12 +5,27 @@
 //! all-reduce, `(n−1)/n` for all-gather, reduce-scatter and all-to-all, and 1 for broadcast
 //! and reduce. `size` is the bytes of the full buffer (the output of all-gather, the input of
 //! reduce-scatter).
+//!
+//! **References.** busbw of a ring all-reduce is the rate at which every rank moves data over
+//! its own link, all ranks at once. On one host the ranks' "links" share the cores and the
+//! memory bus, so the like-for-like limits are *concurrent* ones:
+//! [`memcpy_bandwidth_concurrent`] (per-thread memcpy rate while `n` threads copy at once) and
+//! [`loopback_ring_bandwidth`] (per-stream rate of `n` loopback sockets in a ring, all
+//! streaming at once — what a ring all-reduce's sockets do). [`memcpy_bandwidth`] and
+//! [`loopback_bandwidth`] (one thread, one stream) are the limits of a single rank alone; with
+//! more ranks than cores they overstate what each rank can get.
 
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use crate::tcp::run_tcp_local;
 use crate::{run_local_with, CollectiveError, Communicator, Config, OpKind, ReduceOp, Result};
+
+mod reference;
+
+pub use reference::{
+    loopback_bandwidth, loopback_ring_bandwidth, memcpy_bandwidth, memcpy_bandwidth_concurrent,
+    Rate,
+};
 
 /// Where the ranks of a benchmark run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,55 +166,4 @@ pub fn bench_communicator(
         buf = once(buf)?;
     }
     Ok(start.elapsed())
-}
-
-/// Bandwidth of `copy_from_slice` between two `bytes`-sized buffers, GB/s (the physical limit
-/// of a shared-memory transport).
-pub fn memcpy_bandwidth(bytes: usize, iters: usize) -> f64 {
-    let src = vec![1u8; bytes.max(1)];
-    let mut dst = vec![0u8; bytes.max(1)];
-    dst.copy_from_slice(&src);
-    let start = Instant::now();
-    for _ in 0..iters.max(1) {
-        dst.copy_from_slice(std::hint::black_box(&src));
-    }
-    std::hint::black_box(&dst);
-    bytes as f64 * iters.max(1) as f64 / start.elapsed().as_secs_f64().max(1e-12) / 1e9
-}
-
-/// Throughput of one loopback TCP stream moving `bytes` `iters` times, GB/s (the physical limit
-/// of the TCP transport on one host).
-pub fn loopback_bandwidth(bytes: usize, iters: usize) -> Result<f64> {
-    let io = |e| CollectiveError::io("loopback baseline", e);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(io)?;
-    let addr = listener.local_addr().map_err(io)?;
-    let total = bytes * iters.max(1);
-    let reader = std::thread::spawn(move || -> std::io::Result<()> {
-        let (mut s, _) = listener.accept()?;
-        let mut buf = vec![0u8; 1 << 20];
-        let mut left = total;
-        while left > 0 {
-            let k = s.read(&mut buf[..left.min(1 << 20)])?;
-            if k == 0 {
-                break;
-            }
-            left -= k;
-        }
-        s.write_all(&[1])
-    });
-    let mut s = std::net::TcpStream::connect(addr).map_err(io)?;
-    s.set_nodelay(true).map_err(io)?;
-    let data = vec![1u8; bytes];
-    let start = Instant::now();
-    for _ in 0..iters.max(1) {
-        s.write_all(&data).map_err(io)?;
-    }
-    let mut ack = [0u8];
-    s.read_exact(&mut ack).map_err(io)?;
-    let secs = start.elapsed().as_secs_f64();
-    reader
-        .join()
-        .map_err(|_| CollectiveError::InvalidInput("loopback reader panicked".into()))?
-        .map_err(io)?;
-    Ok(total as f64 / secs.max(1e-12) / 1e9)
 }
