@@ -148,3 +148,62 @@ impl QuantLinearOp {
         self.w.storage_bytes()
     }
 }
+
+/// The candle op `x ↦ x · Wᵀ` over a frozen dense `W` (`[out, in]`, f32 or bf16). A plain
+/// `matmul` with a frozen weight still makes candle's backward compute `∂W = xᵀ · ∂y` (it derives
+/// both operands of every matmul) and keep it in the gradient store until the backward pass
+/// ends; this op returns `∂x = ∂y · W` only, as the quantized op does.
+#[derive(Debug, Clone)]
+pub struct FrozenLinearOp {
+    w: Tensor,
+}
+
+impl FrozenLinearOp {
+    /// The op for weight `w` (`[out, in]`).
+    pub fn new(w: Tensor) -> Self {
+        Self { w: w.detach() }
+    }
+
+    fn weight_f32(&self) -> candle_core::Result<Tensor> {
+        self.w.to_dtype(candle_core::DType::F32)
+    }
+}
+
+impl CustomOp1 for FrozenLinearOp {
+    fn name(&self) -> &'static str {
+        "frozen-linear"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let CpuStorage::F32(v) = s else {
+            candle_core::bail!("frozen-linear expects f32 input");
+        };
+        let Some((a, b)) = l.contiguous_offsets() else {
+            candle_core::bail!("frozen-linear expects a contiguous input");
+        };
+        let (rows, cols) = self.w.dims2()?;
+        let dims = l.shape().dims();
+        if dims.last() != Some(&cols) {
+            candle_core::bail!("frozen-linear: input {dims:?}, weight has {cols} columns");
+        }
+        let x = &v[a..b];
+        let m = x.len() / cols.max(1);
+        let xt = Tensor::from_slice(x, (m, cols), &candle_core::Device::Cpu)?;
+        let y = xt
+            .matmul(&self.weight_f32()?.t()?)?
+            .flatten_all()?
+            .to_vec1::<f32>()?;
+        let mut out = dims.to_vec();
+        *out.last_mut().expect("non-empty") = rows;
+        Ok((CpuStorage::F32(y), Shape::from(out)))
+    }
+
+    fn bwd(
+        &self,
+        _arg: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<Option<Tensor>> {
+        Ok(Some(grad.broadcast_matmul(&self.weight_f32()?)?))
+    }
+}

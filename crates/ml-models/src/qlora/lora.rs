@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use candle_core::{DType, Tensor, Var};
 
 use crate::core::{ParamStore, SeededInit};
-use crate::qlora::fused::QuantLinearOp;
+use crate::qlora::fused::{FrozenLinearOp, QuantLinearOp};
 use crate::qlora::nf4::Nf4Matrix;
 use crate::qlora::quant::Int8Matrix;
 use crate::{MlError, Result};
@@ -302,6 +302,11 @@ impl Linear {
         let x2 = x.reshape(((), self.in_features))?;
         let mut y = match &self.base {
             Base::Dense(w) => x2.matmul(&self.weight(w).t()?)?,
+            // In training, a frozen weight goes through an op without a weight gradient (a
+            // plain matmul would make candle derive and keep `∂W` too).
+            Base::Frozen(w) if self.track => {
+                x2.contiguous()?.apply_op1(FrozenLinearOp::new(w.clone()))?
+            }
             Base::Frozen(w) => x2.matmul(&w.to_dtype(DType::F32)?.t()?)?,
             Base::Quantized(op) => x2.contiguous()?.apply_op1(op.clone())?,
         };

@@ -13,7 +13,7 @@ pub mod relation_study;
 pub mod report;
 
 pub use bert::{Bert, BertConfig};
-pub use fused::{fused_matmul_t, QuantLinearOp};
+pub use fused::{fused_matmul_t, FrozenLinearOp, QuantLinearOp};
 pub use gpt::{Gpt, GptConfig};
 pub use lora::{AdapterSpec, Base, BaseFormat, LayerKind, Linear, LoraConfig, LoraRule};
 pub use nf4::{Absmax, Nf4Matrix, DQ_BLOCK, NF4_BLOCK, NF4_CODE};

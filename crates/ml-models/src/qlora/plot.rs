@@ -23,22 +23,36 @@ pub fn rank_curves(rep: &StudyReport) -> BTreeMap<String, Vec<(usize, f32)>> {
     out
 }
 
-/// Draws perplexity vs rank (log₂ axis) for attention-only, MLP-only and both, with the
-/// pretrained model's and full fine-tuning's perplexity as reference lines, into `path` (PNG).
-pub fn plot_rank_sweep(rep: &StudyReport, path: &Path) -> Result<()> {
-    let e = |x: String| MlError::Plot(x);
-    let curves = rank_curves(rep);
-    let full = rep
+/// Mean held-out perplexity of full fine-tuning over seeds (NaN when the report has none).
+pub fn full_finetune_mean(rep: &StudyReport) -> f32 {
+    let v: Vec<f32> = rep
         .rows
         .iter()
         .filter(|r| r.group == "method" && r.target == "all")
         .map(|r| r.perplexity)
-        .fold(f32::NAN, f32::min);
-    let ys = curves.values().flatten().map(|p| p.1).chain(
-        [rep.base_target_perplexity, full]
-            .into_iter()
-            .filter(|v| v.is_finite()),
-    );
+        .collect();
+    if v.is_empty() {
+        f32::NAN
+    } else {
+        v.iter().sum::<f32>() / v.len() as f32
+    }
+}
+
+/// Draws perplexity vs rank (log₂ axis) for attention-only, MLP-only and both (means over
+/// seeds), with full fine-tuning's mean perplexity as a dashed reference line and the
+/// pretrained model's perplexity in the caption, into `path` (PNG).
+pub fn plot_rank_sweep(rep: &StudyReport, path: &Path) -> Result<()> {
+    let e = |x: String| MlError::Plot(x);
+    let curves = rank_curves(rep);
+    let full = full_finetune_mean(rep);
+    // The y range covers the curves and the full fine-tune line; the pretrained model's
+    // perplexity is usually far above them and is given in the caption instead, so that the
+    // differences between the curves stay readable.
+    let ys = curves
+        .values()
+        .flatten()
+        .map(|p| p.1)
+        .chain(Some(full).filter(|v| v.is_finite()));
     let (lo, hi) = ys.fold((f32::MAX, f32::MIN), |(a, b), y| (a.min(y), b.max(y)));
     if lo > hi {
         return Err(MlError::InvalidInput("no rank-sweep rows to plot".into()));
@@ -50,13 +64,20 @@ pub fn plot_rank_sweep(rep: &StudyReport, path: &Path) -> Result<()> {
     root.fill(&WHITE).map_err(|x| e(x.to_string()))?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            "QLoRA (NF4+DQ): held-out perplexity vs rank",
-            ("sans-serif", 24),
+            format!(
+                "QLoRA (NF4+DQ): held-out perplexity vs rank (before fine-tuning: {:.2})",
+                rep.base_target_perplexity
+            ),
+            ("sans-serif", 22),
         )
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(60)
-        .build_cartesian_2d(-0.2f64..xmax + 0.2, (lo - pad) as f64..(hi + pad) as f64)
+        // Head room above the curves for the legend (upper right), so it covers no data.
+        .build_cartesian_2d(
+            -0.2f64..xmax + 0.2,
+            (lo - pad) as f64..(hi + 4.0 * pad) as f64,
+        )
         .map_err(|x| e(x.to_string()))?;
     chart
         .configure_mesh()
@@ -82,27 +103,67 @@ pub fn plot_rank_sweep(rep: &StudyReport, path: &Path) -> Result<()> {
             .draw_series(line.into_iter().map(|p| Circle::new(p, 4, c.filled())))
             .map_err(|x| e(x.to_string()))?;
     }
-    for (label, y, c) in [
-        ("pretrained (no FT)", rep.base_target_perplexity, BLACK),
-        ("full fine-tune", full, CYAN),
-    ] {
-        if y.is_finite() {
-            chart
-                .draw_series(LineSeries::new(
-                    vec![(-0.2, y as f64), (xmax + 0.2, y as f64)],
-                    c,
-                ))
-                .map_err(|x| e(x.to_string()))?
-                .label(label)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
-        }
+    if full.is_finite() {
+        let style = BLACK.stroke_width(2);
+        chart
+            .draw_series(DashedLineSeries::new(
+                vec![(-0.2, full as f64), (xmax + 0.2, full as f64)],
+                10,
+                6,
+                style,
+            ))
+            .map_err(|x| e(x.to_string()))?
+            .label(format!("full fine-tune, mean over seeds ({full:.2})"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
     }
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
         .map_err(|x| e(x.to_string()))?;
     root.present().map_err(|x| e(x.to_string()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::qlora::study::StudyRow;
+
+    fn row(group: &str, target: &str, seed: u64, perplexity: f32) -> StudyRow {
+        StudyRow {
+            variant: format!("{group} {target}"),
+            group: group.into(),
+            target: target.into(),
+            rank: 0,
+            alpha: 0.0,
+            seed,
+            trainable: 1,
+            perplexity,
+            state_bytes: 0,
+            peak_bytes: None,
+            predicted_bytes: None,
+            tokens_per_s: 0.0,
+        }
+    }
+
+    #[test]
+    fn full_finetune_line_is_the_mean_over_seeds() {
+        let mut rep = StudyReport {
+            source_perplexity: 1.0,
+            base_target_perplexity: 20.0,
+            pretrain_tokens_per_s: 0.0,
+            model_params: 1,
+            rows: vec![
+                row("method", "all", 0, 11.0),
+                row("method", "all", 1, 13.0),
+                row("method", "both", 0, 5.0),
+            ],
+        };
+        assert_eq!(full_finetune_mean(&rep), 12.0);
+        rep.rows.retain(|r| r.target != "all");
+        assert!(full_finetune_mean(&rep).is_nan());
+    }
 }

@@ -16,7 +16,7 @@ pub use crate::qlora::variants::{split_config, Variant};
 use crate::qlora::variants::{study_variants, Method};
 use crate::Result;
 
-/// Study settings. `StudyConfig::quick()` runs in a few CPU-minutes, `full()` in about 11.
+/// Study settings. `StudyConfig::quick()` runs in a few CPU-minutes, `full()` in about 35.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StudyConfig {
     /// Model size: `micro`, `mini` or `tiny` (see [`GptConfig`]).
@@ -73,19 +73,18 @@ impl StudyConfig {
         }
     }
 
-    /// The full study grid: ranks {1, 2, 4, 8, 16, 32, 64} on attention / MLP / both, α ∈ {4, 8,
-    /// 16} at r = 4, equal-budget splits and depth halves at r = 8, three seeds (31 distinct
-    /// variants × 3 seeds × 30 steps of 8 × 64 tokens after 200 pretraining steps) on the
-    /// `mini` preset: measured 231 CPU-s for the pretraining and one seed in the release profile
-    /// (≈ 11 CPU-minutes for three seeds). The `tiny` preset (`preset = "tiny"`) costs about six
-    /// times as much per step.
+    /// The full study grid on the `tiny` preset (~4.8M parameters): ranks {1, 2, 4, 8, 16, 32,
+    /// 64} on attention / MLP / both, α ∈ {4, 8, 16} at r = 4, equal-budget splits and depth
+    /// halves at r = 8, three seeds: 30 distinct variants × 3 seeds × 40 steps of 8 × 64 tokens
+    /// after 300 pretraining steps: measured 33 CPU-minutes (user time; about 20 minutes on two
+    /// cores with one process per seed, see the crate README).
     pub fn full() -> Self {
         Self {
-            preset: "mini".into(),
+            preset: "tiny".into(),
             seq_len: 64,
             batch: 8,
-            pretrain_steps: 200,
-            finetune_steps: 30,
+            pretrain_steps: 300,
+            finetune_steps: 40,
             eval_windows: 64,
             seeds: vec![0, 1, 2],
             ranks: vec![1, 2, 4, 8, 16, 32, 64],

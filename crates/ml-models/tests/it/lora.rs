@@ -167,3 +167,36 @@ fn rules_by_kind_and_depth() {
         }
     );
 }
+
+#[test]
+fn frozen_dense_base_gradient_matches_plain_matmul() {
+    // The frozen f32/bf16 base goes through `FrozenLinearOp` (no weight gradient); the gradient
+    // reaching the input must equal the one through a plain matmul with the same weight.
+    for base in [BaseFormat::F32, BaseFormat::Bf16] {
+        let (lin, _, _) = layer(base, 4, 0.0);
+        randomise_b(&lin);
+        let Base::Frozen(w) = lin.base() else {
+            panic!("frozen base")
+        };
+        let w = w.to_dtype(candle_core::DType::F32).unwrap();
+        let ad = lin.adapter().unwrap();
+        let xv = candle_core::Var::from_tensor(&x()).unwrap();
+        let y = lin.forward(xv.as_tensor(), true).unwrap();
+        let g = y.sqr().unwrap().sum_all().unwrap().backward().unwrap();
+        let delta = xv
+            .as_tensor()
+            .broadcast_matmul(&ad.a.as_tensor().t().unwrap())
+            .unwrap()
+            .broadcast_matmul(&ad.b.as_tensor().t().unwrap())
+            .unwrap();
+        let y_ref = (xv.as_tensor().broadcast_matmul(&w.t().unwrap()).unwrap()
+            + (delta * ad.scale).unwrap())
+        .unwrap();
+        assert!(max_rel_diff(&y, &y_ref) < 1e-5, "{base:?}");
+        let g_ref = y_ref.sqr().unwrap().sum_all().unwrap().backward().unwrap();
+        for t in [xv.as_tensor(), ad.a.as_tensor(), ad.b.as_tensor()] {
+            let (a, b) = (g.get(t).unwrap(), g_ref.get(t).unwrap());
+            assert!(max_rel_diff(a, b) < 1e-4, "{base:?}");
+        }
+    }
+}

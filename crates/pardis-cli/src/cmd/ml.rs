@@ -63,23 +63,25 @@ struct MinilmArgs {
 
 #[derive(Debug, clap::Args)]
 struct StudyArgs {
-    /// A few-minute run (ranks 1/4/16 only, one seed; the default is the full grid, 3 seeds).
+    /// A few-minute run (mini preset, ranks 1/4/16 only, one seed, 30 steps). The default is
+    /// the full grid on the tiny preset (~4.8M parameters): ranks 1-64 × attention/MLP/both,
+    /// α, equal-budget splits, depth halves, 3 seeds × 40 steps (measured ≈ 35 CPU-minutes).
     #[arg(long)]
     quick: bool,
     /// Model: `gpt` (pretrained here, perplexity) or `minilm` (all-MiniLM-L6-v2 on FewRel,
     /// accuracy; fetch it with scripts/fetch-minilm).
     #[arg(long, default_value = "gpt")]
     model: String,
-    /// GPT preset: micro, mini or tiny (default: mini).
+    /// GPT preset: micro, mini or tiny (default: tiny; mini with --quick).
     #[arg(long)]
     preset: Option<String>,
     /// GPT: seeds per variant (default: 1 with --quick, 3 otherwise).
     #[arg(long)]
     seeds: Option<u64>,
-    /// GPT: fine-tuning steps per variant (default: 30).
+    /// GPT: fine-tuning steps per variant (default: 40; 30 with --quick).
     #[arg(long)]
     steps: Option<usize>,
-    /// GPT: pretraining steps (default: 200).
+    /// GPT: pretraining steps (default: 300; 200 with --quick).
     #[arg(long)]
     pretrain_steps: Option<usize>,
     /// MiniLM: training instances per relation (of 560).
