@@ -103,21 +103,7 @@ impl CustomOp1 for QuantLinearOp {
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(v) = s else {
-            candle_core::bail!("quant-linear expects f32 input");
-        };
-        let Some((a, b)) = l.contiguous_offsets() else {
-            candle_core::bail!("quant-linear expects a contiguous input");
-        };
-        let dims = l.shape().dims();
-        if dims.last() != Some(&self.w.cols()) {
-            candle_core::bail!(
-                "quant-linear: input {dims:?}, weight has {} columns",
-                self.w.cols()
-            );
-        }
-        let x = &v[a..b];
-        let m = x.len() / self.w.cols().max(1);
+        let (x, m) = linear_input(self.name(), s, l, self.w.cols())?;
         let y = if m <= self.fused_max_rows {
             fused_matmul_t(x, self.w.as_ref())
         } else {
@@ -126,9 +112,7 @@ impl CustomOp1 for QuantLinearOp {
             let wt = self.dequantized(&dev)?;
             xt.matmul(&wt.t()?)?.flatten_all()?.to_vec1::<f32>()?
         };
-        let mut out = dims.to_vec();
-        *out.last_mut().expect("non-empty") = self.w.rows();
-        Ok((CpuStorage::F32(y), Shape::from(out)))
+        Ok((CpuStorage::F32(y), linear_output_shape(l, self.w.rows())))
     }
 
     fn bwd(
@@ -175,27 +159,14 @@ impl CustomOp1 for FrozenLinearOp {
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(v) = s else {
-            candle_core::bail!("frozen-linear expects f32 input");
-        };
-        let Some((a, b)) = l.contiguous_offsets() else {
-            candle_core::bail!("frozen-linear expects a contiguous input");
-        };
         let (rows, cols) = self.w.dims2()?;
-        let dims = l.shape().dims();
-        if dims.last() != Some(&cols) {
-            candle_core::bail!("frozen-linear: input {dims:?}, weight has {cols} columns");
-        }
-        let x = &v[a..b];
-        let m = x.len() / cols.max(1);
+        let (x, m) = linear_input(self.name(), s, l, cols)?;
         let xt = Tensor::from_slice(x, (m, cols), &candle_core::Device::Cpu)?;
         let y = xt
             .matmul(&self.weight_f32()?.t()?)?
             .flatten_all()?
             .to_vec1::<f32>()?;
-        let mut out = dims.to_vec();
-        *out.last_mut().expect("non-empty") = rows;
-        Ok((CpuStorage::F32(y), Shape::from(out)))
+        Ok((CpuStorage::F32(y), linear_output_shape(l, rows)))
     }
 
     fn bwd(
@@ -206,4 +177,34 @@ impl CustomOp1 for FrozenLinearOp {
     ) -> candle_core::Result<Option<Tensor>> {
         Ok(Some(grad.broadcast_matmul(&self.weight_f32()?)?))
     }
+}
+
+/// The f32 input of a linear op (`[.., cols]`, contiguous) as a slice, and its number of rows.
+fn linear_input<'a>(
+    op: &str,
+    s: &'a CpuStorage,
+    l: &Layout,
+    cols: usize,
+) -> candle_core::Result<(&'a [f32], usize)> {
+    let CpuStorage::F32(v) = s else {
+        candle_core::bail!("{op} expects f32 input");
+    };
+    let Some((a, b)) = l.contiguous_offsets() else {
+        candle_core::bail!("{op} expects a contiguous input");
+    };
+    let dims = l.shape().dims();
+    if dims.last() != Some(&cols) {
+        candle_core::bail!("{op}: input {dims:?}, weight has {cols} columns");
+    }
+    let x = &v[a..b];
+    Ok((x, x.len() / cols.max(1)))
+}
+
+/// The output shape of a linear op: the input's with the last dimension set to `rows`.
+fn linear_output_shape(l: &Layout, rows: usize) -> Shape {
+    let mut out = l.shape().dims().to_vec();
+    if let Some(last) = out.last_mut() {
+        *last = rows;
+    }
+    Shape::from(out)
 }
