@@ -4,8 +4,8 @@
 //! `whole / panelled` for each (> 1: panels faster; on a loaded machine the minimum is the
 //! least disturbed run), and the width `SpmmPlan::auto_k_panel` suggests for this cache.
 //! With `--hugepages` (Linux) every width also runs, in the same rounds, on a copy of B
-//! allocated on transparent huge pages (`madvise`), to see how much of the cost of random
-//! gathers is address translation.
+//! allocated on transparent huge pages (`sparse_kernels::zeroed_on_huge_pages`), to see how
+//! much of the cost of random gathers is address translation.
 //!
 //! ```text
 //! cargo run --release -p sparse-kernels --example panel_study -- \
@@ -17,28 +17,6 @@ use std::time::Instant;
 
 #[path = "common/mod.rs"]
 mod common;
-
-/// `n` elements of B (the values of [`gen::dense`]) in a buffer that the kernel is asked
-/// (`madvise(MADV_HUGEPAGE)`, Linux) to back with transparent huge pages before it is written.
-#[cfg(target_os = "linux")]
-fn dense_on_huge_pages(rows: usize, cols: usize) -> Vec<f64> {
-    extern "C" {
-        fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
-    }
-    const MADV_HUGEPAGE: i32 = 14;
-    const HUGE: usize = 2 << 20;
-    let n = rows * cols;
-    let mut v: Vec<f64> = Vec::with_capacity(n + HUGE / 8);
-    let start = v.as_mut_ptr() as usize;
-    let aligned = start.next_multiple_of(HUGE);
-    let len = (start + (n + HUGE / 8) * 8 - aligned) / HUGE * HUGE;
-    // SAFETY: `aligned..aligned + len` lies inside the allocation of `v` (capacity above);
-    // madvise only changes how the kernel backs these not yet touched pages.
-    let rc = unsafe { madvise(aligned as *mut std::ffi::c_void, len, MADV_HUGEPAGE) };
-    assert_eq!(rc, 0, "madvise(MADV_HUGEPAGE) failed");
-    v.extend(gen::dense::<f64>(rows, cols, 7));
-    v
-}
 
 fn main() {
     let o = common::parse(&[64], 5, &["panels"], &["hugepages"]);
@@ -58,13 +36,11 @@ fn main() {
             let a: CsrMatrix<f64, u32> = gen::from_spec(spec, 1).expect("generator spec");
             for &k in &o.ks {
                 let b = gen::dense::<f64>(a.ncols(), k, 7);
-                #[cfg(target_os = "linux")]
-                let huge = o
-                    .extra
-                    .contains_key("hugepages")
-                    .then(|| dense_on_huge_pages(a.ncols(), k));
-                #[cfg(not(target_os = "linux"))]
-                let huge: Option<Vec<f64>> = None;
+                let huge = o.extra.contains_key("hugepages").then(|| {
+                    let mut v = sparse_kernels::zeroed_on_huge_pages::<f64>(b.len());
+                    v.copy_from_slice(&b);
+                    v
+                });
                 let mut c = vec![0.0f64; a.nrows() * k];
                 let suggested = SpmmPlan::auto_k_panel::<f64>(
                     a.ncols(),

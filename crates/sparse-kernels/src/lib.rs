@@ -47,6 +47,7 @@ mod csr;
 mod dense;
 mod error;
 pub mod gen;
+mod huge;
 pub mod io;
 mod kernels;
 mod lssm;
@@ -57,6 +58,7 @@ mod stats;
 pub use csr::CsrMatrix;
 pub use dense::{max_relative_error, DenseMut, DenseRef};
 pub use error::{Result, SparseError};
+pub use huge::{zeroed_on_huge_pages, HUGE_PAGE_BYTES};
 pub use kernels::{
     spmm_merge_path, spmm_merge_path_with, spmm_reference, spmm_rode_like, spmm_rode_like_with,
     spmm_row_parallel, spmm_row_parallel_with, BaselineConfig, Kernel, MERGE_ITEMS_PER_PART,
@@ -64,7 +66,7 @@ pub use kernels::{
 };
 pub use lssm::{
     last_level_cache_bytes, spmm_lssm, LssmConfig, SpmmPlan, BLOCK_WORK, DEFAULT_CACHE_BYTES,
-    LONG_ROW_GROUP, MAX_BLOCK, MIN_BLOCK, MIN_TASKS, PREFETCH_B_BYTES, ROW_CHUNK_WORK,
+    LONG_ROW_GROUP, MAX_BLOCK, MIN_BLOCK, MIN_TASKS, ROW_CHUNK_WORK,
 };
 pub use par::Par;
 pub use scalar::{Scalar, SpIndex};

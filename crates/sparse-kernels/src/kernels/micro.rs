@@ -16,8 +16,9 @@
 //!   chunk — almost every row of a sparse matrix — take one pass of the tiles. The chunk length
 //!   comes from the plan's full K (`Options::chunk_k`) and the scalar tail does the same
 //!   operations as a tile column, so a K-panelled plan gives the bits of the unpanelled one.
-//! * **Prefetch** (optional, see [`crate::LssmConfig::prefetch`]): while a chunk is
-//!   multiplied, the rows of B the next chunk needs are prefetched into L1; a watermark carried
+//! * **Prefetch** (opt-in, see [`crate::LssmConfig::prefetch`]): while a chunk is
+//!   multiplied, the rows of B of the next `prefetch_distance` nonzeros (default: one chunk)
+//!   are prefetched into L1; a watermark carried
 //!   from row to row of a task makes every nonzero's row of B prefetched once (before, each short
 //!   row prefetched the whole next chunk, re-issuing most prefetches of the row before it).
 //! * **Prefetch C.** Within a call of several rows, the row of C [`C_AHEAD`] rows ahead is
@@ -54,6 +55,9 @@ pub(crate) struct Options {
     /// output. A K-panelled plan passes its full K, so that every panel cuts the rows at the
     /// same nonzeros and gives the bits of the unpanelled computation.
     pub(crate) chunk_k: usize,
+    /// With `prefetch`: how many nonzeros past the end of the chunk being multiplied the rows
+    /// of B are prefetched; 0: one chunk ([`chunk_len`]).
+    pub(crate) prefetch_distance: usize,
 }
 
 /// How a tile computes and writes its K-vector piece: with fused multiply-adds or not (only
@@ -218,6 +222,8 @@ struct Prefetch {
     end: usize,
     /// Nonzeros per chunk ([`chunk_len`] of the plan's K).
     chunk: usize,
+    /// Nonzeros past the end of the current chunk that are prefetched.
+    distance: usize,
 }
 
 /// `out = vals[nz] · B[cols[nz], ..]` in chunks of `pf.chunk` nonzeros, prefetching the rows of B
@@ -247,7 +253,7 @@ unsafe fn segment<T: Scalar, I: SpIndex>(
     let mut s = nz.start;
     while s < nz.end {
         let e = (s + chunk).min(nz.end);
-        let ahead = (e + chunk).min(pf.end);
+        let ahead = (e + pf.distance).min(pf.end);
         let from = pf.done.max(e);
         if ahead > from {
             prefetch_rows(&cols[from..ahead], b.data, b.ld, k);
@@ -306,6 +312,10 @@ impl<T: Scalar, I: SpIndex> WithSimd for Job<'_, '_, T, I> {
             done: 0,
             end,
             chunk,
+            distance: match options.prefetch_distance {
+                0 => chunk,
+                d => d,
+            },
         };
         // Every SIMD level pulp dispatches to (x86-64-v3, v4, NEON) has FMA; the scalar
         // fallback does not, and there `mul_add` would be a library call.

@@ -37,7 +37,7 @@ mod split;
 
 pub use plan::{
     last_level_cache_bytes, LssmConfig, SpmmPlan, BLOCK_WORK, DEFAULT_CACHE_BYTES, LONG_ROW_GROUP,
-    MAX_BLOCK, MIN_BLOCK, MIN_TASKS, PREFETCH_B_BYTES, ROW_CHUNK_WORK,
+    MAX_BLOCK, MIN_BLOCK, MIN_TASKS, ROW_CHUNK_WORK,
 };
 
 use crate::dense::{DenseMut, DenseRef};

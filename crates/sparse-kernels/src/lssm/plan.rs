@@ -26,11 +26,13 @@ pub struct LssmConfig {
     /// [`SERIAL_WORK`].
     pub serial_work: usize,
     /// Software-prefetch the rows of B that the next chunk of nonzeros needs, to hide the
-    /// latency of random row gathers. `None` (the default) prefetches when B is at least
-    /// [`PREFETCH_B_BYTES`] and fewer than half of the nonzeros of consecutive rows are near
-    /// each other ([`SpmmPlan::column_locality`] `< 0.5`, as in power-law graphs); measured on
-    /// the 2-core test machine, prefetching gained up to ~30 % on Kronecker graphs and cost up
-    /// to 2× on matrices whose rows of B are in cache or read in order (stencils, arrow).
+    /// latency of random row gathers. `None` (the default) does not prefetch: on the 2-core
+    /// Zen 4 test machine (2026-12-03, paired rounds in one process, `examples/lssm_variants.rs`)
+    /// the plan without prefetching was 1.04–1.13× faster on `kron:18` (6 runs), 1.11× on
+    /// `uniform:262144:16` and 1.05× on `rmat:18:16` than the former automatic choice (prefetch one chunk ahead when B is
+    /// at least 4 MiB and [`SpmmPlan::column_locality`] `< 0.5`), which had gained up to ~30 %
+    /// on the same graphs on the previous (Zen 3) machine; it always cost up to 2× on matrices
+    /// whose rows of B are in cache or read in order (stencils, arrow). `Some(true)` prefetches.
     pub prefetch: Option<bool>,
     /// Write the rows of C with non-temporal (streaming) stores, which do not first read the
     /// destination lines into the cache (only whole 64-byte lines are streamed). Default
@@ -38,6 +40,10 @@ pub struct LssmConfig {
     /// 56–134 MB C at K = 64 and 1.5–3× slower in others (K = 128, 256, and C rows not aligned
     /// to cache lines), so it is left to the caller.
     pub streaming_stores: bool,
+    /// With prefetching: how many nonzeros past the end of the chunk being multiplied the rows
+    /// of B are prefetched. 0 (the default): one chunk of nonzeros (`16 KiB / (K · size)`,
+    /// 32 for K = 64 `f64`).
+    pub prefetch_distance: usize,
     /// Multiply-adds (`nnz · K`) per chunk of rows, for a row of mean length, when the plan has
     /// no long rows and runs with the row-parallel schedule (a chunk of the longest rows is kept
     /// under 16× this). Default [`ROW_CHUNK_WORK`].
@@ -89,9 +95,6 @@ pub const DEFAULT_CACHE_BYTES: usize = 32 << 20;
 /// the arithmetic; 2¹³ and 2¹⁴ were indistinguishable.
 pub const ROW_CHUNK_WORK: usize = 1 << 14;
 
-/// Size of B (bytes) from which the automatic plan may prefetch B rows (beyond the caches).
-pub const PREFETCH_B_BYTES: usize = 4 << 20;
-
 impl Default for LssmConfig {
     fn default() -> Self {
         Self {
@@ -99,6 +102,7 @@ impl Default for LssmConfig {
             serial_work: SERIAL_WORK,
             prefetch: None,
             streaming_stores: false,
+            prefetch_distance: 0,
             row_chunk_work: ROW_CHUNK_WORK,
             k_panel: None,
         }
@@ -196,8 +200,7 @@ impl SpmmPlan {
     /// Builds the plan for `a` and dense operands with `k` columns.
     ///
     /// Complexity: `O(rows + tasks)`, plus binary searches for the column boundaries of the
-    /// long-row groups (`O(log ncols · LONG_ROW_GROUP · log row)` per long-row task) and, when
-    /// the prefetch choice is automatic, [`SpmmPlan::column_locality`] on a sample of rows.
+    /// long-row groups (`O(log ncols · LONG_ROW_GROUP · log row)` per long-row task).
     ///
     /// # Panics
     /// If `config.block_nnz` is `Some(0)`.
@@ -241,7 +244,6 @@ impl SpmmPlan {
         let row_chunk = (config.row_chunk_work / cost(stats.nnz / stats.rows.max(1)))
             .min(config.row_chunk_work.saturating_mul(16) / cost(stats.max))
             .max(1);
-        let b_bytes = a.ncols().saturating_mul(k) * std::mem::size_of::<T>();
         let k_panel = match config.k_panel {
             Some(p) if p > 0 && p < k => p,
             _ => k,
@@ -259,11 +261,10 @@ impl SpmmPlan {
             row_chunk,
             k_panel,
             options: micro::Options {
-                prefetch: config.prefetch.unwrap_or_else(|| {
-                    b_bytes >= PREFETCH_B_BYTES && Self::column_locality(a) < 0.5
-                }),
+                prefetch: config.prefetch.unwrap_or(false),
                 stream: config.streaming_stores,
                 chunk_k: k,
+                prefetch_distance: config.prefetch_distance,
             },
         }
     }

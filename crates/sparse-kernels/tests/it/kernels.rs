@@ -103,6 +103,8 @@ fn check_all<T: Scalar, I: SpIndex>(
         serial_work: 0,
         prefetch: Some(block % 2 == 0), // both paths of the micro-kernel
         streaming_stores: block % 3 == 0,
+        // Prefetch distances of 1 to 4 nonzeros, or the default (one chunk).
+        prefetch_distance: block % 5,
         // Chunks of 1 to 4 rows (without long rows): several chunks even on tiny matrices.
         row_chunk_work: (block % 4 + 1) * k.max(1) * (a.nnz() / a.nrows().max(1) + 1),
         // K-panels of 1 to 8 columns for odd blocks (several passes over A).
@@ -287,4 +289,29 @@ fn shape_mismatch_panics() {
         DenseMut::contiguous(&mut c, 10, 2),
         Par::Seq,
     );
+}
+
+#[test]
+fn operands_on_huge_pages_give_the_same_bits() {
+    let a = gen::kronecker::<f64, u32>(10, 3);
+    let k = 16;
+    let b = gen::dense::<f64>(a.ncols(), k, 5);
+    let mut b_huge = sparse_kernels::zeroed_on_huge_pages::<f64>(b.len());
+    assert_eq!(b_huge.len(), b.len());
+    assert!(b_huge.iter().all(|&x| x == 0.0));
+    b_huge.copy_from_slice(&b);
+    let plan = SpmmPlan::new(&a, k, &LssmConfig::default());
+    let run_on = |data: &[f64]| {
+        run(a.nrows(), k, k, |c| {
+            plan.execute(
+                &a,
+                DenseRef::contiguous(data, a.ncols(), k),
+                c,
+                Par::Threads(2),
+            )
+            .unwrap()
+        })
+    };
+    assert_eq!(run_on(&b), run_on(&b_huge));
+    assert!(sparse_kernels::zeroed_on_huge_pages::<f32>(0).is_empty());
 }
