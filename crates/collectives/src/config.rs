@@ -19,7 +19,7 @@ pub enum Mode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AllReduceAlgorithm {
     /// Halving-doubling below [`Config::small_message_bytes`]; above it shared memory on the
-    /// local transport from [`Config::shared_memory_bytes`], else ring.
+    /// local transport from [`Config::shared_memory_threshold`], else ring.
     #[default]
     Auto,
     /// Ring reduce-scatter + all-gather: `2(n-1)` steps, bandwidth-optimal.
@@ -47,8 +47,18 @@ pub enum BroadcastAlgorithm {
 
 /// Default [`Config::small_message_bytes`]: 64 KiB.
 pub const DEFAULT_SMALL_MESSAGE_BYTES: usize = 64 << 10;
-/// Default [`Config::shared_memory_bytes`]: 64 KiB.
-pub const DEFAULT_SHARED_MEMORY_BYTES: usize = 64 << 10;
+/// Where `Auto` switches from the ring to the shared-memory all-reduce on the local transport
+/// when [`Config::shared_memory_bytes`] is `None`, for world sizes up to 4: 4 MiB. Measured
+/// (`examples/shm_switch.rs`, 2-core EPYC, 1 MiB L2 per core): on 2–4 ranks the ring, whose
+/// 1 MiB pieces stay in cache, is faster from 64 KiB to 4 MiB with one all-reduce in flight,
+/// shared memory from 8 MiB; with several all-reduces in flight the ring's working set leaves
+/// the cache from 4 MiB (both engine modes lose 40–70 % of their busbw there), so shared memory
+/// takes over at 4 MiB.
+pub const DEFAULT_SHARED_MEMORY_BYTES: usize = 4 << 20;
+/// As [`DEFAULT_SHARED_MEMORY_BYTES`], for world sizes above 4: 64 KiB, as before the
+/// per-world-size switch. On 5, 6 and 8 ranks the measurement is mixed (shared memory faster at
+/// 64–128 KiB and from 2–4 MiB, the ring mostly at 256 KiB–1 MiB), not enough to move it.
+pub const DEFAULT_SHARED_MEMORY_BYTES_WIDE: usize = 64 << 10;
 /// Default [`Config::ring_piece_bytes`]: 1 MiB.
 pub const DEFAULT_RING_PIECE_BYTES: usize = 1 << 20;
 /// Default [`Config::pipeline_threshold_bytes`]: 1 MiB.
@@ -70,8 +80,9 @@ pub struct Config {
     /// Message size (bytes) below which `Auto` uses halving-doubling. Default: 64 KiB.
     pub small_message_bytes: usize,
     /// Message size (bytes) from which `Auto` uses the zero-copy shared-memory all-reduce on
-    /// the local transport. Default: 64 KiB.
-    pub shared_memory_bytes: usize,
+    /// the local transport. Default `None`: tuned by world size
+    /// ([`Config::shared_memory_threshold`]).
+    pub shared_memory_bytes: Option<usize>,
     /// Ring all-reduce steps whose chunk is larger are cut into pieces of at most this many
     /// bytes and pipelined (the next piece is sent before the previous one is reduced).
     /// Default: 1 MiB.
@@ -115,7 +126,7 @@ impl Default for Config {
             mode: Mode::Preemptive,
             all_reduce: AllReduceAlgorithm::Auto,
             small_message_bytes: DEFAULT_SMALL_MESSAGE_BYTES,
-            shared_memory_bytes: DEFAULT_SHARED_MEMORY_BYTES,
+            shared_memory_bytes: None,
             ring_piece_bytes: DEFAULT_RING_PIECE_BYTES,
             broadcast: BroadcastAlgorithm::Auto,
             pipeline_threshold_bytes: DEFAULT_PIPELINE_THRESHOLD_BYTES,
@@ -141,5 +152,38 @@ impl Config {
             mode,
             ..Self::default()
         }
+    }
+
+    /// Message size (bytes) from which `Auto` uses the shared-memory all-reduce on
+    /// `world_size` local ranks: [`Config::shared_memory_bytes`] if set, else
+    /// [`DEFAULT_SHARED_MEMORY_BYTES`] up to 4 ranks and [`DEFAULT_SHARED_MEMORY_BYTES_WIDE`]
+    /// above.
+    pub fn shared_memory_threshold(&self, world_size: usize) -> usize {
+        self.shared_memory_bytes.unwrap_or(if world_size <= 4 {
+            DEFAULT_SHARED_MEMORY_BYTES
+        } else {
+            DEFAULT_SHARED_MEMORY_BYTES_WIDE
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_memory_threshold_by_world_size_unless_set() {
+        let c = Config::default();
+        assert_eq!(c.shared_memory_threshold(2), DEFAULT_SHARED_MEMORY_BYTES);
+        assert_eq!(c.shared_memory_threshold(4), DEFAULT_SHARED_MEMORY_BYTES);
+        assert_eq!(
+            c.shared_memory_threshold(8),
+            DEFAULT_SHARED_MEMORY_BYTES_WIDE
+        );
+        let c = Config {
+            shared_memory_bytes: Some(1),
+            ..Config::default()
+        };
+        assert_eq!(c.shared_memory_threshold(8), 1);
     }
 }

@@ -31,7 +31,9 @@ impl Communicator {
             AllReduceAlgorithm::Auto if bytes < cfg.small_message_bytes => {
                 AllReduceAlgorithm::HalvingDoubling
             }
-            AllReduceAlgorithm::Auto if shm.is_some() && bytes >= cfg.shared_memory_bytes => {
+            AllReduceAlgorithm::Auto
+                if shm.is_some() && bytes >= cfg.shared_memory_threshold(n) =>
+            {
                 AllReduceAlgorithm::SharedMemory
             }
             AllReduceAlgorithm::Auto => AllReduceAlgorithm::Ring,
