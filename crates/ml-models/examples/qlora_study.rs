@@ -5,9 +5,16 @@
 //! ```text
 //! cargo run --release -p ml-models --example qlora_study -- [--quick] [--out DIR] [--preset P] \
 //!     [--seeds N] [--steps N] [--pretrain-steps N]
-//! cargo run --release -p ml-models --example qlora_study -- --model minilm \
-//!     [--train-per-class N] [--test-per-class N] [--ranks 1,4,16,64]
+//! cargo run --release -p ml-models --example qlora_study -- --model minilm [--quick] \
+//!     [--seeds N] [--first-seed S] [--train-per-class N] [--test-per-class N] [--ranks 1,4,16,64] \
+//!     [--only 0,1,2] [--save-rows F] [--out DIR]
+//! cargo run --release -p ml-models --example qlora_study -- --model minilm --merge-rows F1 F2 ...
 //! ```
+//!
+//! MiniLM: the default is the whole grid (ranks 1–64 × layer type + equal budgets, seeds 0–2);
+//! `--quick` is ranks {1, 8, 64} with seed 0. `--only` / `--first-seed` split a study over
+//! processes, `--save-rows` keeps each process's rows and `--merge-rows` prints and plots them
+//! together.
 
 use std::path::PathBuf;
 
@@ -20,7 +27,8 @@ use ml_models::core::CountingAllocator;
 use ml_models::qlora::plot::plot_rank_sweep;
 use ml_models::qlora::relation::encode_fewrel;
 use ml_models::qlora::relation_study::{
-    relation_markdown, relation_variants, run_relation_study, RelationStudyConfig,
+    plot_relation_rank_sweep, relation_markdown, relation_summary_markdown, relation_variants,
+    run_relation_study, RelationStudyConfig, RelationStudyRow,
 };
 use ml_models::qlora::study::{
     run_study, StudyConfig, StudyData, StudyHooks, StudyReport, StudyRow, Variant,
@@ -154,7 +162,39 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."),
     );
     if flag("--model").as_deref() == Some("minilm") {
-        let mut cfg = RelationStudyConfig::default();
+        let out = PathBuf::from(flag("--out").unwrap_or_else(|| "qlora-study-out".into()));
+        std::fs::create_dir_all(&out)?;
+        if let Some(i) = args.iter().position(|a| a == "--merge-rows") {
+            let mut rows: Vec<RelationStudyRow> = Vec::new();
+            for f in &args[i + 1..] {
+                rows.extend(serde_json::from_str::<Vec<RelationStudyRow>>(
+                    &std::fs::read_to_string(f)?,
+                )?);
+            }
+            // Grid order: the rank sweep by rank and layer type, then the budget splits from
+            // the largest attention rank down (as `relation_variants` lists them); seeds in
+            // order within a variant (stable sort).
+            rows.sort_by_key(|r| {
+                let v = &r.variant;
+                let t = ["attention", "mlp", "both"]
+                    .iter()
+                    .position(|t| *t == v.target);
+                match v.group.as_str() {
+                    "rank" => (0, v.attention_rank.max(v.mlp_rank), t, r.seed),
+                    _ => (1, usize::MAX - v.attention_rank, None, r.seed),
+                }
+            });
+            return minilm_report(&rows, &out);
+        }
+        let mut cfg = if args.iter().any(|a| a == "--quick") {
+            RelationStudyConfig::default()
+        } else {
+            RelationStudyConfig::full()
+        };
+        if let Some(n) = number("--seeds")? {
+            let first = number("--first-seed")?.unwrap_or(0) as u64;
+            cfg.seeds = (first..first + n as u64).collect();
+        }
         if let Some(n) = number("--train-per-class")? {
             cfg.run.train_per_class = n;
         }
@@ -167,7 +207,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let only: Option<Vec<usize>> = flag("--only")
             .map(|o| o.split(',').map(str::parse).collect())
             .transpose()?;
-        return minilm(&cfg, only, &roots);
+        let rows = minilm(&cfg, only, &roots)?;
+        if let Some(f) = flag("--save-rows") {
+            std::fs::write(f, serde_json::to_string(&rows)?)?;
+        }
+        return minilm_report(&rows, &out);
     }
     let mut cfg = if args.iter().any(|a| a == "--quick") {
         StudyConfig::quick()
@@ -241,7 +285,7 @@ fn minilm(
     cfg: &RelationStudyConfig,
     only: Option<Vec<usize>>,
     roots: &[PathBuf],
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> Result<Vec<RelationStudyRow>, Box<dyn std::error::Error>> {
     let file = |rel: &str| find_data(rel, roots);
     let bert_cfg = BertConfig::from_file(&file("minilm/config.json")?)?;
     let weights = file("minilm/model.safetensors")?;
@@ -268,6 +312,20 @@ fn minilm(
             cfg.run.lr
         );
     }
-    println!("{}", relation_markdown(&rows));
+    Ok(rows)
+}
+
+/// Prints the MiniLM rows (per seed, then averaged over seeds) and plots accuracy vs rank.
+fn minilm_report(
+    rows: &[RelationStudyRow],
+    out: &std::path::Path,
+) -> Result<(), Box<dyn std::error::Error>> {
+    println!("{}", relation_markdown(rows));
+    println!("{}", relation_summary_markdown(rows));
+    if rows.iter().any(|r| r.variant.group == "rank") {
+        let png = out.join("minilm-rank-sweep.png");
+        plot_relation_rank_sweep(rows, &png)?;
+        println!("plot: {}", png.display());
+    }
     Ok(())
 }

@@ -18,7 +18,9 @@ use crate::qlora::quant::Int8Matrix;
 use crate::{MlError, Result};
 
 /// The linear layer types of a transformer block.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum LayerKind {
     /// Attention query projection.
     Q,
@@ -54,7 +56,7 @@ impl LayerKind {
 }
 
 /// Rank and balancing factor of one adapter.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AdapterSpec {
     /// Rank `r` (≥ 1).
     pub rank: usize,
@@ -63,7 +65,7 @@ pub struct AdapterSpec {
 }
 
 /// Adapters for the layer kinds `kinds` at depths `layers`; `adapter: None` disables them there.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LoraRule {
     /// Layer kinds the rule applies to.
     pub kinds: Vec<LayerKind>,
@@ -74,7 +76,7 @@ pub struct LoraRule {
 }
 
 /// Storage of the frozen base weights.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum BaseFormat {
     /// 32-bit floats (plain LoRA).
     F32,
@@ -90,7 +92,7 @@ pub enum BaseFormat {
 }
 
 /// Where to put adapters, with which rank and α, over which base format.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LoraConfig {
     /// Rules, applied in order: the last rule matching a (kind, layer) decides. Default: one rule,
     /// all kinds, all layers, r = 64, α = 16 (the QLoRA authors' reference setup).

@@ -41,6 +41,39 @@ pub const NF4_CODE: [f32; 16] = [
 /// Index of the exact zero in [`NF4_CODE`].
 const NF4_ZERO: u8 = 7;
 
+/// The two code values of every packed byte (high nibble = even index first): one table load
+/// decodes two weights.
+static NF4_PAIRS: [[f32; 2]; 256] = {
+    let mut t = [[0f32; 2]; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = [NF4_CODE[b >> 4], NF4_CODE[b & 0x0f]];
+        b += 1;
+    }
+    t
+};
+
+/// Decodes the weights `start..start + out.len()` of `packed`, all of one block with scale `s`:
+/// a byte (two weights) per table load, with the odd first / last weight on its own.
+fn decode_scaled(packed: &[u8], start: usize, out: &mut [f32], s: f32) {
+    let lead = (start % 2).min(out.len());
+    let (head, rest) = out.split_at_mut(lead);
+    if let Some(first) = head.first_mut() {
+        *first = NF4_CODE[(packed[start / 2] & 0x0f) as usize] * s;
+    }
+    let k = start + lead;
+    let pairs = rest.len() / 2;
+    let (body, tail) = rest.split_at_mut(2 * pairs);
+    for (o, &byte) in body.chunks_exact_mut(2).zip(&packed[k / 2..k / 2 + pairs]) {
+        let p = NF4_PAIRS[byte as usize];
+        o[0] = p[0] * s;
+        o[1] = p[1] * s;
+    }
+    if let Some(last) = tail.first_mut() {
+        *last = NF4_CODE[(packed[(k + 2 * pairs) / 2] >> 4) as usize] * s;
+    }
+}
+
 /// Derives the NF4 code book from its definition: 8 positive quantiles
 /// `Φ⁻¹(linspace(δ, 1/2, 9)[..8])`, 7 negative ones `-Φ⁻¹(linspace(δ, 1/2, 8)[..7])` and an exact
 /// zero, normalised by the largest, with `δ = 0.9677083` (bitsandbytes' `create_normal_map`).
@@ -273,11 +306,13 @@ impl QuantizedMatrix for Nf4Matrix {
         while i < end {
             let b = i / NF4_BLOCK;
             let stop = ((b + 1) * NF4_BLOCK).min(end);
-            let s = self.absmax.get(b);
-            for k in i..stop {
-                out[o] = NF4_CODE[self.code_index(k) as usize] * s;
-                o += 1;
-            }
+            decode_scaled(
+                &self.packed,
+                i,
+                &mut out[o..o + stop - i],
+                self.absmax.get(b),
+            );
+            o += stop - i;
             i = stop;
         }
     }

@@ -1,4 +1,5 @@
-//! PNG plot of held-out perplexity against adapter rank per layer type (plotters).
+//! PNG plots of a held-out metric (perplexity, accuracy) against adapter rank per layer type
+//! (plotters).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -42,17 +43,39 @@ pub fn full_finetune_mean(rep: &StudyReport) -> f32 {
 /// seeds), with full fine-tuning's mean perplexity as a dashed reference line and the
 /// pretrained model's perplexity in the caption, into `path` (PNG).
 pub fn plot_rank_sweep(rep: &StudyReport, path: &Path) -> Result<()> {
-    let e = |x: String| MlError::Plot(x);
-    let curves = rank_curves(rep);
     let full = full_finetune_mean(rep);
-    // The y range covers the curves and the full fine-tune line; the pretrained model's
-    // perplexity is usually far above them and is given in the caption instead, so that the
-    // differences between the curves stay readable.
+    let reference = Some(full)
+        .filter(|v| v.is_finite())
+        .map(|f| (format!("full fine-tune, mean over seeds ({f:.2})"), f));
+    let caption = format!(
+        "QLoRA (NF4+DQ): held-out perplexity vs rank (before fine-tuning: {:.2})",
+        rep.base_target_perplexity
+    );
+    plot_metric_vs_rank(
+        &rank_curves(rep),
+        reference,
+        &caption,
+        "perplexity (target domain)",
+        path,
+    )
+}
+
+/// Draws one line per curve (label → (rank, value) points) against rank on a log₂ axis, an
+/// optional dashed horizontal reference line (label, value), into `path` (PNG). The y range
+/// covers the curves and the reference line; the legend sits in head room above them.
+pub fn plot_metric_vs_rank(
+    curves: &BTreeMap<String, Vec<(usize, f32)>>,
+    reference: Option<(String, f32)>,
+    caption: &str,
+    y_desc: &str,
+    path: &Path,
+) -> Result<()> {
+    let e = |x: String| MlError::Plot(x);
     let ys = curves
         .values()
         .flatten()
         .map(|p| p.1)
-        .chain(Some(full).filter(|v| v.is_finite()));
+        .chain(reference.as_ref().map(|r| r.1));
     let (lo, hi) = ys.fold((f32::MAX, f32::MIN), |(a, b), y| (a.min(y), b.max(y)));
     if lo > hi {
         return Err(MlError::InvalidInput("no rank-sweep rows to plot".into()));
@@ -63,13 +86,7 @@ pub fn plot_rank_sweep(rep: &StudyReport, path: &Path) -> Result<()> {
     let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(|x| e(x.to_string()))?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!(
-                "QLoRA (NF4+DQ): held-out perplexity vs rank (before fine-tuning: {:.2})",
-                rep.base_target_perplexity
-            ),
-            ("sans-serif", 22),
-        )
+        .caption(caption, ("sans-serif", 22))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(60)
@@ -83,7 +100,7 @@ pub fn plot_rank_sweep(rep: &StudyReport, path: &Path) -> Result<()> {
         .configure_mesh()
         .x_desc("adapter rank r (log2 axis)")
         .x_labels(xmax.ceil() as usize + 1)
-        .y_desc("perplexity (target domain)")
+        .y_desc(y_desc)
         .x_label_formatter(&|x| format!("{}", 2f64.powf(*x).round()))
         .draw()
         .map_err(|x| e(x.to_string()))?;
@@ -103,17 +120,17 @@ pub fn plot_rank_sweep(rep: &StudyReport, path: &Path) -> Result<()> {
             .draw_series(line.into_iter().map(|p| Circle::new(p, 4, c.filled())))
             .map_err(|x| e(x.to_string()))?;
     }
-    if full.is_finite() {
+    if let Some((label, y)) = reference {
         let style = BLACK.stroke_width(2);
         chart
             .draw_series(DashedLineSeries::new(
-                vec![(-0.2, full as f64), (xmax + 0.2, full as f64)],
+                vec![(-0.2, y as f64), (xmax + 0.2, y as f64)],
                 10,
                 6,
                 style,
             ))
             .map_err(|x| e(x.to_string()))?
-            .label(format!("full fine-tune, mean over seeds ({full:.2})"))
+            .label(label)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
     }
     chart

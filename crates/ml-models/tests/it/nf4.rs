@@ -151,6 +151,25 @@ fn fused_matches_dequantize_then_matmul() {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(12))]
+    /// The pair-table decoder against the one-weight-at-a-time definition, at any start
+    /// (odd ones included) and length, across block boundaries.
+    #[test]
+    fn dequantize_range_matches_per_weight_decoding(
+        n in 1usize..700, a in 0usize..700, len in 0usize..300, dq: bool, seed in 0u64..1000,
+    ) {
+        let w = normal(n, 1.0, seed);
+        let q = Nf4Matrix::quantize(&w, 1, n, dq).unwrap();
+        let start = a % n;
+        let len = len.min(n - start);
+        let mut out = vec![f32::NAN; len];
+        q.dequantize_range(start, &mut out);
+        for (j, &v) in out.iter().enumerate() {
+            let k = start + j;
+            let expect = NF4_CODE[q.code_index(k) as usize] * q.absmax().get(k / 64);
+            prop_assert_eq!(v.to_bits(), expect.to_bits(), "weight {}", k);
+        }
+    }
+
     #[test]
     fn fused_matches_reference_random_shapes(m in 1usize..9, n in 1usize..40, k in 1usize..200, dq: bool, seed in 0u64..1000) {
         check_fused(m, n, k, dq, seed);
