@@ -7,7 +7,8 @@ use pardis::ml::core::{StepMetrics, TrainCallback};
 use pardis::ml::qlora::plot::plot_rank_sweep;
 use pardis::ml::qlora::relation::{encode_fewrel, fine_tune_relations, RelationConfig};
 use pardis::ml::qlora::relation_study::{
-    relation_variants, run_relation_study, RelationStudyConfig,
+    plot_relation_rank_sweep, relation_summary, relation_variants, run_relation_study,
+    RelationStudyConfig,
 };
 use pardis::ml::qlora::study::{run_study, StudyConfig, StudyData, StudyHooks};
 use pardis::ml::qlora::{BaseFormat, Bert, BertConfig, LayerKind, LoraConfig};
@@ -65,17 +66,19 @@ struct MinilmArgs {
 struct StudyArgs {
     /// A few-minute run (mini preset, ranks 1/4/16 only, one seed, 30 steps). The default is
     /// the full grid on the tiny preset (~4.8M parameters): ranks 1-64 × attention/MLP/both,
-    /// α, equal-budget splits, depth halves, 3 seeds × 40 steps (measured ≈ 35 CPU-minutes).
+    /// α, equal-budget splits, depth halves, 3 seeds × 40 steps (measured: 32 CPU-minutes, 17 minutes wall on 2 cores).
     #[arg(long)]
     quick: bool,
     /// Model: `gpt` (pretrained here, perplexity) or `minilm` (all-MiniLM-L6-v2 on FewRel,
-    /// accuracy; fetch it with scripts/fetch-minilm).
+    /// accuracy; fetch it with scripts/fetch-minilm). MiniLM's full grid (7 ranks × 3 layer
+    /// types + 3 equal budgets, 3 seeds) measured 45 CPU-minutes, 28 minutes wall on 2 cores;
+    /// --quick: ranks 1/8/64, one seed.
     #[arg(long, default_value = "gpt")]
     model: String,
     /// GPT preset: micro, mini or tiny (default: tiny; mini with --quick).
     #[arg(long)]
     preset: Option<String>,
-    /// GPT: seeds per variant (default: 1 with --quick, 3 otherwise).
+    /// Seeds per variant (default: 1 with --quick, 3 otherwise).
     #[arg(long)]
     seeds: Option<u64>,
     /// GPT: fine-tuning steps per variant (default: 40; 30 with --quick).
@@ -84,15 +87,27 @@ struct StudyArgs {
     /// GPT: pretraining steps (default: 300; 200 with --quick).
     #[arg(long)]
     pretrain_steps: Option<usize>,
+    /// Fine-tune the seeds in this many parallel processes, each measuring its own peak memory
+    /// (default: one per seed; 1 runs everything in this process). GPT: pretraining runs once,
+    /// first, here.
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Internal (--jobs): the first seed this process fine-tunes.
+    #[arg(long, hide = true)]
+    first_seed: Option<u64>,
+    /// Internal (--jobs): write the report as JSON here and print progress for the parent.
+    #[arg(long, hide = true)]
+    save_report: Option<PathBuf>,
     /// MiniLM: training instances per relation (of 560).
     #[arg(long, default_value_t = 16)]
     train_per_class: usize,
     /// MiniLM: test instances per relation (of 140).
     #[arg(long, default_value_t = 20)]
     test_per_class: usize,
-    /// MiniLM: ranks of the rank × layer-type grid.
-    #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
-    ranks: Vec<usize>,
+    /// MiniLM: ranks of the rank × layer-type grid (default: 1,8,64 with --quick, 1,2,4,…,64
+    /// otherwise).
+    #[arg(long, value_delimiter = ',')]
+    ranks: Option<Vec<usize>>,
     /// Output directory for the pretrained checkpoint and the PNG plot.
     #[arg(long, default_value = "qlora-study-out")]
     out: PathBuf,
@@ -101,11 +116,13 @@ struct StudyArgs {
     json: bool,
 }
 
+mod seeds;
+
 struct Bar(indicatif::ProgressBar);
 
 /// Peak resident set (VmHWM of /proc/self/status), reset per variant through
 /// /proc/self/clear_refs; `None` where procfs does not offer it.
-fn vm_hwm() -> Option<u64> {
+pub(super) fn vm_hwm() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -160,7 +177,8 @@ fn qlora_study(a: StudyArgs) -> anyhow::Result<()> {
     }
     if let Some(n) = a.seeds {
         anyhow::ensure!(n > 0, "--seeds must be at least 1");
-        cfg.seeds = (0..n).collect();
+        let first = a.first_seed.unwrap_or(0);
+        cfg.seeds = (first..first + n).collect();
     }
     if let Some(s) = a.steps {
         cfg.finetune_steps = s;
@@ -175,9 +193,24 @@ fn qlora_study(a: StudyArgs) -> anyhow::Result<()> {
     )));
     let roots = data_roots();
     let data = StudyData::load(&roots)?;
-    let mut bar = Bar(progress(1, "starting"));
-    let rep = run_study(&cfg, &data, &mut bar)?;
-    bar.0.finish_and_clear();
+    if let Some(path) = &a.save_report {
+        // A child of `--jobs`: progress goes to the parent as lines on stderr.
+        let rep = run_study(&cfg, &data, &mut seeds::ChildHooks)?;
+        std::fs::write(path, serde_json::to_string(&rep)?)?;
+        return Ok(());
+    }
+    let jobs = a
+        .jobs
+        .unwrap_or(cfg.seeds.len())
+        .clamp(1, cfg.seeds.len().max(1));
+    let rep = if jobs > 1 {
+        seeds::run_in_processes(&cfg, &data, jobs, &a.out, a.quick)?
+    } else {
+        let mut bar = Bar(progress(1, "starting"));
+        let rep = run_study(&cfg, &data, &mut bar)?;
+        bar.0.finish_and_clear();
+        rep
+    };
     let png = a.out.join("qlora-rank-sweep.png");
     plot_rank_sweep(&rep, &png)?;
     let summary = rep.summary();
@@ -269,31 +302,53 @@ fn load_minilm() -> anyhow::Result<Minilm> {
 
 fn minilm_study(a: StudyArgs) -> anyhow::Result<()> {
     let m = load_minilm()?;
-    anyhow::ensure!(a.ranks.iter().all(|&r| r > 0), "--ranks must be positive");
-    let mut cfg = RelationStudyConfig {
-        ranks: a.ranks,
-        ..RelationStudyConfig::default()
+    let mut cfg = if a.quick {
+        RelationStudyConfig::default()
+    } else {
+        RelationStudyConfig::full()
     };
+    if let Some(r) = a.ranks.clone() {
+        anyhow::ensure!(
+            !r.is_empty() && r.iter().all(|&r| r > 0),
+            "--ranks must be positive"
+        );
+        cfg.ranks = r;
+    }
+    if let Some(n) = a.seeds {
+        anyhow::ensure!(n > 0, "--seeds must be at least 1");
+        let first = a.first_seed.unwrap_or(0);
+        cfg.seeds = (first..first + n).collect();
+    }
     cfg.run.train_per_class = a.train_per_class;
     cfg.run.test_per_class = a.test_per_class;
-    let mut bar = Bar(progress(1, "starting"));
+    std::fs::create_dir_all(&a.out)?;
     let mut load = || Bert::load(m.cfg, &m.weights);
     let variants = relation_variants(&cfg, &m.cfg);
-    let rows = run_relation_study(
-        &cfg,
-        variants,
-        &mut load,
-        &m.per_class,
-        pad_id(&m.tok),
-        &mut bar,
-    )?;
-    bar.0.finish_and_clear();
+    let (pad, per_class) = (pad_id(&m.tok), &m.per_class);
+    if let Some(path) = &a.save_report {
+        // A child of `--jobs`: progress goes to the parent as lines on stderr.
+        let hooks = &mut seeds::ChildHooks;
+        let rows = run_relation_study(&cfg, variants, &mut load, per_class, pad, hooks)?;
+        std::fs::write(path, serde_json::to_string(&rows)?)?;
+        return Ok(());
+    }
+    let jobs = a.jobs.unwrap_or(cfg.seeds.len()).clamp(1, cfg.seeds.len());
+    let rows = if jobs > 1 {
+        seeds::minilm_in_processes(&cfg, jobs, &a)?
+    } else {
+        let mut bar = Bar(progress(1, "starting"));
+        let rows = run_relation_study(&cfg, variants, &mut load, per_class, pad, &mut bar)?;
+        bar.0.finish_and_clear();
+        rows
+    };
+    let png = a.out.join("minilm-rank-sweep.png");
+    plot_relation_rank_sweep(&rows, &png)?;
     if a.json {
         let rows: Vec<serde_json::Value> = rows
             .iter()
             .map(|r| {
                 serde_json::json!({
-                    "variant": r.variant.name, "group": r.variant.group,
+                    "variant": r.variant.name, "group": r.variant.group, "seed": r.seed,
                     "attention_rank": r.variant.attention_rank, "mlp_rank": r.variant.mlp_rank,
                     "trainable": r.trainable, "accuracy": r.accuracy,
                     "n_train": r.sizes.0, "n_test": r.sizes.1, "steps": r.sizes.2,
@@ -310,23 +365,24 @@ fn minilm_study(a: StudyArgs) -> anyhow::Result<()> {
         "attn r",
         "MLP r",
         "trainable",
-        "accuracy",
-        "train s",
+        "seeds",
+        "accuracy (mean ± sd)",
         "peak RSS",
     ]);
-    for r in &rows {
+    for r in relation_summary(&rows) {
         t.add_row(vec![
             r.variant.name.clone(),
             r.variant.group.clone(),
             r.variant.attention_rank.to_string(),
             r.variant.mlp_rank.to_string(),
             r.trainable.to_string(),
-            format!("{:.4}", r.accuracy),
-            format!("{:.0}", r.seconds),
+            r.seeds.to_string(),
+            format!("{:.3} ± {:.3}", r.accuracy, r.accuracy_std),
             r.peak_bytes.map_or("-".into(), bytes),
         ]);
     }
     println!("{t}");
+    println!("plot: {}", png.display());
     Ok(())
 }
 
