@@ -39,6 +39,27 @@ const REF_EMBEDDING: [[f32; 8]; 2] = [
     ],
 ];
 
+/// A BERT configuration with two token types and LayerNorm ε 1e-12, as in MiniLM.
+fn bert_config(
+    vocab: usize,
+    hidden: usize,
+    layers: usize,
+    heads: usize,
+    intermediate: usize,
+    positions: usize,
+) -> BertConfig {
+    BertConfig {
+        vocab_size: vocab,
+        hidden_size: hidden,
+        num_hidden_layers: layers,
+        num_attention_heads: heads,
+        intermediate_size: intermediate,
+        max_position_embeddings: positions,
+        type_vocab_size: 2,
+        layer_norm_eps: 1e-12,
+    }
+}
+
 #[test]
 fn minilm_forward_matches_sentence_transformers() {
     let (Some(weights), Some(tok_path), Some(cfg_path)) = (
@@ -71,16 +92,7 @@ fn minilm_forward_matches_sentence_transformers() {
 
 #[test]
 fn bert_load_reports_missing_and_misshaped_tensors() {
-    let cfg = BertConfig {
-        vocab_size: 10,
-        hidden_size: 4,
-        num_hidden_layers: 1,
-        num_attention_heads: 2,
-        intermediate_size: 8,
-        max_position_embeddings: 16,
-        type_vocab_size: 2,
-        layer_norm_eps: 1e-12,
-    };
+    let cfg = bert_config(10, 4, 1, 2, 8, 16);
     let dir = scratch("bert-load");
     let path = dir.join("model.safetensors");
     let mut m = HashMap::new();
@@ -177,16 +189,7 @@ fn pad_batch_pads_right_with_mask() {
 fn minilm_study_variants_cover_the_grid() {
     use ml_models::qlora::relation_study::{relation_variants, RelationStudyConfig};
     use ml_models::qlora::LayerKind;
-    let model = BertConfig {
-        vocab_size: 30522,
-        hidden_size: 384,
-        num_hidden_layers: 6,
-        num_attention_heads: 12,
-        intermediate_size: 1536,
-        max_position_embeddings: 512,
-        type_vocab_size: 2,
-        layer_norm_eps: 1e-12,
-    };
+    let model = bert_config(30522, 384, 6, 12, 1536, 512);
     let cfg = RelationStudyConfig {
         ranks: vec![1, 4, 16, 64],
         ..RelationStudyConfig::default()
@@ -272,16 +275,7 @@ fn relation_study_runs_every_variant_once_per_seed() {
     use ml_models::qlora::study::StudyHooks;
     struct Quiet;
     impl StudyHooks for Quiet {}
-    let cfg_b = BertConfig {
-        vocab_size: 40,
-        hidden_size: 64,
-        num_hidden_layers: 2,
-        num_attention_heads: 2,
-        intermediate_size: 128,
-        max_position_embeddings: 16,
-        type_vocab_size: 2,
-        layer_norm_eps: 1e-12,
-    };
+    let cfg_b = bert_config(40, 64, 2, 2, 128, 16);
     let dir = scratch("relation-study");
     let path = dir.join("model.safetensors");
     write_micro_bert(&cfg_b, &path);
