@@ -103,6 +103,7 @@ fn quantile(v: &[f64], q: f64) -> f64 {
 struct Row {
     local: f64,
     tcp: f64,
+    tcp_staged: f64,
     memcpy: f64,
     memcpy_one: f64,
     ring: f64,
@@ -139,6 +140,17 @@ fn row(bytes: usize, n: usize, engine: &Config) -> Result<Row> {
             bytes,
             engine,
         )?);
+        let staged = Config {
+            direct_receive: false,
+            ..engine.clone()
+        };
+        r.tcp_staged = r.tcp_staged.max(point(
+            BenchTransport::Tcp,
+            OpKind::AllReduce,
+            n,
+            bytes,
+            &staged,
+        )?);
     }
     Ok(r)
 }
@@ -173,9 +185,11 @@ fn main() -> Result<()> {
     println!(
         "  mcpy-1: one thread alone; ring-n: per-stream GB/s of n loopback sockets in a ring, all"
     );
-    println!("  streaming at once; loop-1: one stream alone. loc/mcpy = local / mcpy-n, tcp/ring = tcp / ring-n");
+    println!("  streaming at once; loop-1: one stream alone. loc/mcpy = local / mcpy-n, tcp/ring = tcp / ring-n;");
+    println!("  tcp: direct receive into the collective's buffer (default); tcp-stg: staged through message");
+    println!("  buffers (Config::direct_receive = false), measured in the same rounds; dir/stg = tcp / tcp-stg");
     println!(
-        "{:>10} {:>5} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9}",
+        "{:>10} {:>5} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8}",
         "bytes",
         "ranks",
         "local",
@@ -184,27 +198,31 @@ fn main() -> Result<()> {
         "loc/mcpy",
         "loc/mcpy1",
         "tcp",
+        "tcp-stg",
         "ring-n",
         "loop-1",
         "tcp/ring",
-        "tcp/loop1"
+        "tcp/loop1",
+        "dir/stg"
     );
     for &bytes in sizes.iter().filter(|_| run("table")) {
         for &n in &ranks {
             let r = row(bytes, n, &pre)?;
             let pct = |a: f64, b: f64| format!("{:.0}%", 100.0 * a / b);
             println!(
-                "{bytes:>10} {n:>5} {:>8.3} {:>8.3} {:>8.3} {:>8} {:>9} {:>8.3} {:>8.3} {:>8.3} {:>8} {:>9}",
+                "{bytes:>10} {n:>5} {:>8.3} {:>8.3} {:>8.3} {:>8} {:>9} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8} {:>9} {:>8}",
                 r.local,
                 r.memcpy,
                 r.memcpy_one,
                 pct(r.local, r.memcpy),
                 pct(r.local, r.memcpy_one),
                 r.tcp,
+                r.tcp_staged,
                 r.ring,
                 r.single_stream,
                 pct(r.tcp, r.ring),
-                pct(r.tcp, r.single_stream)
+                pct(r.tcp, r.single_stream),
+                pct(r.tcp, r.tcp_staged)
             );
         }
     }

@@ -11,7 +11,9 @@
 //! memory bus, so the like-for-like limits are *concurrent* ones:
 //! [`memcpy_bandwidth_concurrent`] (per-thread memcpy rate while `n` threads copy at once) and
 //! [`loopback_ring_bandwidth`] (per-stream rate of `n` loopback sockets in a ring, all
-//! streaming at once — what a ring all-reduce's sockets do). [`memcpy_bandwidth`] and
+//! streaming at once — what a ring all-reduce's sockets do, from cache-resident buffers;
+//! [`loopback_ring_bandwidth_in_memory`] moves a message-sized buffer of memory instead, as the
+//! all-reduce must). [`memcpy_bandwidth`] and
 //! [`loopback_bandwidth`] (one thread, one stream) are the limits of a single rank alone; with
 //! more ranks than cores they overstate what each rank can get.
 
@@ -23,8 +25,8 @@ use crate::{run_local_with, CollectiveError, Communicator, Config, OpKind, Reduc
 mod reference;
 
 pub use reference::{
-    loopback_bandwidth, loopback_ring_bandwidth, memcpy_bandwidth, memcpy_bandwidth_concurrent,
-    Rate,
+    loopback_bandwidth, loopback_ring_bandwidth, loopback_ring_bandwidth_in_memory,
+    memcpy_bandwidth, memcpy_bandwidth_concurrent, Rate,
 };
 
 /// Where the ranks of a benchmark run.

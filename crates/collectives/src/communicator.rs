@@ -4,12 +4,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::config::Config;
+use crate::direct::WorkBuf;
 use crate::dtype::{Element, ReduceOp};
 use crate::engine::{AbortHandle, EngineRef, EngineStats};
 use crate::frame::{Fingerprint, MailboxKey, OpKind};
 use crate::handle::{Completion, Handle};
 use crate::inbox::Mailbox;
-use crate::program::{ActiveOp, OpMeta, StepProgram};
+use crate::program::{ActiveOp, DirectPosts, OpMeta, StepProgram};
 use crate::schedule::Step;
 use crate::shm::ShmRegistry;
 use crate::{CollectiveError, Result};
@@ -170,15 +171,23 @@ impl Communicator {
     fn submit<T: Element>(&self, data: Vec<T>, plan: Plan) -> Handle<T> {
         let meta = self.op_meta::<T>(&plan);
         let completion = Completion::new();
+        let mailbox = self.mailbox(&meta);
+        let reduce = plan.reduce.unwrap_or(ReduceOp::Sum);
+        let mut buf = WorkBuf::new(data);
+        let direct = (self.config().direct_receive
+            && self.inner.engine.transport().direct_receive())
+        .then(|| DirectPosts::register(&mut buf, &mailbox, &plan.steps, &meta, reduce))
+        .flatten();
         let program = StepProgram {
-            mailbox: self.mailbox(&meta),
+            mailbox,
             meta,
             steps: plan.steps,
             pc: 0,
             sent: false,
-            buf: data,
+            buf,
+            direct,
             output: plan.output,
-            reduce: plan.reduce.unwrap_or(ReduceOp::Sum),
+            reduce,
             completion: completion.clone(),
         };
         self.start(Box::new(program), completion)

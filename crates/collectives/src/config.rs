@@ -87,6 +87,10 @@ pub struct Config {
     /// bytes and pipelined (the next piece is sent before the previous one is reduced).
     /// Default: 1 MiB.
     pub ring_piece_bytes: usize,
+    /// Whether a transport that can (TCP) reads incoming data straight into the collective's
+    /// buffer, reducing it in there, instead of staging it in a message buffer (one pass over
+    /// memory less per received byte). Default: true.
+    pub direct_receive: bool,
     /// Broadcast algorithm. Default: [`BroadcastAlgorithm::Auto`].
     pub broadcast: BroadcastAlgorithm,
     /// Message size (bytes) from which `Auto` broadcasts through the pipelined chain.
@@ -128,6 +132,7 @@ impl Default for Config {
             small_message_bytes: DEFAULT_SMALL_MESSAGE_BYTES,
             shared_memory_bytes: None,
             ring_piece_bytes: DEFAULT_RING_PIECE_BYTES,
+            direct_receive: true,
             broadcast: BroadcastAlgorithm::Auto,
             pipeline_threshold_bytes: DEFAULT_PIPELINE_THRESHOLD_BYTES,
             pipeline_chunk_bytes: DEFAULT_PIPELINE_CHUNK_BYTES,

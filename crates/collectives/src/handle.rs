@@ -27,6 +27,10 @@ pub struct OpStats {
     pub max_queue_len: usize,
     /// Time from submission to completion.
     pub elapsed: Duration,
+    /// Receives whose data the transport's reader placed straight into the collective's buffer
+    /// (TCP with [`Config::direct_receive`](crate::Config::direct_receive)); the others were
+    /// staged in a message buffer.
+    pub direct_receives: u64,
 }
 
 type Callback<T> = Box<dyn FnOnce(Result<Vec<T>>, OpStats) + Send>;

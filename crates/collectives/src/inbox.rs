@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 
+use crate::direct::{Posts, SlotState, Target};
 use crate::dtype::AlignedBuf;
-use crate::frame::{Frame, FrameKind, MailboxKey};
+use crate::frame::{Fingerprint, Frame, FrameKind, MailboxKey};
 
 /// Frames of one collective instance, queued per sender in arrival order.
 #[derive(Debug, Default)]
@@ -22,6 +23,21 @@ pub(crate) struct Mailbox {
 struct MailboxInner {
     queues: Vec<(usize, VecDeque<Frame>)>,
     abort: Option<Frame>,
+    /// Receive slots of the collective, when its transport receives directly.
+    posts: Option<Posts>,
+    /// Data frames routed so far per sender (direct or queued), to map a frame to its step.
+    routed: Vec<(usize, usize)>,
+}
+
+/// What a receive step finds in its mailbox.
+#[derive(Debug)]
+pub(crate) enum Received {
+    /// The reader placed the data in the working buffer.
+    Direct,
+    /// The data came the ordinary way.
+    Frame(Frame),
+    /// Nothing yet (or the reader is still writing it).
+    Pending,
 }
 
 impl Mailbox {
@@ -44,6 +60,79 @@ impl Mailbox {
             .iter_mut()
             .find(|(s, _)| *s == src)
             .and_then(|(_, q)| q.pop_front())
+    }
+
+    /// Registers the receive slots of the collective (replacing earlier ones).
+    pub(crate) fn register_posts(&self, posts: Posts) {
+        self.inner.lock().expect("mailbox poisoned").posts = Some(posts);
+    }
+
+    /// Posts the given slots (those still waiting): the reader may now fill them.
+    pub(crate) fn post(&self, slots: impl IntoIterator<Item = usize>) {
+        let mut g = self.inner.lock().expect("mailbox poisoned");
+        if let Some(p) = g.posts.as_mut() {
+            for i in slots {
+                let s = &mut p.slots[i];
+                if s.state == SlotState::Waiting {
+                    s.state = SlotState::Posted;
+                }
+            }
+        }
+    }
+
+    /// The data of receive slot `slot` (from world rank `src`): placed directly, or the next
+    /// queued frame from `src`, or nothing yet. Frames from one sender arrive in step order, so
+    /// when the slot was not filled directly, the next queued frame from `src` is its data.
+    pub(crate) fn take_received(&self, slot: usize, src: usize) -> Received {
+        let mut g = self.inner.lock().expect("mailbox poisoned");
+        match g.posts.as_ref().map(|p| p.slots[slot].state) {
+            Some(SlotState::Done) => return Received::Direct,
+            Some(SlotState::InFlight) => return Received::Pending,
+            _ => {}
+        }
+        g.queues
+            .iter_mut()
+            .find(|(s, _)| *s == src)
+            .and_then(|(_, q)| q.pop_front())
+            .map_or(Received::Pending, Received::Frame)
+    }
+
+    /// Withdraws every post; returns `false` if a reader is still writing into a slot.
+    pub(crate) fn withdraw_posts(&self) -> bool {
+        let mut g = self.inner.lock().expect("mailbox poisoned");
+        g.posts
+            .take()
+            .is_none_or(|p| p.slots.iter().all(|s| s.state != SlotState::InFlight))
+    }
+
+    /// Routes a data frame header from `src`: counts it and claims its slot if it is posted.
+    fn route_data(&self, src: usize, fp: &Fingerprint, len: usize) -> Option<Target> {
+        let mut g = self.inner.lock().expect("mailbox poisoned");
+        let m = match g.routed.iter_mut().find(|(s, _)| *s == src) {
+            Some((_, m)) => {
+                *m += 1;
+                *m - 1
+            }
+            None => {
+                g.routed.push((src, 1));
+                0
+            }
+        };
+        let p = g.posts.as_mut()?;
+        let slot = p.slot_for(src, m)?;
+        p.claim(slot, fp, len)
+    }
+
+    /// Marks a claimed slot filled (`ok`) or broken (the connection failed in the middle).
+    pub(crate) fn complete(&self, slot: usize, ok: bool) {
+        let mut g = self.inner.lock().expect("mailbox poisoned");
+        if let Some(p) = g.posts.as_mut() {
+            p.slots[slot].state = if ok {
+                SlotState::Done
+            } else {
+                SlotState::Broken
+            };
+        }
     }
 
     /// Takes the failure notice, if a peer sent one.
@@ -88,6 +177,24 @@ impl Inbox {
             g.open.entry(frame.key).or_default().push(frame);
         }
         self.wake();
+    }
+
+    /// For a transport that receives directly: claims the posted slot a data frame with this
+    /// header belongs to (counting the frame either way). `None`: read the payload into a
+    /// pooled buffer and [`deliver`](Self::deliver) it.
+    pub(crate) fn route(&self, head: &Frame, len: usize) -> Option<(Arc<Mailbox>, Target)> {
+        if head.kind != FrameKind::Data {
+            return None;
+        }
+        let mailbox = {
+            let mut g = self.map.lock().expect("inbox poisoned");
+            if g.failed.contains(&head.key) {
+                return None;
+            }
+            g.open.entry(head.key).or_default().clone()
+        };
+        let target = mailbox.route_data(head.src, &head.fp, len)?;
+        Some((mailbox, target))
     }
 
     /// The mailbox of a collective, created if no frame has arrived for it yet.

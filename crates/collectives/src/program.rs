@@ -5,10 +5,11 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use crate::direct::{ready_steps, WorkBuf};
 use crate::dtype::{as_bytes, AlignedBuf, Element, ReduceOp};
 use crate::frame::{Fingerprint, Frame, FrameKind, MailboxKey, OpKind};
 use crate::handle::{Completion, OpStats};
-use crate::inbox::Mailbox;
+use crate::inbox::{Mailbox, Received};
 use crate::schedule::{Action, Step};
 use crate::transport::Transport;
 use crate::CollectiveError;
@@ -69,12 +70,61 @@ pub(crate) struct StepProgram<T: Element> {
     pub(crate) steps: Vec<Step>,
     pub(crate) pc: usize,
     pub(crate) sent: bool,
-    pub(crate) buf: Vec<T>,
+    pub(crate) buf: WorkBuf<T>,
+    /// Receive slots posted for the transport's reader ([`crate::direct`]), if it has one.
+    pub(crate) direct: Option<DirectPosts>,
     /// Part of `buf` returned to the caller (`None`: an empty vector).
     pub(crate) output: Option<Range<usize>>,
     pub(crate) reduce: ReduceOp,
     pub(crate) mailbox: Arc<Mailbox>,
     pub(crate) completion: Arc<Completion<T>>,
+}
+
+/// When to post which receive slot of a step program.
+#[derive(Debug)]
+pub(crate) struct DirectPosts {
+    /// Slot of each step's receive (slots are numbered in step order).
+    slot_of_step: Vec<Option<usize>>,
+    /// `(program counter from which it may be posted, slot)`, sorted.
+    order: Vec<(usize, usize)>,
+    /// Entries of `order` posted so far.
+    next: usize,
+    /// Receives the reader filled directly.
+    filled: u64,
+}
+
+impl DirectPosts {
+    /// Registers the receive slots of `steps` over `buf` in `mailbox`; `None` when no slot
+    /// could ever be posted.
+    pub(crate) fn register<T: Element>(
+        buf: &mut WorkBuf<T>,
+        mailbox: &Arc<Mailbox>,
+        steps: &[Step],
+        meta: &OpMeta,
+        op: ReduceOp,
+    ) -> Option<Self> {
+        let ready = ready_steps(steps);
+        let mut order: Vec<(usize, usize)> = ready
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, &(_, pc))| pc.map(|pc| (pc, slot)))
+            .collect();
+        if order.is_empty() {
+            return None;
+        }
+        order.sort_unstable();
+        let mut slot_of_step = vec![None; steps.len()];
+        for (slot, &(step, _)) in ready.iter().enumerate() {
+            slot_of_step[step] = Some(slot);
+        }
+        buf.register(mailbox, steps, &meta.group, meta.fp, op);
+        Some(Self {
+            slot_of_step,
+            order,
+            next: 0,
+            filled: 0,
+        })
+    }
 }
 
 impl OpMeta {
@@ -146,10 +196,36 @@ impl<T: Element> StepProgram<T> {
                 )
             })?;
         match action {
-            Action::Copy => self.buf[range].copy_from_slice(data),
-            Action::Reduce => T::reduce_into(self.reduce, &mut self.buf[range], data),
+            Action::Copy => self.buf.slice_mut(range).copy_from_slice(data),
+            Action::Reduce => T::reduce_into(self.reduce, self.buf.slice_mut(range), data),
         }
         Ok(())
+    }
+
+    /// Posts the receive slots that became safe to fill at the current step.
+    fn post_ready(&mut self) {
+        let Some(d) = self.direct.as_mut() else {
+            return;
+        };
+        let start = d.next;
+        while d.order.get(d.next).is_some_and(|&(pc, _)| pc <= self.pc) {
+            d.next += 1;
+        }
+        if d.next > start {
+            self.mailbox
+                .post(d.order[start..d.next].iter().map(|&(_, slot)| slot));
+        }
+    }
+
+    /// The data of the current step's receive from world rank `src`.
+    fn received(&self, src: usize) -> Received {
+        match self.direct.as_ref().and_then(|d| d.slot_of_step[self.pc]) {
+            Some(slot) => self.mailbox.take_received(slot, src),
+            None => self
+                .mailbox
+                .pop(src)
+                .map_or(Received::Pending, Received::Frame),
+        }
     }
 
     /// Why a blocked program cannot go on, if it can tell: a failure notice from a peer, a
@@ -177,6 +253,7 @@ impl<T: Element> ActiveOp for StepProgram<T> {
     fn poll(&mut self, transport: &dyn Transport, budget: usize) -> Result<Poll, Failure> {
         let mut progressed = false;
         for _ in 0..budget.max(1) {
+            self.post_ready();
             let Some(step) = self.steps.get(self.pc) else {
                 return Ok(Poll::Done);
             };
@@ -185,7 +262,7 @@ impl<T: Element> ActiveOp for StepProgram<T> {
                 if let Some((peer, range)) = step.send {
                     // The transport copies into a pooled buffer (local) or writes straight
                     // from `buf` to the socket (TCP).
-                    let data = as_bytes(&self.buf[range]);
+                    let data = as_bytes(self.buf.slice(range));
                     let head = Frame {
                         kind: FrameKind::Data,
                         src: transport.world_rank(),
@@ -208,10 +285,16 @@ impl<T: Element> ActiveOp for StepProgram<T> {
             }
             if let Some((peer, range, action)) = step.recv {
                 let src = self.meta.group[peer];
-                let frame = match self.mailbox.pop(src) {
-                    Some(f) => f,
-                    None => match self.check_blocked(transport, src)? {
-                        Some(f) => f,
+                let frame = match self.received(src) {
+                    Received::Direct => {
+                        if let Some(d) = self.direct.as_mut() {
+                            d.filled += 1;
+                        }
+                        None
+                    }
+                    Received::Frame(f) => Some(f),
+                    Received::Pending => match self.check_blocked(transport, src)? {
+                        Some(f) => Some(f),
                         None => {
                             return Ok(if progressed {
                                 Poll::Progressed
@@ -221,9 +304,11 @@ impl<T: Element> ActiveOp for StepProgram<T> {
                         }
                     },
                 };
-                let r = self.apply(&frame, range, action);
-                transport.inbox().pool().give(frame.payload);
-                r?;
+                if let Some(frame) = frame {
+                    let r = self.apply(&frame, range, action);
+                    transport.inbox().pool().give(frame.payload);
+                    r?;
+                }
             }
             self.pc += 1;
             self.sent = false;
@@ -247,11 +332,12 @@ impl<T: Element> ActiveOp for StepProgram<T> {
         &self.meta
     }
 
-    fn finish(self: Box<Self>, result: Result<(), CollectiveError>, stats: OpStats) {
+    fn finish(self: Box<Self>, result: Result<(), CollectiveError>, mut stats: OpStats) {
         let this = *self;
+        stats.direct_receives = this.direct.as_ref().map_or(0, |d| d.filled);
         let out = result.map(|()| match this.output {
             Some(r) => {
-                let mut buf = this.buf;
+                let mut buf = this.buf.into_vec();
                 buf.truncate(r.end);
                 buf.drain(..r.start);
                 buf

@@ -181,6 +181,19 @@ pub fn loopback_bandwidth(bytes: usize, iters: usize) -> Result<f64> {
 /// all-reduce over loopback (see the [`bench`](crate::bench) module docs). `samples` timed
 /// samples of 32–64 MiB per stream each. Needs `n >= 2`.
 pub fn loopback_ring_bandwidth(bytes: usize, n: usize, samples: usize) -> Result<Rate> {
+    loopback_ring(bytes, n, samples, false)
+}
+
+/// Like [`loopback_ring_bandwidth`], but every stream sends from its own `bytes`-long buffer
+/// and receives into another, walking through them (wrapping around) instead of reusing one
+/// cache-resident write buffer and one 1 MiB read buffer: the ring of an ideal all-reduce whose
+/// message lives in memory like the real one's (from tens of MiB on, the kernel's copies then
+/// read and write DRAM rather than cache).
+pub fn loopback_ring_bandwidth_in_memory(bytes: usize, n: usize, samples: usize) -> Result<Rate> {
+    loopback_ring(bytes, n, samples, true)
+}
+
+fn loopback_ring(bytes: usize, n: usize, samples: usize, in_memory: bool) -> Result<Rate> {
     if n < 2 {
         return Err(CollectiveError::InvalidInput(
             "a loopback ring needs at least 2 ranks".into(),
@@ -211,8 +224,13 @@ pub fn loopback_ring_bandwidth(bytes: usize, n: usize, samples: usize) -> Result
     };
     let ok = || failed.lock().map(|f| f.is_none()).unwrap_or(false);
     let read_len = LOOPBACK_READ_BYTES.min(total);
+    let buf_len = |t: usize| match (in_memory, t < n) {
+        (true, _) => bytes.max(1),
+        (false, true) => chunk,
+        (false, false) => read_len,
+    };
     let bufs: Vec<Mutex<Vec<u8>>> = (0..2 * n)
-        .map(|t| Mutex::new(vec![1u8; if t < n { chunk } else { read_len }]))
+        .map(|t| Mutex::new(vec![1u8; buf_len(t)]))
         .collect();
     let times = timed_samples(2 * n, samples.max(1), |t| {
         if !ok() {
@@ -221,15 +239,34 @@ pub fn loopback_ring_bandwidth(bytes: usize, n: usize, samples: usize) -> Result
         let mut buf = bufs[t].lock().unwrap_or_else(|e| e.into_inner());
         let (streams, i) = if t < n { (&outs, t) } else { (&ins, t - n) };
         let mut s = streams[i].lock().unwrap_or_else(|e| e.into_inner());
+        // Walks the buffer in pieces of at most `piece`, wrapping around.
+        let len = buf.len();
+        let mut at = 0;
+        let mut next = |piece: usize, left: usize| {
+            if at == len {
+                at = 0;
+            }
+            let k = piece.min(left).min(len - at);
+            at += k;
+            at - k..at
+        };
         let r = if t < n {
-            (0..writes).try_for_each(|_| s.write_all(&buf))
+            (0..writes).try_for_each(|_| {
+                let mut left = chunk;
+                while left > 0 {
+                    let r = next(chunk, left);
+                    left -= r.len();
+                    s.write_all(&buf[r])?;
+                }
+                Ok(())
+            })
         } else {
             let mut left = total;
             let mut r = Ok(());
             while left > 0 && r.is_ok() {
-                let want = left.min(buf.len());
-                r = s.read_exact(&mut buf[..want]);
-                left -= want;
+                let range = next(LOOPBACK_READ_BYTES, left);
+                left -= range.len();
+                r = s.read_exact(&mut buf[range]);
             }
             r
         };

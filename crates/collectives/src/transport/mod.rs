@@ -33,6 +33,10 @@ pub(crate) trait Transport: Send + Sync + Debug {
         head.payload = payload;
         self.send(dst, head)
     }
+    /// Whether the transport fills posted receive slots directly ([`crate::direct`]).
+    fn direct_receive(&self) -> bool {
+        false
+    }
     /// Whether world rank `rank` is known to be dead.
     fn is_lost(&self, rank: usize) -> bool;
     /// Declares this rank dead (its thread is panicking): peers must stop waiting for it.

@@ -18,8 +18,9 @@
 //! processes, so the `k`-th payload from a peer belongs to its `k`-th non-empty header.
 //!
 //! **Per-collective flow control.** A receiver thread per process takes every incoming frame
-//! as soon as it arrives (`MPI_Improbe` + `MPI_Mrecv`, into pooled buffers) and puts it into its
-//! collective's mailbox, so a large (rendezvous-protocol) send of one collective never waits
+//! as soon as it arrives (`MPI_Improbe` + `MPI_Mrecv`) — straight into the collective's buffer
+//! where it has posted the receive ([direct receive](crate::direct)), else into a pooled buffer
+//! put into its collective's mailbox — so a large (rendezvous-protocol) send of one collective never waits
 //! for the destination to start *that* collective. The thread yields while messages come in,
 //! then sleeps with a growing back-off ([`MpiConfig::idle_spins`],
 //! [`MpiConfig::max_idle_sleep`]) instead of spinning, so it does not starve the ranks on a
@@ -252,6 +253,7 @@ impl MpiTransport {
             inbox: inbox.clone(),
             lock: Mutex::new(()),
             stopped: AtomicBool::new(false),
+            scratch: Mutex::new(Vec::new()),
         });
         let receiver = {
             let (r, cfg) = (receiving.clone(), cfg.clone());
@@ -401,6 +403,10 @@ impl Transport for MpiTransport {
         }
         self.reap(&mut sending);
         Ok(())
+    }
+
+    fn direct_receive(&self) -> bool {
+        true
     }
 
     fn is_lost(&self, rank: usize) -> bool {

@@ -36,6 +36,73 @@ fn collectives_over_loopback_threads() {
     });
 }
 
+/// Direct receive (the reader thread fills posted regions of the collective's buffer) gives the
+/// staged path's results on every collective, with rings cut into many pipelined pieces and
+/// several of them in flight at once, and is actually taken.
+#[test]
+fn direct_receive_matches_staged_and_is_used() {
+    with_timeout(Duration::from_secs(120), || {
+        for direct in [true, false] {
+            let cfg = Config {
+                direct_receive: direct,
+                ring_piece_bytes: 384,
+                ..Config::default()
+            };
+            for n in [2, 3, 4] {
+                let out = tcp::run_tcp_local(&cfg, n, |comm| {
+                    let me = comm.rank();
+                    check_all::<f64>(&comm, 1009);
+                    check_all::<i32>(&comm, 4099);
+                    // Four rings in flight at once.
+                    let len = 20_011;
+                    let handles: Vec<_> = (0..4)
+                        .map(|k| {
+                            let data: Vec<i64> =
+                                (0..len).map(|i| i as i64 * (me as i64 + 1) + k).collect();
+                            let h = comm
+                                .iall_reduce_with(data, ReduceOp::Sum, AllReduceAlgorithm::Ring)
+                                .unwrap();
+                            (k, h)
+                        })
+                        .collect();
+                    let ranks = n as i64;
+                    let mut direct_receives = 0;
+                    for (k, h) in handles {
+                        let (got, stats) = h.wait_with_stats();
+                        let got = got.unwrap();
+                        let ok = got
+                            .iter()
+                            .enumerate()
+                            .all(|(i, &x)| x == i as i64 * ranks * (ranks + 1) / 2 + k * ranks);
+                        assert!(ok, "ring {k}, rank {me} of {n}, direct {direct}");
+                        direct_receives += stats.direct_receives;
+                    }
+                    direct_receives
+                });
+                let used: u64 = out.into_iter().map(|o| o.unwrap()).sum();
+                if direct {
+                    assert!(used > 0, "no receive went direct on {n} ranks");
+                } else {
+                    assert_eq!(used, 0);
+                }
+            }
+            // Frames that do not fit a posted slot take the mailbox path and are reported.
+            let out = tcp::run_tcp_local(&cfg, 3, |comm| {
+                let len = if comm.rank() == 1 { 30_000 } else { 30_001 };
+                comm.iall_reduce_with(vec![1.0f64; len], ReduceOp::Sum, AllReduceAlgorithm::Ring)
+                    .unwrap()
+                    .wait()
+            });
+            let errs: Vec<_> = out.into_iter().map(|o| o.unwrap()).collect();
+            assert!(
+                errs.iter().any(|e| matches!(e, Err(CollectiveError::Mismatch { detail, .. }) if detail.contains("element count"))),
+                "{errs:?}"
+            );
+            assert!(errs.iter().all(|e| e.is_err()), "{errs:?}");
+        }
+    });
+}
+
 #[test]
 fn rendezvous_failure_is_a_clear_error() {
     with_timeout(Duration::from_secs(20), || {

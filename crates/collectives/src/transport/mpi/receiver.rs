@@ -31,6 +31,9 @@ pub(super) struct Receiver {
     pub(super) lock: Mutex<()>,
     /// The stop message was taken (by either thread): the receiver thread ends.
     pub(super) stopped: AtomicBool,
+    /// Where reducing steps receive a payload before reducing it into the collective's buffer
+    /// ([direct receive](crate::direct)); grown to the largest payload.
+    pub(super) scratch: Mutex<Vec<u64>>,
 }
 
 impl Receiver {
@@ -52,6 +55,31 @@ impl Receiver {
                     return Took::Message;
                 };
                 frame.src = src;
+                if let Some((mailbox, target)) = self.inbox.route(&frame, len) {
+                    // Direct receive: the payload goes straight into the collective's buffer
+                    // (reducing steps receive it whole into the scratch, then reduce).
+                    let (pmsg, _) = comm
+                        .process_at_rank(src as i32)
+                        .matched_probe_with_tag(TAG_PAYLOAD);
+                    let mut pmsg = Some(pmsg);
+                    let mut scratch = self.scratch.lock().expect("mpi scratch poisoned");
+                    let words = target.bytes().div_ceil(8).max(1);
+                    if scratch.len() < words {
+                        scratch.resize(words, 0);
+                    }
+                    let r = target.receive(
+                        |buf| {
+                            if let Some(m) = pmsg.take() {
+                                m.matched_receive_into(buf);
+                            }
+                            Ok(())
+                        },
+                        &mut scratch,
+                    );
+                    mailbox.complete(target.slot, r.is_ok());
+                    self.inbox.wake();
+                    return Took::Message;
+                }
                 let mut payload = self.inbox.pool().take(len);
                 if len > 0 {
                     // The payload was sent right after its header: it is (about to be) here.

@@ -7,6 +7,7 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::direct::SCRATCH_BYTES;
 use crate::frame::{Frame, HEADER_BYTES};
 use crate::inbox::Inbox;
 use crate::transport::Transport;
@@ -70,9 +71,12 @@ fn write_frame(s: &mut TcpStream, header: &[u8], data: &[u8]) -> std::io::Result
     Ok(())
 }
 
-/// Reader thread: sorts incoming frames into mailboxes until the connection ends.
+/// Reader thread: until the connection ends, reads each frame's payload straight into its
+/// collective's working buffer where a receive slot is posted for it
+/// ([direct receive](crate::direct)), else into a pooled buffer sorted into its mailbox.
 fn read_frames(mut s: TcpStream, peer: usize, lost: &[AtomicBool], inbox: &Inbox) {
     let mut header = [0u8; HEADER_BYTES];
+    let mut scratch = vec![0u64; SCRATCH_BYTES / 8];
     loop {
         if s.read_exact(&mut header).is_err() {
             break;
@@ -81,6 +85,15 @@ fn read_frames(mut s: TcpStream, peer: usize, lost: &[AtomicBool], inbox: &Inbox
             break;
         };
         frame.src = peer;
+        if let Some((mailbox, target)) = inbox.route(&frame, len) {
+            let ok = target.receive(|b| s.read_exact(b), &mut scratch).is_ok();
+            mailbox.complete(target.slot, ok);
+            if !ok {
+                break;
+            }
+            inbox.wake();
+            continue;
+        }
         let mut payload = inbox.pool().take(len);
         if s.read_exact(payload.as_bytes_mut()).is_err() {
             break;
@@ -117,6 +130,10 @@ impl Transport for TcpTransport {
             self.lost[dst].store(true, Ordering::SeqCst);
             CollectiveError::io(format!("sending to rank {dst}"), e)
         })
+    }
+
+    fn direct_receive(&self) -> bool {
+        true
     }
 
     fn is_lost(&self, rank: usize) -> bool {

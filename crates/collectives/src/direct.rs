@@ -1,0 +1,347 @@
+//! Direct receive: a transport's reader thread places a collective's incoming data straight
+//! into the collective's working buffer (copying it in, or reducing it in through a small
+//! cache-resident scratch), instead of into a pooled message buffer that the progress engine
+//! later copies or reduces from.
+//!
+//! On one host a TCP all-reduce is CPU-bound: every byte is copied by the kernel on the way in
+//! and out, and the staging buffer added a third pass over memory (the all-gather's copy, the
+//! reduce-scatter's read of the payload). Direct receive removes that pass.
+//!
+//! **Posts.** A collective registers one slot per receive step of its schedule ([`Posts`]) and
+//! *posts* a slot once no earlier step can still touch its region: the slot's region must not
+//! overlap the region any earlier step sends or receives ([`ready_steps`]), nor the region its own
+//! step sends. Until then, and whenever a frame arrives before its slot is posted, the frame
+//! takes the ordinary path (a pooled buffer in the mailbox), so posting is an optimisation that
+//! never changes the result. Frames of one collective from one sender arrive in the sender's
+//! step order (one connection per pair of ranks), so the `m`-th data frame from `src` belongs to
+//! the `m`-th receive step from `src`.
+//!
+//! **Ownership.** A posted slot holds a raw pointer into the collective's [`WorkBuf`]; the
+//! buffer is never moved or freed while a slot is posted: dropping it first withdraws every post,
+//! and if the reader is in the middle of writing one (possible only when the collective fails),
+//! the buffer's memory is leaked rather than freed under the writer.
+
+use std::mem::ManuallyDrop;
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::dtype::{Element, ReduceOp};
+use crate::frame::Fingerprint;
+use crate::inbox::Mailbox;
+use crate::schedule::{Action, Step};
+
+/// Reduces `src` (bytes of whole elements, 8-byte aligned) into the elements at `dst`.
+pub(crate) type ReduceBytes = unsafe fn(ReduceOp, *mut u8, &[u8]);
+
+/// [`ReduceBytes`] for element type `T`.
+///
+/// # Safety
+/// `dst` points to `src.len() / size_of::<T>()` initialised elements of `T` that nothing else
+/// accesses during the call; `src` is aligned for `T` and its length a multiple of its size.
+unsafe fn reduce_bytes<T: Element>(op: ReduceOp, dst: *mut u8, src: &[u8]) {
+    let n = src.len() / std::mem::size_of::<T>();
+    // SAFETY: the caller's contract; `T` is plain old data (sealed `Element`), so any bytes
+    // read from the wire are valid elements.
+    let (dst, src) = unsafe {
+        (
+            std::slice::from_raw_parts_mut(dst.cast::<T>(), n),
+            std::slice::from_raw_parts(src.as_ptr().cast::<T>(), n),
+        )
+    };
+    T::reduce_into(op, dst, src);
+}
+
+/// Where a slot is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SlotState {
+    /// Not posted: its frame takes the ordinary path.
+    Waiting,
+    /// Posted: the reader may claim it.
+    Posted,
+    /// A reader is writing into its region.
+    InFlight,
+    /// Its data is in the buffer.
+    Done,
+    /// The reader failed in the middle of it (the connection broke): its region is garbage.
+    Broken,
+}
+
+/// One receive step: a region of the working buffer.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    ptr: *mut u8,
+    bytes: usize,
+    action: Action,
+    pub(crate) state: SlotState,
+}
+
+/// The receive slots of one collective, registered in its mailbox.
+#[derive(Debug)]
+pub(crate) struct Posts {
+    fp: Fingerprint,
+    op: ReduceOp,
+    reduce: ReduceBytes,
+    pub(crate) slots: Vec<Slot>,
+    /// Per sender (world rank), its slot indices in step order.
+    by_src: Vec<(usize, Vec<usize>)>,
+}
+
+// SAFETY: the raw pointers of the slots point into a `WorkBuf` that outlives every posted slot
+// (see the module docs); they are only dereferenced by the thread that moved the slot to
+// `InFlight`, under the protocol of the mailbox's lock.
+unsafe impl Send for Posts {}
+
+impl Posts {
+    /// The slot the `m`-th data frame from `src` belongs to, if a receive step exists for it.
+    pub(crate) fn slot_for(&self, src: usize, m: usize) -> Option<usize> {
+        self.by_src
+            .iter()
+            .find(|(s, _)| *s == src)
+            .and_then(|(_, v)| v.get(m).copied())
+    }
+
+    /// Claims slot `i` for a frame with fingerprint `fp` and `len` payload bytes, if it is
+    /// posted and the frame fits it exactly.
+    pub(crate) fn claim(&mut self, i: usize, fp: &Fingerprint, len: usize) -> Option<Target> {
+        let (own_fp, op, reduce) = (self.fp, self.op, self.reduce);
+        let s = &mut self.slots[i];
+        if s.state != SlotState::Posted || *fp != own_fp || len != s.bytes {
+            return None;
+        }
+        s.state = SlotState::InFlight;
+        Some(Target {
+            slot: i,
+            ptr: s.ptr,
+            bytes: s.bytes,
+            action: s.action,
+            op,
+            reduce,
+        })
+    }
+}
+
+/// A claimed slot, handed to the reader thread.
+#[derive(Debug)]
+pub(crate) struct Target {
+    pub(crate) slot: usize,
+    ptr: *mut u8,
+    bytes: usize,
+    action: Action,
+    op: ReduceOp,
+    reduce: ReduceBytes,
+}
+
+// SAFETY: see `Posts`: the region stays allocated while the slot is `InFlight`, and only the
+// thread holding the `Target` writes it.
+unsafe impl Send for Target {}
+
+/// Bytes of the scratch through which a reader reduces incoming data (stays in L1/L2).
+pub(crate) const SCRATCH_BYTES: usize = 64 << 10;
+
+impl Target {
+    /// Bytes of the payload this slot takes.
+    #[cfg(feature = "mpi")]
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Fills the slot's region with its payload: `read(buf)` must fill `buf` with the next
+    /// `buf.len()` payload bytes. A copying step reads straight into the region; a reducing
+    /// step reads through `scratch` (8-byte aligned) in pieces of its size and reduces each in.
+    pub(crate) fn receive(
+        &self,
+        mut read: impl FnMut(&mut [u8]) -> std::io::Result<()>,
+        scratch: &mut [u64],
+    ) -> std::io::Result<()> {
+        match self.action {
+            Action::Copy => {
+                // SAFETY: the slot is `InFlight` and owned by this thread: its `bytes` bytes at
+                // `ptr` are allocated, initialised and accessed by nobody else until it is
+                // completed; any bytes are valid elements (plain old data).
+                let region = unsafe { std::slice::from_raw_parts_mut(self.ptr, self.bytes) };
+                read(region)
+            }
+            Action::Reduce => {
+                // SAFETY: the words are initialised u64s viewed as bytes (alignment 1).
+                let scratch = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        scratch.as_mut_ptr().cast::<u8>(),
+                        std::mem::size_of_val(scratch),
+                    )
+                };
+                assert!(!scratch.is_empty(), "empty reduce scratch");
+                let mut done = 0;
+                while done < self.bytes {
+                    let n = (self.bytes - done).min(scratch.len());
+                    read(&mut scratch[..n])?;
+                    // SAFETY: as above for the region; `n` and `done` are multiples of the
+                    // element size (the scratch length is a multiple of 8 and `bytes` of the
+                    // element size) and the scratch is 8-byte aligned.
+                    unsafe { (self.reduce)(self.op, self.ptr.add(done), &scratch[..n]) };
+                    done += n;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// For each receive step of `steps` (in order): the program counter from which its slot may be
+/// posted — one past the last earlier step that sends or receives an overlapping region — or
+/// `None` when its own step sends an overlapping region (never posted).
+pub(crate) fn ready_steps(steps: &[Step]) -> Vec<(usize, Option<usize>)> {
+    let overlaps = |a: &Range<usize>, b: &Range<usize>| a.start < b.end && b.start < a.end;
+    let mut out = Vec::new();
+    for (j, step) in steps.iter().enumerate() {
+        let Some((_, r, _)) = &step.recv else {
+            continue;
+        };
+        if r.is_empty() {
+            out.push((j, None));
+            continue;
+        }
+        if step.send.as_ref().is_some_and(|(_, s)| overlaps(s, r)) {
+            out.push((j, None));
+            continue;
+        }
+        let last = steps[..j].iter().rposition(|st| {
+            st.send.as_ref().is_some_and(|(_, s)| overlaps(s, r))
+                || st.recv.as_ref().is_some_and(|(_, q, _)| overlaps(q, r))
+        });
+        out.push((j, Some(last.map_or(0, |i| i + 1))));
+    }
+    out
+}
+
+/// The working buffer of a step program: a `Vec` taken apart so that regions of it can be
+/// written by a reader thread (through posted slots) while the program works on other regions.
+/// Every access goes through the one base pointer.
+pub(crate) struct WorkBuf<T> {
+    vec: ManuallyDrop<Vec<T>>,
+    base: *mut T,
+    /// The mailbox holding this buffer's posts, once registered.
+    posts: Option<Arc<Mailbox>>,
+}
+
+// SAFETY: `WorkBuf` owns its elements like the `Vec` it came from (`T: Send`); the pointers
+// shared with a reader thread are governed by the posting protocol (module docs).
+unsafe impl<T: Send> Send for WorkBuf<T> {}
+
+impl<T: Element> WorkBuf<T> {
+    pub(crate) fn new(mut vec: Vec<T>) -> Self {
+        let base = vec.as_mut_ptr();
+        Self {
+            vec: ManuallyDrop::new(vec),
+            base,
+            posts: None,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.vec.len()
+    }
+
+    /// Elements `r` (in bounds).
+    pub(crate) fn slice(&self, r: Range<usize>) -> &[T] {
+        assert!(
+            r.start <= r.end && r.end <= self.len(),
+            "region out of bounds"
+        );
+        // SAFETY: in bounds of the live allocation; no posted slot overlaps a region the
+        // program reads (a slot is posted only when no step up to its own reads its region).
+        unsafe { std::slice::from_raw_parts(self.base.add(r.start), r.len()) }
+    }
+
+    /// Elements `r` (in bounds), mutably.
+    pub(crate) fn slice_mut(&mut self, r: Range<usize>) -> &mut [T] {
+        assert!(
+            r.start <= r.end && r.end <= self.len(),
+            "region out of bounds"
+        );
+        // SAFETY: as in `slice`: posted slots never overlap the region of the current step.
+        unsafe { std::slice::from_raw_parts_mut(self.base.add(r.start), r.len()) }
+    }
+
+    /// Registers one slot per receive step of `steps` in `mailbox` (all `Waiting`).
+    pub(crate) fn register(
+        &mut self,
+        mailbox: &Arc<Mailbox>,
+        steps: &[Step],
+        group: &[usize],
+        fp: Fingerprint,
+        op: ReduceOp,
+    ) {
+        let size = std::mem::size_of::<T>();
+        let mut by_src: Vec<(usize, Vec<usize>)> = Vec::new();
+        let mut slots = Vec::new();
+        for (peer, r, action) in steps.iter().filter_map(|s| s.recv.as_ref()) {
+            assert!(r.end <= self.len(), "receive region out of bounds");
+            let src = group[*peer];
+            let i = slots.len();
+            match by_src.iter_mut().find(|(s, _)| *s == src) {
+                Some((_, v)) => v.push(i),
+                None => by_src.push((src, vec![i])),
+            }
+            slots.push(Slot {
+                // SAFETY: `r.start <= len`: in bounds of the allocation.
+                ptr: unsafe { self.base.add(r.start) }.cast::<u8>(),
+                bytes: r.len() * size,
+                action: *action,
+                state: SlotState::Waiting,
+            });
+        }
+        mailbox.register_posts(Posts {
+            fp,
+            op,
+            reduce: reduce_bytes::<T>,
+            slots,
+            by_src,
+        });
+        self.posts = Some(mailbox.clone());
+    }
+
+    /// Withdraws every post; returns whether the buffer can be freed (no reader is writing).
+    fn withdraw(&mut self) -> bool {
+        self.posts.take().is_none_or(|m| m.withdraw_posts())
+    }
+
+    /// The vector back (posts withdrawn). Empty if a reader was still writing into it (only
+    /// after a failure): its memory is then leaked, not freed under the writer.
+    pub(crate) fn into_vec(mut self) -> Vec<T> {
+        if !self.withdraw() {
+            self.vec = ManuallyDrop::new(Vec::new());
+            return Vec::new();
+        }
+        // SAFETY: the vector is taken out exactly once; `Drop` then sees an empty one.
+        let v = unsafe { ManuallyDrop::take(&mut self.vec) };
+        self.vec = ManuallyDrop::new(Vec::new());
+        v
+    }
+}
+
+impl<T> Drop for WorkBuf<T> {
+    fn drop(&mut self) {
+        let free = self.posts.take().is_none_or(|m| m.withdraw_posts());
+        if free {
+            // SAFETY: dropped exactly once, here; no reader can touch it any more.
+            unsafe { ManuallyDrop::drop(&mut self.vec) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_steps_of_a_ring() {
+        // Two ranks, ring all-reduce of 4 elements: step 0 sends [2,4) and reduces into
+        // [0,2); step 1 sends [0,2) and copies into [2,4), which step 0 sent.
+        let steps = crate::schedule::ring_all_reduce(2, 0, 4);
+        assert_eq!(steps.len(), 2);
+        assert_eq!(ready_steps(&steps), vec![(0, Some(0)), (1, Some(1))]);
+        // A swap of one region with itself is never posted.
+        let swap = vec![Step::swap(1, 0..4, 0..4, Action::Copy)];
+        assert_eq!(ready_steps(&swap), vec![(0, None)]);
+    }
+}
