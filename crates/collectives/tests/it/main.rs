@@ -3,6 +3,7 @@
 mod api;
 mod chaos;
 mod correctness;
+mod direct;
 mod faults;
 #[cfg(feature = "mpi")]
 mod mpi;
