@@ -4,29 +4,15 @@
 //!
 //! `cargo run --release -p collectives --example shm_switch -- [RANKS,..] [MIN] [MAX] [PAIRS]`
 
-use collectives::bench::{run_bench, BenchConfig, BenchTransport};
-use collectives::{AllReduceAlgorithm, Config, OpKind, Result};
+use collectives::bench::{all_reduce_busbw, median, BenchTransport};
+use collectives::{AllReduceAlgorithm, Config, Result};
 
 fn busbw(algo: AllReduceAlgorithm, n: usize, bytes: usize) -> Result<f64> {
     let engine = Config {
         all_reduce: algo,
         ..Config::default()
     };
-    let iters = ((64 << 20) / bytes).clamp(3, 400);
-    let cfg = BenchConfig::new(
-        BenchTransport::Local,
-        n,
-        OpKind::AllReduce,
-        bytes,
-        iters,
-        engine,
-    );
-    Ok(run_bench(&cfg)?.busbw_gbs)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    all_reduce_busbw(BenchTransport::Local, n, bytes, engine)
 }
 
 fn main() -> Result<()> {

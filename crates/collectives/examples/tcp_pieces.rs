@@ -8,10 +8,10 @@
 //! `cargo run --release -p collectives --example tcp_pieces -- [RANKS,..] [BYTES,..] [PIECES,..] [ROUNDS]`
 
 use collectives::bench::{
-    loopback_ring_bandwidth, loopback_ring_bandwidth_in_memory, run_bench, BenchConfig,
+    all_reduce_busbw, loopback_ring_bandwidth, loopback_ring_bandwidth_in_memory, median,
     BenchTransport,
 };
-use collectives::{AllReduceAlgorithm, Config, OpKind, Result};
+use collectives::{AllReduceAlgorithm, Config, Result};
 
 fn busbw(n: usize, bytes: usize, piece: usize, direct: bool) -> Result<f64> {
     let engine = Config {
@@ -20,21 +20,7 @@ fn busbw(n: usize, bytes: usize, piece: usize, direct: bool) -> Result<f64> {
         direct_receive: direct,
         ..Config::default()
     };
-    let iters = ((256 << 20) / bytes).clamp(3, 200);
-    let cfg = BenchConfig::new(
-        BenchTransport::Tcp,
-        n,
-        OpKind::AllReduce,
-        bytes,
-        iters,
-        engine,
-    );
-    Ok(run_bench(&cfg)?.busbw_gbs)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    all_reduce_busbw(BenchTransport::Tcp, n, bytes, engine)
 }
 
 fn list(arg: Option<&String>, default: &[usize]) -> Vec<usize> {

@@ -129,6 +129,25 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<BenchResult> {
     })
 }
 
+/// Bus bandwidth (GB/s) of an all-reduce of `bytes` bytes of f32 on `ranks` ranks with the
+/// settings `engine`, timed over enough iterations to move about 64 MiB per rank (3 to 400).
+pub fn all_reduce_busbw(
+    transport: BenchTransport,
+    ranks: usize,
+    bytes: usize,
+    engine: Config,
+) -> Result<f64> {
+    let iters = ((64 << 20) / bytes.max(1)).clamp(3, 400);
+    let cfg = BenchConfig::new(transport, ranks, OpKind::AllReduce, bytes, iters, engine);
+    Ok(run_bench(&cfg)?.busbw_gbs)
+}
+
+/// Median of `v` (the upper one of an even count); NaN when empty.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
 /// This rank's part of a benchmark point on `comm` (any transport): `warmup` untimed then
 /// `iters` timed runs of `op` over `bytes` bytes of f32; returns this rank's time for the timed
 /// runs (the slowest rank's time is the point's time).
