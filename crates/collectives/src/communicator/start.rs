@@ -28,13 +28,11 @@ impl Communicator {
         let bytes = count * std::mem::size_of::<T>();
         let shm = self.shared_memory();
         let algo = match algo {
+            AllReduceAlgorithm::Auto if shm.is_some() && cfg.uses_shared_memory(n, bytes) => {
+                AllReduceAlgorithm::SharedMemory
+            }
             AllReduceAlgorithm::Auto if bytes < cfg.small_message_bytes => {
                 AllReduceAlgorithm::HalvingDoubling
-            }
-            AllReduceAlgorithm::Auto
-                if shm.is_some() && bytes >= cfg.shared_memory_threshold(n) =>
-            {
-                AllReduceAlgorithm::SharedMemory
             }
             AllReduceAlgorithm::Auto => AllReduceAlgorithm::Ring,
             AllReduceAlgorithm::SharedMemory if shm.is_none() => AllReduceAlgorithm::Ring,
