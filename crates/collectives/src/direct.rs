@@ -142,7 +142,7 @@ pub(crate) struct Target {
 // thread holding the `Target` writes it.
 unsafe impl Send for Target {}
 
-/// Bytes of the scratch through which a reader reduces incoming data (stays in L1/L2).
+/// Bytes of the scratch through which a TCP reader reduces incoming data (stays in L2).
 pub(crate) const SCRATCH_BYTES: usize = 64 << 10;
 
 impl Target {
@@ -194,8 +194,9 @@ impl Target {
 }
 
 /// Longest schedule whose receives are posted: [`ready_steps`] compares every receive with the
-/// steps before it (quadratic), about 10 ms at this length; longer schedules (a ring over many
-/// GiB in 1 MiB pieces, or tiny configured pieces) take the staged path.
+/// steps before it (quadratic: up to ~8 million range comparisons at this length); longer
+/// schedules (a ring over many GiB in 1 MiB pieces, or tiny configured pieces) take the staged
+/// path.
 pub(crate) const MAX_POSTED_STEPS: usize = 4096;
 
 /// For each receive step of `steps` (in order): the program counter from which its slot may be
@@ -314,11 +315,6 @@ impl<T: Element> WorkBuf<T> {
         self.posts = Some(mailbox.clone());
     }
 
-    /// Withdraws every post; returns whether the buffer can be freed (no reader is writing).
-    fn withdraw(&mut self) -> bool {
-        self.posts.take().is_none_or(|m| m.withdraw_posts())
-    }
-
     /// The vector back (posts withdrawn). Empty if a reader was still writing into it (only
     /// after a failure): its memory is then leaked, not freed under the writer.
     pub(crate) fn into_vec(mut self) -> Vec<T> {
@@ -333,10 +329,16 @@ impl<T: Element> WorkBuf<T> {
     }
 }
 
+impl<T> WorkBuf<T> {
+    /// Withdraws every post; returns whether the buffer can be freed (no reader is writing).
+    fn withdraw(&mut self) -> bool {
+        self.posts.take().is_none_or(|m| m.withdraw_posts())
+    }
+}
+
 impl<T> Drop for WorkBuf<T> {
     fn drop(&mut self) {
-        let free = self.posts.take().is_none_or(|m| m.withdraw_posts());
-        if free {
+        if self.withdraw() {
             // SAFETY: dropped exactly once, here; no reader can touch it any more.
             unsafe { ManuallyDrop::drop(&mut self.vec) };
         }
