@@ -169,7 +169,7 @@ impl AlignedBuf {
     /// Fills the buffer with a copy of `src`.
     pub(crate) fn fill_from<T: Element>(&mut self, src: &[T]) {
         self.set_len_bytes(std::mem::size_of_val(src));
-        self.as_mut_slice::<T>().copy_from_slice(src);
+        crate::copy::copy_slice(self.as_mut_slice::<T>(), src);
     }
 
     pub(crate) fn as_bytes(&self) -> &[u8] {

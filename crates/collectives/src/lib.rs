@@ -66,6 +66,7 @@ pub mod bench;
 pub mod chaos;
 mod communicator;
 mod config;
+pub mod copy;
 mod direct;
 mod dtype;
 mod engine;

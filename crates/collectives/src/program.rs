@@ -196,7 +196,7 @@ impl<T: Element> StepProgram<T> {
                 )
             })?;
         match action {
-            Action::Copy => self.buf.slice_mut(range).copy_from_slice(data),
+            Action::Copy => crate::copy::copy_slice(self.buf.slice_mut(range), data),
             Action::Reduce => T::reduce_into(self.reduce, self.buf.slice_mut(range), data),
         }
         Ok(())

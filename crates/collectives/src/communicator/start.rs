@@ -90,7 +90,7 @@ impl Communicator {
     pub fn iall_gather<T: Element>(&self, data: Vec<T>) -> Result<Handle<T>> {
         let (n, me, block) = (self.world_size(), self.rank(), data.len());
         let mut buf = vec![T::ZERO; n * block];
-        buf[me * block..(me + 1) * block].copy_from_slice(&data);
+        crate::copy::copy_slice(&mut buf[me * block..(me + 1) * block], &data);
         let steps = schedule::ring(n, me, |i| i * block..(i + 1) * block, RingPass::AllGather);
         let plan = Plan {
             output: Some(0..n * block),

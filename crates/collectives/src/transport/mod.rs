@@ -29,7 +29,7 @@ pub(crate) trait Transport: Send + Sync + Debug {
     /// that can write straight from `data` overrides it.
     fn send_slice(&self, dst: usize, mut head: Frame, data: &[u8]) -> Result<()> {
         let mut payload = self.inbox().pool().take(data.len());
-        payload.as_bytes_mut().copy_from_slice(data);
+        crate::copy::copy_slice(payload.as_bytes_mut(), data);
         head.payload = payload;
         self.send(dst, head)
     }
