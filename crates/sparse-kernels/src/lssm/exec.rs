@@ -134,7 +134,11 @@ impl SpmmPlan {
     ) {
         let kp = c.cols();
         let scratch = &mut scratch[..self.slots * kp];
-        if !parallel {
+        if !parallel && self.segments.is_empty() {
+            // Serial without long rows: every task is a run of rows, so one call of the
+            // micro-kernel over all of them gives the same bits without the per-task targets.
+            micro::rows_into(a, 0, b, c.reborrow(), self.options);
+        } else if !parallel {
             let targets = self.targets(c.reborrow(), scratch);
             for (task, target) in self.tasks.iter().zip(targets) {
                 self.run_task(a, b, task, target);

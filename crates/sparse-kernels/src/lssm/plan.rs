@@ -22,8 +22,9 @@ pub struct LssmConfig {
     /// Nonzeros per task (the paper's block size). `None` (the default) picks it with
     /// [`SpmmPlan::auto_block_size`].
     pub block_nnz: Option<usize>,
-    /// Work (`nnz · K` multiply-adds) below which the plan runs serially. Default
-    /// [`SERIAL_WORK`].
+    /// Work (`nnz · K` multiply-adds) below which the plan runs serially (on the calling
+    /// thread; without long rows as one micro-kernel pass over all rows, like the serial
+    /// baselines). Default [`SERIAL_WORK`].
     pub serial_work: usize,
     /// Software-prefetch the rows of B that the next chunk of nonzeros needs, to hide the
     /// latency of random row gathers. `None` (the default) does not prefetch: on the 2-core
