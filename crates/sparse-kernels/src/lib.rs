@@ -43,6 +43,7 @@
 //! # Ok::<(), sparse_kernels::SparseError>(())
 //! ```
 
+mod aligned;
 mod csr;
 mod dense;
 mod error;
@@ -55,6 +56,7 @@ mod par;
 mod scalar;
 mod stats;
 
+pub use aligned::{AlignedVec, LINE_BYTES};
 pub use csr::CsrMatrix;
 pub use dense::{max_relative_error, DenseMut, DenseRef};
 pub use error::{Result, SparseError};
