@@ -27,18 +27,8 @@ fn at_offset(src: &[f64], offset: usize) -> (AlignedVec<f64>, usize) {
 
 fn main() {
     let o = common::parse(&[64], 21, &[], &[]);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(o.threads)
-        .build()
-        .expect("thread pool");
-    println!(
-        "threads {}, {} rounds, load {}",
-        o.threads,
-        o.reps,
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .trim()
-    );
+    let pool = o.pool();
+    println!("{}", o.header());
     for spec in &o.matrices {
         let a: CsrMatrix<f64, u32> =
             io::read_or_generate(spec, 1).unwrap_or_else(|e| panic!("{e}"));

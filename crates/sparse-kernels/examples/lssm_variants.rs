@@ -61,19 +61,8 @@ fn main() {
         .split(',')
         .map(str::to_string)
         .collect();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(o.threads)
-        .build()
-        .expect("thread pool");
-    println!(
-        "threads {}, {} rounds, flush {}, load {}",
-        o.threads,
-        o.reps,
-        o.extra.contains_key("flush"),
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .trim()
-    );
+    let pool = o.pool();
+    println!("{}, flush {}", o.header(), o.extra.contains_key("flush"));
     pool.install(|| {
         for spec in &o.matrices {
             let a: CsrMatrix<f64, u32> =

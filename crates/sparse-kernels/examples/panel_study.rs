@@ -27,10 +27,7 @@ fn main() {
         .split(',')
         .map(|w| w.parse().expect("--panels 8,16"))
         .collect();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(o.threads)
-        .build()
-        .expect("thread pool");
+    let pool = o.pool();
     pool.install(|| {
         for spec in &o.matrices {
             let a: CsrMatrix<f64, u32> = gen::from_spec(spec, 1).expect("generator spec");

@@ -324,10 +324,7 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str) {
 
 fn main() {
     let o = common::parse(&[64], 5, &["dump"], &[]);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(o.threads)
-        .build()
-        .expect("thread pool");
+    let pool = o.pool();
     pool.install(|| {
         let (peak, lanes) = peak_fma_gflops(o.f32);
         println!(

@@ -151,18 +151,8 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str) {
 
 fn main() {
     let o = common::parse(&[16, 32, 64, 128, 256], 7, &[], &["cpu"]);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(o.threads)
-        .build()
-        .expect("thread pool");
-    println!(
-        "threads {}, {} rounds, load {}",
-        o.threads,
-        o.reps,
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .trim()
-    );
+    let pool = o.pool();
+    println!("{}", o.header());
     pool.install(|| {
         for m in &o.matrices {
             if o.f32 {

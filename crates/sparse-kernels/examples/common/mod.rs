@@ -14,6 +14,28 @@ pub(crate) struct Args {
     pub(crate) matrices: Vec<String>,
 }
 
+impl Args {
+    /// The rayon pool of `--threads` threads every example runs its kernels in.
+    pub(crate) fn pool(&self) -> rayon::ThreadPool {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(self.threads)
+            .build()
+            .expect("thread pool")
+    }
+
+    /// `threads N, R rounds, load …` (the load average from `/proc/loadavg`, empty elsewhere).
+    #[allow(dead_code)] // not every example prints it
+    pub(crate) fn header(&self) -> String {
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        format!(
+            "threads {}, {} rounds, load {}",
+            self.threads,
+            self.reps,
+            load.trim()
+        )
+    }
+}
+
 /// Parses the process arguments; `valued` and `switches` name the example's own options.
 pub(crate) fn parse(ks: &[usize], reps: usize, valued: &[&str], switches: &[&str]) -> Args {
     let mut o = Args {
