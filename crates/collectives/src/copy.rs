@@ -1,11 +1,12 @@
 //! Bulk copies that step around a slow case of `rep movsb` on AMD processors.
 //!
-//! glibc's `memcpy` (2.33 and later) moves mid-sized blocks — from about 2 KiB up to the L2
-//! size on AMD — with `rep movsb`. On AMD Zen cores that instruction runs about 20× slower
-//! when the destination lies 1 to 31 bytes past the source modulo 4096 (the same symptom as
-//! microsoft/STL#5658, reported there for Windows and Linux). Measured on the 2026-12-04
-//! machine (AMD EPYC, glibc 2.36): 64 KiB copies at 2–3 GB/s with `dst - src ≡ 1..31 (mod
-//! 4096)` against 40–50 GB/s at every other distance.
+//! glibc's `memcpy` moves mid-sized blocks with `rep movsb`, and on AMD Zen cores that
+//! instruction runs about 20× slower when the destination lies 1 to 31 bytes past the source
+//! modulo 4096 (the same symptom as microsoft/STL#5658, reported there for Windows and Linux).
+//! Measured on the 2026-12-04 machine (AMD EPYC, glibc 2.36, L2 512 KiB), one copy at a time,
+//! distances 0–96 in steps of 4 and a few up to 4092: 64 KiB copies at 2–3 GB/s for `dst - src
+//! ≡ 4..28 (mod 4096)` (and at 1, 8, 16 in a second scan) against 25–50 GB/s at the other
+//! distances; the same collapse at 4 KiB, 16 KiB and 256 KiB, none at 512 KiB and above.
 //!
 //! Message buffers meet that case all the time: two same-sized heap blocks allocated one after
 //! the other lie a multiple of the page size plus glibc's 16-byte chunk header apart, so
@@ -19,9 +20,9 @@
 //! and from 2.2–2.3 to 6.7–7.4 at 64 KiB in runs whose heap layout put the buffers in the slow
 //! window (whether it does depends on the allocator's state).
 
-/// Largest piece copied at once on the slow path: below glibc's smallest `rep movsb`
-/// threshold (2048 bytes × vector size / 16, 2112 with FSRM), so every piece takes the vector
-/// loop.
+/// Largest piece copied at once on the slow path: below glibc's `rep movsb` threshold, so
+/// every piece takes the vector loop (measured at distance 16: 2 KiB pieces 42–63 GB/s for
+/// 16–64 KiB blocks, 4032-byte pieces still 2.8–3.0).
 pub const PIECE_BYTES: usize = 2048;
 
 /// Distances `dst - src (mod 4096)` at which `rep movsb` is slow: 1 to 31 bytes.
@@ -29,9 +30,11 @@ const SLOW_DISTANCES: std::ops::Range<usize> = 1..32;
 
 /// The longest copy that can take `rep movsb` inside glibc's `memcpy` on this CPU, or `None`
 /// where the slow case does not occur (not an AMD x86-64 processor). glibc on AMD stops using
-/// `rep movsb` at the L2 size and switches to other loops (non-temporal stores for large
-/// blocks), which piecewise copies would lose, so longer copies stay plain. Read once from
-/// CPUID (vendor, and the L2 size from leaf `0x8000_0006`; 512 KiB when not reported).
+/// `rep movsb` at the L2 size (here: slow at 256 KiB, fast from 512 KiB, the L2 size) and
+/// switches to other loops (non-temporal stores for large blocks), which piecewise copies
+/// would lose (2 KiB pieces of a 16 MiB block: 7.2 against 13.7 GB/s), so longer copies stay
+/// plain. Read once from CPUID (vendor, and the L2 size from leaf `0x8000_0006`; 512 KiB when
+/// not reported).
 pub fn rep_movsb_limit() -> Option<usize> {
     static LIMIT: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     *LIMIT.get_or_init(amd_l2_bytes)

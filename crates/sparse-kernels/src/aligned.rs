@@ -15,7 +15,8 @@ use std::ops::{Deref, DerefMut};
 pub const LINE_BYTES: usize = 64;
 
 /// A heap buffer of `len` elements whose first element is on a [`LINE_BYTES`] boundary
-/// (for `f32` and `f64`; element sizes that do not divide 64 get the allocator's alignment).
+/// (for `f32` and `f64`; element sizes that do not divide 64 get the allocator's alignment;
+/// an empty buffer allocates nothing).
 /// It dereferences to a slice, so it serves wherever B or C is built from a `&[T]` / `&mut [T]`.
 ///
 /// ```
@@ -37,7 +38,7 @@ impl<T: Scalar> AlignedVec<T> {
     /// `len` zeros starting on a line boundary.
     pub fn zeroed(len: usize) -> Self {
         let size = std::mem::size_of::<T>().max(1);
-        let slack = if LINE_BYTES % size == 0 {
+        let slack = if len > 0 && LINE_BYTES % size == 0 {
             LINE_BYTES / size
         } else {
             0
@@ -87,6 +88,9 @@ mod tests {
         for len in [0, 1, 7, 8, 1000, 1 << 20] {
             let v = AlignedVec::<f64>::zeroed(len);
             assert_eq!(v.len(), len);
+            if len == 0 {
+                continue;
+            }
             assert_eq!(v.as_ptr() as usize % LINE_BYTES, 0, "len {len}");
             assert!(v.iter().all(|&x| x == 0.0));
             let w = AlignedVec::<f32>::from_slice(&vec![1.5f32; len]);

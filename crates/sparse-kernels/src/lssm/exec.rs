@@ -6,7 +6,7 @@
 use super::plan::{SpmmPlan, Task};
 use crate::dense::{DenseMut, DenseRef};
 use crate::kernels::{check_dims, micro};
-use crate::{CsrMatrix, Par, Result, Scalar, SpIndex};
+use crate::{AlignedVec, CsrMatrix, Par, Result, Scalar, SpIndex};
 use rayon::prelude::*;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -214,12 +214,11 @@ impl SpmmPlan {
         let parallel = !(self.serial || par.is_seq());
         // Panels are packed one at a time into a contiguous, line-aligned buffer: the gathers
         // of a pass then touch `ncols · width` elements in few pages, not all of B's pages.
-        let line = (64 / std::mem::size_of::<T>().max(1)).max(1);
-        let mut packed = if panels.len() > 1 {
-            vec![T::ZERO; b.rows() * widest + line]
+        let mut packed = AlignedVec::<T>::zeroed(if panels.len() > 1 {
+            b.rows() * widest
         } else {
-            Vec::new()
-        };
+            0
+        });
         let mut run = || {
             for p in &panels {
                 let bp = if panels.len() > 1 {
@@ -239,19 +238,12 @@ impl SpmmPlan {
     }
 }
 
-/// Copies `b` (a panel of columns) into `buf` with leading dimension `b.cols()`, starting at
-/// the first 64-byte boundary of `buf`, and returns the view of the copy; in parallel (current
-/// rayon pool) when `parallel`. `buf` holds `b.rows() · b.cols()` elements plus one line.
+/// Copies `b` (a panel of columns) into `buf` (line-aligned, [`AlignedVec`]) with leading
+/// dimension `b.cols()` and returns the view of the copy; in parallel (current rayon pool) when
+/// `parallel`. `buf` holds `b.rows() · b.cols()` elements.
 fn pack<'p, T: Scalar>(b: DenseRef<'_, T>, buf: &'p mut [T], parallel: bool) -> DenseRef<'p, T> {
     let (rows, w) = (b.rows(), b.cols());
-    let size = std::mem::size_of::<T>().max(1);
-    let misalign = buf.as_ptr() as usize % 64;
-    let skip = if misalign % size == 0 {
-        (64 - misalign) % 64 / size
-    } else {
-        0
-    };
-    let dst = &mut buf[skip..skip + rows * w];
+    let dst = &mut buf[..rows * w];
     let copy = |(i, out): (usize, &mut [T])| {
         for (j, row) in out.chunks_exact_mut(w.max(1)).enumerate() {
             row.copy_from_slice(b.row(i * PACK_ROWS + j));
@@ -264,7 +256,7 @@ fn pack<'p, T: Scalar>(b: DenseRef<'_, T>, buf: &'p mut [T], parallel: bool) -> 
             dst.chunks_mut(PACK_ROWS * w).enumerate().for_each(copy);
         }
     }
-    DenseRef::new(&buf[skip..skip + rows * w], rows, w, w)
+    DenseRef::new(&buf[..rows * w], rows, w, w)
 }
 
 /// Rows of B per parallel piece of [`pack`].
