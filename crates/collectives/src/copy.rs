@@ -1,7 +1,7 @@
 //! Bulk copies that step around a slow case of `rep movsb` on AMD processors.
 //!
-//! glibc's `memcpy` moves mid-sized blocks with `rep movsb`, and on AMD Zen cores that
-//! instruction runs about 20× slower when the destination lies 1 to 31 bytes past the source
+//! glibc's `memcpy` moves mid-sized blocks with `rep movsb`, and on AMD cores that
+//! instruction can run about 20× slower when the destination lies 1 to 31 bytes past the source
 //! modulo 4096 (the same symptom as microsoft/STL#5658, reported there for Windows and Linux).
 //! Measured on the 2026-12-04 machine (AMD EPYC, glibc 2.36, L2 512 KiB), one copy at a time,
 //! distances 0–96 in steps of 4 and a few up to 4092: 64 KiB copies at 2–3 GB/s for `dst - src
