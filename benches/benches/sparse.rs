@@ -12,7 +12,9 @@
 #![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use pardis::sparse::{gen, io, CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, Par, SpmmPlan};
+use pardis::sparse::{
+    gen, io, AlignedVec, CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, Par, SpmmPlan,
+};
 use pardis_benches::{bench_pool, data_file};
 use std::time::Duration;
 
@@ -28,7 +30,7 @@ fn bench_matrix(c: &mut Criterion, label: &str, a: &CsrMatrix<f64, u32>) {
     for k in KS {
         let b = gen::dense::<f64>(a.ncols(), k, 7);
         let b = DenseRef::contiguous(&b, a.ncols(), k);
-        let mut out = vec![0.0f64; a.nrows() * k];
+        let mut out = AlignedVec::<f64>::zeroed(a.nrows() * k);
         let flops = 2 * a.nnz() * k;
         let bytes = a.nnz() * 12 + (a.nrows() + 1) * 4 + (a.nrows() + a.ncols()) * k * 8;
         eprintln!(

@@ -5,8 +5,8 @@
 //! `cargo run --release -p sparse-kernels --example gnn_layer -- [SCALE] [K] [THREADS]`
 
 use sparse_kernels::{
-    gen, max_relative_error, spmm_reference, DenseMut, DenseRef, LssmConfig, Par, RowStats,
-    SpmmPlan,
+    gen, max_relative_error, spmm_reference, AlignedVec, DenseMut, DenseRef, LssmConfig, Par,
+    RowStats, SpmmPlan,
 };
 use std::time::Instant;
 
@@ -38,7 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let mut features = gen::dense::<f32>(a.ncols(), k, 0);
     for layer in 0..3 {
-        let mut out = vec![0.0f32; a.nrows() * k];
+        let mut out = AlignedVec::<f32>::zeroed(a.nrows() * k);
         let b = DenseRef::contiguous(&features, a.ncols(), k);
         let start = Instant::now();
         pool.install(|| {
@@ -63,7 +63,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         // A toy activation keeps the values bounded for the next layer.
         let scale = out.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(1e-30);
-        features = out.iter().map(|v| (v / scale).max(0.0)).collect();
+        out.iter_mut().for_each(|v| *v = (*v / scale).max(0.0));
+        features = out;
     }
     Ok(())
 }

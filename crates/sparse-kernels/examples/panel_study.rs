@@ -47,7 +47,7 @@ fn main() {
                 );
                 // (label, plan, B): every width on the ordinary B, then on the huge-page B.
                 let mut plans: Vec<(String, SpmmPlan, &[f64])> = Vec::new();
-                for (tag, data) in [("", Some(&b)), ("-huge", huge.as_ref())] {
+                for (tag, data) in [("", Some(&b[..])), ("-huge", huge.as_deref())] {
                     let Some(data) = data else { continue };
                     for w in std::iter::once(0).chain(widths.iter().copied()) {
                         let config = LssmConfig {

@@ -18,7 +18,8 @@
 
 use rayon::prelude::*;
 use sparse_kernels::{
-    gen, io, CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, RowStats, Scalar, SpmmPlan,
+    gen, io, AlignedVec, CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, RowStats, Scalar,
+    SpmmPlan,
 };
 use std::path::Path;
 use std::time::Instant;
@@ -222,7 +223,7 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str) {
     let sprs_a: sprs::CsMatI<T, u32> = a.clone().into();
     for &k in &o.ks {
         let b = gen::dense::<T>(a.ncols(), k, 7);
-        let mut c = vec![T::ZERO; a.nrows() * k];
+        let mut c = AlignedVec::<T>::zeroed(a.nrows() * k);
         let bref = DenseRef::contiguous(&b, a.ncols(), k);
         let mut times = Vec::new();
         for kernel in Kernel::ALL {
@@ -260,10 +261,13 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str) {
             std::hint::black_box(SpmmPlan::new(&a, k, &LssmConfig::default()));
         });
         let b_nd = ndarray::ArrayView2::from_shape((a.ncols(), k), &b[..]).expect("shape");
-        let mut c_nd = ndarray::Array2::<T>::from_elem((a.nrows(), k), T::ZERO);
+        // sprs gets the same line-aligned B and C as the pardis kernels.
+        let mut c_sprs = AlignedVec::<T>::zeroed(a.nrows() * k);
         let t_sprs = median_time(o.reps.min(3), || {
-            c_nd.fill(T::ZERO);
-            sprs::prod::csr_mulacc_dense_rowmaj(sprs_a.view(), b_nd, c_nd.view_mut());
+            c_sprs.fill(T::ZERO);
+            let c_nd =
+                ndarray::ArrayViewMut2::from_shape((a.nrows(), k), &mut c_sprs[..]).expect("shape");
+            sprs::prod::csr_mulacc_dense_rowmaj(sprs_a.view(), b_nd, c_nd);
         });
         let plan = SpmmPlan::new(&a, k, &LssmConfig::default());
         // Paired with the default plan where a K-panel width is suggested for this machine's

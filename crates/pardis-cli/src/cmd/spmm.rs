@@ -4,8 +4,8 @@
 use crate::output;
 use anyhow::{bail, Context};
 use pardis::sparse::{
-    gen, io, max_relative_error, spmm_reference, CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig,
-    Par, RowStats, Scalar, SpmmPlan,
+    gen, io, max_relative_error, spmm_reference, AlignedVec, CsrMatrix, DenseMut, DenseRef, Kernel,
+    LssmConfig, Par, RowStats, Scalar, SpmmPlan,
 };
 use serde_json::json;
 use std::path::PathBuf;
@@ -102,7 +102,7 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
 
     let b = gen::dense::<T>(a.ncols(), k, args.seed);
     let b = DenseRef::contiguous(&b, a.ncols(), k);
-    let mut c = vec![T::ZERO; a.nrows() * k];
+    let mut c = AlignedVec::<T>::zeroed(a.nrows() * k);
     let multiply = |c: &mut [T]| -> anyhow::Result<()> {
         let c = DenseMut::contiguous(c, a.nrows(), k);
         match kernel {
