@@ -1,9 +1,10 @@
 //! The Rust half of `scripts/compare-spmm`: times every pardis kernel and sprs on a list of
 //! matrices (files or generator specs), measures the STREAM triad bandwidth, and prints one
 //! JSON object per line. The first line also has the peak FMA throughput of the thread pool
-//! (register-resident, at the SIMD level the kernels use) and the last-level cache size; each
-//! matrix line the rows of B a row-order gather reads from memory through an LRU cache of that
-//! size (`b_miss_rows`), the K-panel width `SpmmPlan::auto_k_panel` suggests for that cache
+//! (register-resident, at the SIMD level the kernels use), the last-level cache size the system
+//! reports and the capacity random row gathers really get (`gather_cache_bytes`, measured); each
+//! matrix line the rows of B a row-order gather reads from memory through an LRU cache of the
+//! measured size (`b_miss_rows`), the K-panel width `SpmmPlan::auto_k_panel` suggests for that cache
 //! and, when it is below K, paired times of the default plan and of the plan with those panels
 //! (`lssm_paired`, `lssm_panelled`, alternated runs). With `--dump DIR` it also writes each matrix as raw CSR arrays
 //! (`NAME.indptr.u32`, `NAME.indices.u32`, `NAME.data.f64` or `.f32`) so that the Python half
@@ -116,6 +117,48 @@ fn peak_fma_gflops(f32: bool) -> (f64, usize) {
     (flops / best / 1e9, lanes)
 }
 
+/// The cache capacity random row gathers really get (bytes): every thread of the current pool
+/// sums random 512-byte rows of a line-aligned buffer of 1, 2, 4, … 64 MiB; the answer is the
+/// largest size still gathered at half the 1 MiB rate or more (see `examples/gather_rate.rs`;
+/// on a VM sharing its L3 with other tenants this is well below the size the L3 reports).
+fn effective_cache_bytes() -> usize {
+    const ROW: usize = 64;
+    let buf = AlignedVec::<f64>::from_slice(&vec![1.0f64; (64 << 20) / 8]);
+    let rate = |bytes: usize| {
+        let rows = (bytes / 8 / ROW) as u64;
+        let gathers = 1usize << 19;
+        let run = || {
+            let start = Instant::now();
+            let sums = rayon::broadcast(|ctx| {
+                let mut s = 0x9E37_79B9_7F4A_7C15u64 ^ (ctx.index() as u64 + 1);
+                let mut acc = [0.0f64; ROW];
+                for _ in 0..gathers {
+                    s ^= s << 13;
+                    s ^= s >> 7;
+                    s ^= s << 17;
+                    let r = (s % rows) as usize * ROW;
+                    for (a, x) in acc.iter_mut().zip(&buf[r..r + ROW]) {
+                        *a += x;
+                    }
+                }
+                acc.iter().sum::<f64>()
+            });
+            std::hint::black_box(sums);
+            start.elapsed().as_secs_f64()
+        };
+        run();
+        1.0 / run().min(run())
+    };
+    let base = rate(1 << 20);
+    let mut best = 1 << 20;
+    let mut size = 2 << 20;
+    while size <= 64 << 20 && rate(size) >= base / 2.0 {
+        best = size;
+        size *= 2;
+    }
+    best
+}
+
 /// Rows of B (of `row_bytes` each) read from memory when the nonzeros of `a` gather them
 /// through a 16-way set-associative LRU cache of `cache` bytes, in the order of the LSSM plan
 /// (approximately): short rows in row order, and the nonzeros of the long rows (more than
@@ -212,7 +255,7 @@ fn dump<T: Scalar>(dir: &Path, name: &str, a: &CsrMatrix<T, u32>) -> String {
     stem
 }
 
-fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str) {
+fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str, gather_cache: usize) {
     let (name, a) = load::<T>(spec);
     let stats = RowStats::of(&a);
     let stem = o
@@ -305,7 +348,7 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str) {
             ));
         }
         let row_bytes = k * std::mem::size_of::<T>();
-        let misses = gather_miss_rows(&a, plan.block_nnz(), row_bytes, llc);
+        let misses = gather_miss_rows(&a, plan.block_nnz(), row_bytes, gather_cache);
         times.push(format!("\"b_miss_rows\": {misses}, \"k_panel\": {panel}"));
         println!(
             "{{\"matrix\": \"{name}\", \"dump\": \"{stem}\", \"class\": \"{}\", \"rows\": {}, \"cols\": {}, \"nnz\": {}, \
@@ -331,18 +374,19 @@ fn main() {
     let pool = o.pool();
     pool.install(|| {
         let (peak, lanes) = peak_fma_gflops(o.f32);
+        let gather_cache = effective_cache_bytes();
         println!(
             "{{\"stream_triad_gbs\": {:.3}, \"threads\": {}, \"peak_gflops\": {peak:.2}, \
-             \"fma_lanes\": {lanes}, \"llc_bytes\": {}}}",
+             \"fma_lanes\": {lanes}, \"llc_bytes\": {}, \"gather_cache_bytes\": {gather_cache}}}",
             stream_triad_gbs(),
             o.threads,
             sparse_kernels::last_level_cache_bytes()
         );
         for m in &o.matrices {
             if o.f32 {
-                run_matrix::<f32>(&o, m);
+                run_matrix::<f32>(&o, m, gather_cache);
             } else {
-                run_matrix::<f64>(&o, m);
+                run_matrix::<f64>(&o, m, gather_cache);
             }
         }
     });
