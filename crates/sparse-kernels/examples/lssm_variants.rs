@@ -129,6 +129,9 @@ fn run(
             }
             std::hint::black_box(&flush);
             let cm = DenseMut::contiguous(&mut *c, m, k);
+            // Wake the pool's workers first: after a serial contender (sprs) they may be
+            // asleep, and the next parallel contender would pay for waking them.
+            sparse_kernels::rayon::broadcast(|_| ());
             let s = Instant::now();
             match contender {
                 Contender::Plan(plan) => plan.execute(a, bref, cm, Par::Current).expect("run"),

@@ -1,5 +1,5 @@
-//! The Rust half of `scripts/compare-spmm`: times every pardis kernel and sprs on a list of
-//! matrices (files or generator specs), measures the STREAM triad bandwidth, and prints one
+//! The Rust half of `scripts/compare-spmm`: times every pardis kernel and sprs (all but the
+//! serial reference in alternated rounds, so that their ratios are paired) on a list of matrices (files or generator specs), measures the STREAM triad bandwidth, and prints one
 //! JSON object per line. The first line also has the peak FMA throughput of the thread pool
 //! (register-resident, at the SIMD level the kernels use), the last-level cache size the system
 //! reports and the capacity random row gathers really get (`gather_cache_bytes`, measured); each
@@ -27,6 +27,11 @@ use std::time::Instant;
 
 #[path = "common/mod.rs"]
 mod common;
+
+/// Seconds of timed runs a matrix gets at least (see the rounds in `run_matrix`).
+const MIN_SECONDS: f64 = 0.5;
+/// Most rounds per matrix.
+const MAX_ROUNDS: usize = 201;
 
 /// Median wall time of `reps` runs after one warm-up, in seconds.
 fn median_time(reps: usize, mut f: impl FnMut()) -> f64 {
@@ -119,7 +124,8 @@ fn peak_fma_gflops(f32: bool) -> (f64, usize) {
 
 /// The cache capacity random row gathers really get (bytes): every thread of the current pool
 /// sums random 512-byte rows of a line-aligned buffer of 1, 2, 4, … 64 MiB; the answer is the
-/// largest size still gathered at half the 1 MiB rate or more (see `examples/gather_rate.rs`;
+/// largest size (from 1 MiB up, without a gap) gathered at least at the geometric mean of the
+/// 1 MiB and 64 MiB rates (see `examples/gather_rate.rs`;
 /// on a VM sharing its L3 with other tenants this is well below the size the L3 reports).
 fn effective_cache_bytes() -> usize {
     const ROW: usize = 64;
@@ -149,14 +155,17 @@ fn effective_cache_bytes() -> usize {
         run();
         1.0 / run().min(run())
     };
-    let base = rate(1 << 20);
-    let mut best = 1 << 20;
-    let mut size = 2 << 20;
-    while size <= 64 << 20 && rate(size) >= base / 2.0 {
-        best = size;
-        size *= 2;
-    }
-    best
+    // Halfway (geometrically) between the in-cache rate and the memory rate: the knee is
+    // gradual (4–16 MiB here), and "half the 1 MiB rate" flipped between 4 and 16 MiB.
+    let sizes: Vec<usize> = (0..7).map(|i| (1usize << 20) << i).collect();
+    let rates: Vec<f64> = sizes.iter().map(|&b| rate(b)).collect();
+    let threshold = (rates[0] * rates[rates.len() - 1]).sqrt();
+    sizes
+        .iter()
+        .zip(&rates)
+        .take_while(|(_, &r)| r >= threshold)
+        .last()
+        .map_or(1 << 20, |(&b, _)| b)
 }
 
 /// Rows of B (of `row_bytes` each) read from memory when the nonzeros of `a` gather them
@@ -268,49 +277,71 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str, gather_cac
         let b = gen::dense::<T>(a.ncols(), k, 7);
         let mut c = AlignedVec::<T>::zeroed(a.nrows() * k);
         let bref = DenseRef::contiguous(&b, a.ncols(), k);
-        let mut times = Vec::new();
-        for kernel in Kernel::ALL {
-            let reps = if kernel == Kernel::Reference {
-                1
-            } else {
-                o.reps
-            };
-            let t = if kernel == Kernel::Lssm {
-                let plan = SpmmPlan::new(&a, k, &LssmConfig::default());
-                median_time(reps, || {
-                    plan.execute(
-                        &a,
-                        bref,
-                        DenseMut::contiguous(&mut c, a.nrows(), k),
-                        sparse_kernels::Par::Current,
-                    )
-                    .expect("run")
-                })
-            } else {
-                median_time(reps, || {
-                    kernel
-                        .run(
-                            &a,
-                            bref,
-                            DenseMut::contiguous(&mut c, a.nrows(), k),
-                            sparse_kernels::Par::Current,
-                        )
-                        .expect("run")
-                })
-            };
-            times.push(format!("\"{}\": {t:e}", kernel.name()));
+        // The parallel kernels and sprs run in alternated rounds (one run of each per round,
+        // after one warm-up run each), so that drift in the machine's state hits them alike and
+        // their ratios are paired; the serial reference runs once. `None` is sprs, which adds
+        // into C, so its C is zeroed inside its timed call; it gets the same line-aligned B
+        // and C as the pardis kernels.
+        let plan = SpmmPlan::new(&a, k, &LssmConfig::default());
+        let b_nd = ndarray::ArrayView2::from_shape((a.ncols(), k), &b[..]).expect("shape");
+        let mut run = |kernel: Option<Kernel>| {
+            // Wake every worker of the pool first: after the serial sprs run they may be
+            // asleep, and the kernel that runs next would pay for waking them.
+            rayon::broadcast(|_| ());
+            let start = Instant::now();
+            match kernel {
+                None => {
+                    c.fill(T::ZERO);
+                    let c_nd = ndarray::ArrayViewMut2::from_shape((a.nrows(), k), &mut c[..])
+                        .expect("shape");
+                    sprs::prod::csr_mulacc_dense_rowmaj(sprs_a.view(), b_nd, c_nd);
+                }
+                Some(kernel) => {
+                    let c = DenseMut::contiguous(&mut c, a.nrows(), k);
+                    match kernel {
+                        Kernel::Lssm => plan.execute(&a, bref, c, sparse_kernels::Par::Current),
+                        _ => kernel.run(&a, bref, c, sparse_kernels::Par::Current),
+                    }
+                    .expect("run");
+                }
+            }
+            start.elapsed().as_secs_f64()
+        };
+        let contenders: Vec<Option<Kernel>> = Kernel::ALL
+            .into_iter()
+            .filter(|&k| k != Kernel::Reference)
+            .map(Some)
+            .chain([None])
+            .collect();
+        // At least `--reps` rounds, and more (up to MAX_ROUNDS) until MIN_SECONDS have been
+        // timed, so that on small matrices the medians ride out the episodes (a vCPU taken
+        // away for a few milliseconds) that would otherwise fall on most of 5 rounds.
+        let mut rounds: Vec<Vec<f64>> = vec![Vec::new(); contenders.len()];
+        for kernel in &contenders {
+            run(*kernel);
+        }
+        let mut timed = 0.0;
+        while rounds[0].len() < o.reps.max(1)
+            || (timed < MIN_SECONDS && rounds[0].len() < MAX_ROUNDS)
+        {
+            for (kernel, t) in contenders.iter().zip(rounds.iter_mut()) {
+                let time = run(*kernel);
+                timed += time;
+                t.push(time);
+            }
+        }
+        run(Some(Kernel::Reference));
+        let mut times = vec![format!(
+            "\"{}\": {:e}",
+            Kernel::Reference.name(),
+            run(Some(Kernel::Reference))
+        )];
+        for (kernel, t) in contenders.iter().zip(rounds) {
+            let name = kernel.map_or("sprs", Kernel::name);
+            times.push(format!("\"{name}\": {:e}", common::median(t)));
         }
         let plan_time = median_time(o.reps, || {
             std::hint::black_box(SpmmPlan::new(&a, k, &LssmConfig::default()));
-        });
-        let b_nd = ndarray::ArrayView2::from_shape((a.ncols(), k), &b[..]).expect("shape");
-        // sprs gets the same line-aligned B and C as the pardis kernels.
-        let mut c_sprs = AlignedVec::<T>::zeroed(a.nrows() * k);
-        let t_sprs = median_time(o.reps.min(3), || {
-            c_sprs.fill(T::ZERO);
-            let c_nd =
-                ndarray::ArrayViewMut2::from_shape((a.nrows(), k), &mut c_sprs[..]).expect("shape");
-            sprs::prod::csr_mulacc_dense_rowmaj(sprs_a.view(), b_nd, c_nd);
         });
         let plan = SpmmPlan::new(&a, k, &LssmConfig::default());
         // Paired with the default plan where a K-panel width is suggested for this machine's
@@ -353,7 +384,7 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str, gather_cac
         println!(
             "{{\"matrix\": \"{name}\", \"dump\": \"{stem}\", \"class\": \"{}\", \"rows\": {}, \"cols\": {}, \"nnz\": {}, \
              \"cv\": {:.3}, \"max_row\": {}, \"k\": {k}, \"precision\": \"{}\", \"block\": {}, \"tasks\": {}, \
-             \"long_rows\": {}, \"plan_s\": {plan_time:e}, \"sprs\": {t_sprs:e}, {}}}",
+             \"long_rows\": {}, \"plan_s\": {plan_time:e}, {}}}",
             stats.class(),
             a.nrows(),
             a.ncols(),
