@@ -2,9 +2,10 @@
 //! behaviour of SpMM on a power-law A (each nonzero reads one row of `K` elements of B). For
 //! working sets from 1 MiB up, every thread of the pool sums rows of a line-aligned B picked
 //! by its own pseudo-random stream (`--k` `f64` per row, 64 = 512 bytes), and the example
-//! prints the median over `--reps` rounds of nanoseconds per row per thread and the GB/s of all threads together. Where the rate
-//! falls off is the cache capacity the gathers really get — on a VM that shares its last-level
-//! cache with other tenants, less than `sparse_kernels::last_level_cache_bytes()` reports.
+//! prints the median over `--reps` rounds of nanoseconds per row per thread and the GB/s of
+//! all threads together. Where the rate falls off is the cache capacity the gathers really get
+//! — on a VM that shares its last-level cache with other tenants, less than
+//! `sparse_kernels::last_level_cache_bytes()` reports.
 //!
 //! ```text
 //! cargo run --release -p sparse-kernels --example gather_rate -- [--threads 1] [--k 64] [--reps 3]
@@ -20,38 +21,15 @@ mod common;
 /// Row gathers timed per thread and size.
 const GATHERS: usize = 1 << 22;
 
-/// `xorshift64`: the next pseudo-random state.
-fn next(s: u64) -> u64 {
-    let s = s ^ (s << 13);
-    let s = s ^ (s >> 7);
-    s ^ (s << 17)
-}
-
-/// Sums `GATHERS` rows of `b` (rows of `k`) picked by the stream seeded with `seed`.
-fn gather(b: &[f64], k: usize, seed: u64) -> f64 {
-    let rows = (b.len() / k) as u64;
-    let mut acc = [0.0f64; 64];
-    let mut s = seed;
-    for _ in 0..GATHERS {
-        s = next(s);
-        let r = (s % rows) as usize * k;
-        for (a, x) in acc.iter_mut().zip(&b[r..r + k]) {
-            *a += x;
-        }
-    }
-    acc.iter().sum()
-}
-
 fn main() {
     let o = common::parse(&[64], 3, &[], &[]);
     let k = o.ks[0].clamp(1, 64);
     let pool = o.pool();
     let max_mib = 256;
-    let b = AlignedVec::<f64>::from_slice(
-        &(0..(max_mib << 20) / 8)
-            .map(|i| i as f64 * 1e-9)
-            .collect::<Vec<_>>(),
-    );
+    let mut b = AlignedVec::<f64>::zeroed((max_mib << 20) / 8);
+    for (i, x) in b.iter_mut().enumerate() {
+        *x = i as f64 * 1e-9;
+    }
     println!("{}, row of {k} f64 ({} bytes)", o.header(), k * 8);
     println!("  B MiB | ns/row/thread |  GB/s (all threads)");
     let mut mib = 1;
@@ -64,7 +42,10 @@ fn main() {
             check = pool.install(|| {
                 (0..o.threads)
                     .into_par_iter()
-                    .map(|t| gather(part, k, 0x9E37_79B9_7F4A_7C15 ^ (t as u64 + 1)))
+                    .map(|t| {
+                        let seed = 0x9E37_79B9_7F4A_7C15 ^ (t as u64 + 1);
+                        common::gather_random_rows(part, k, GATHERS, seed)
+                    })
                     .sum::<f64>()
             });
             times.push(start.elapsed().as_secs_f64());

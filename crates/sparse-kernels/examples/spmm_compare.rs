@@ -1,5 +1,6 @@
 //! The Rust half of `scripts/compare-spmm`: times every pardis kernel and sprs (all but the
-//! serial reference in alternated rounds, so that their ratios are paired) on a list of matrices (files or generator specs), measures the STREAM triad bandwidth, and prints one
+//! serial reference in alternated rounds, so that their ratios are paired) on a list of
+//! matrices (files or generator specs), measures the STREAM triad bandwidth, and prints one
 //! JSON object per line. The first line also has the peak FMA throughput of the thread pool
 //! (register-resident, at the SIMD level the kernels use), the last-level cache size the system
 //! reports and the capacity random row gathers really get (`gather_cache_bytes`, measured); each
@@ -125,29 +126,19 @@ fn peak_fma_gflops(f32: bool) -> (f64, usize) {
 /// The cache capacity random row gathers really get (bytes): every thread of the current pool
 /// sums random 512-byte rows of a line-aligned buffer of 1, 2, 4, … 64 MiB; the answer is the
 /// largest size (from 1 MiB up, without a gap) gathered at least at the geometric mean of the
-/// 1 MiB and 64 MiB rates (see `examples/gather_rate.rs`;
-/// on a VM sharing its L3 with other tenants this is well below the size the L3 reports).
+/// 1 MiB and 64 MiB rates (see `examples/gather_rate.rs`; on a VM sharing its L3 with other
+/// tenants this is well below the size the L3 reports).
 fn effective_cache_bytes() -> usize {
     const ROW: usize = 64;
-    let buf = AlignedVec::<f64>::from_slice(&vec![1.0f64; (64 << 20) / 8]);
+    let mut buf = AlignedVec::<f64>::zeroed((64 << 20) / 8);
+    buf.fill(1.0);
     let rate = |bytes: usize| {
-        let rows = (bytes / 8 / ROW) as u64;
-        let gathers = 1usize << 19;
+        let part = &buf[..bytes / 8];
         let run = || {
             let start = Instant::now();
             let sums = rayon::broadcast(|ctx| {
-                let mut s = 0x9E37_79B9_7F4A_7C15u64 ^ (ctx.index() as u64 + 1);
-                let mut acc = [0.0f64; ROW];
-                for _ in 0..gathers {
-                    s ^= s << 13;
-                    s ^= s >> 7;
-                    s ^= s << 17;
-                    let r = (s % rows) as usize * ROW;
-                    for (a, x) in acc.iter_mut().zip(&buf[r..r + ROW]) {
-                        *a += x;
-                    }
-                }
-                acc.iter().sum::<f64>()
+                let seed = 0x9E37_79B9_7F4A_7C15u64 ^ (ctx.index() as u64 + 1);
+                common::gather_random_rows(part, ROW, 1 << 19, seed)
             });
             std::hint::black_box(sums);
             start.elapsed().as_secs_f64()
@@ -343,7 +334,6 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str, gather_cac
         let plan_time = median_time(o.reps, || {
             std::hint::black_box(SpmmPlan::new(&a, k, &LssmConfig::default()));
         });
-        let plan = SpmmPlan::new(&a, k, &LssmConfig::default());
         // Paired with the default plan where a K-panel width is suggested for this machine's
         // last-level cache: the same plan with panels (alternated runs).
         let llc = sparse_kernels::last_level_cache_bytes();

@@ -78,3 +78,23 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
+
+/// Sums `count` rows of `k` (at most 64) elements of `b`, each picked at random by an
+/// `xorshift64` stream seeded with `seed` (not 0): the memory behaviour of SpMM's gathers of B
+/// on a power-law A. Returns the sum, to keep the work alive.
+#[allow(dead_code)] // used by gather_rate and spmm_compare only
+pub(crate) fn gather_random_rows(b: &[f64], k: usize, count: usize, seed: u64) -> f64 {
+    let rows = (b.len() / k.max(1)) as u64;
+    let mut acc = [0.0f64; 64];
+    let mut s = seed;
+    for _ in 0..count {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        let r = (s % rows) as usize * k;
+        for (a, x) in acc.iter_mut().zip(&b[r..r + k]) {
+            *a += x;
+        }
+    }
+    acc.iter().sum()
+}
