@@ -218,7 +218,7 @@ impl Communicator {
 
     fn blocks(&self, len: usize, what: &str) -> Result<usize> {
         let n = self.world_size();
-        if len % n != 0 {
+        if !len.is_multiple_of(n) {
             return Err(CollectiveError::InvalidInput(format!(
                 "{what}: buffer of {len} elements is not divisible by the {n} ranks"
             )));

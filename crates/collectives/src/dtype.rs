@@ -186,7 +186,7 @@ impl AlignedBuf {
     /// Views the payload as elements; `None` when the byte length is not a multiple of the size.
     pub(crate) fn as_slice<T: Element>(&self) -> Option<&[T]> {
         let size = std::mem::size_of::<T>();
-        if self.len % size != 0 {
+        if !self.len.is_multiple_of(size) {
             return None;
         }
         // SAFETY: `T` is sealed to f32/f64/i32/i64/u8/bf16 (bf16 is `repr(transparent)` over

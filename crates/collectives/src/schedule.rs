@@ -149,7 +149,7 @@ pub(crate) fn halving_doubling_all_reduce(n: usize, me: usize, count: usize) -> 
     let all = 0..count;
     let mut steps = Vec::new();
     let new_rank = if me < 2 * rem {
-        if me % 2 == 0 {
+        if me.is_multiple_of(2) {
             steps.push(Step::send(me + 1, all.clone()));
             steps.push(Step::recv(me + 1, all, Action::Copy));
             return steps;

@@ -122,7 +122,7 @@ impl ModelConfig {
         if self.position == PositionKind::Learned {
             positive("max_positions", self.max_positions)?;
         }
-        if self.num_heads % self.num_kv_heads != 0 {
+        if !self.num_heads.is_multiple_of(self.num_kv_heads) {
             return Err(MemoryError::NotDivisible {
                 what: "num_kv_heads",
                 divisor: self.num_kv_heads,

@@ -99,7 +99,7 @@ fn divisors(n: u64) -> Vec<u64> {
     let mut large = Vec::new();
     let mut d = 1;
     while d * d <= n {
-        if n % d == 0 {
+        if n.is_multiple_of(d) {
             small.push(d);
             if d * d != n {
                 large.push(n / d);
@@ -140,7 +140,7 @@ pub fn search(model: &ModelConfig, space: &SearchSpace) -> Result<Vec<SearchHit>
     ];
     let recomputes = [Recompute::None, Recompute::Selective, Recompute::Full];
     for tp in divisors(space.devices) {
-        if model.num_heads % tp != 0 || model.num_kv_heads % tp != 0 {
+        if !model.num_heads.is_multiple_of(tp) || !model.num_kv_heads.is_multiple_of(tp) {
             continue;
         }
         for pp in divisors(space.devices / tp)

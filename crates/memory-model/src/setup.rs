@@ -391,7 +391,7 @@ impl TrainingSetup {
 
 /// `NotDivisible` unless `divisor | value`.
 fn divides(what: &'static str, divisor: u64, dimension: &'static str, value: u64) -> Result<()> {
-    if value % divisor == 0 {
+    if value.is_multiple_of(divisor) {
         Ok(())
     } else {
         Err(MemoryError::NotDivisible {

@@ -25,7 +25,7 @@ static HEAP: CountingAllocator = CountingAllocator::new();
 struct Progress(Instant);
 impl TrainCallback for Progress {
     fn on_step(&mut self, m: &StepMetrics) {
-        if m.step % 10 == 0 {
+        if m.step.is_multiple_of(10) {
             eprintln!(
                 "[{:>6.1}s] step {} loss {:.4}",
                 self.0.elapsed().as_secs_f64(),

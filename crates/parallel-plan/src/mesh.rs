@@ -230,7 +230,7 @@ impl DeviceMesh {
     /// node is split over stages, `gpus_per_stage` GPUs of its innermost axis).
     pub fn stage_mesh(&self, devices: usize) -> Result<Self> {
         let inner = self.axes.last().expect("validated mesh has an axis");
-        if devices == 0 || self.num_devices() % devices != 0 {
+        if devices == 0 || !self.num_devices().is_multiple_of(devices) {
             return Err(PlanError::InvalidInput(format!(
                 "a stage of {devices} devices does not divide the {}-device mesh",
                 self.num_devices()
@@ -238,7 +238,7 @@ impl DeviceMesh {
         }
         let mut mesh = self.clone();
         if devices <= inner.size {
-            if inner.size % devices != 0 {
+            if !inner.size.is_multiple_of(devices) {
                 return Err(PlanError::InvalidInput(format!(
                     "a stage of {devices} devices does not divide an axis of {}",
                     inner.size
@@ -268,7 +268,7 @@ impl DeviceMesh {
             return None;
         }
         let a = &self.axes[0];
-        if outer <= 1 || outer >= a.size || a.size % outer != 0 {
+        if outer <= 1 || outer >= a.size || !a.size.is_multiple_of(outer) {
             return None;
         }
         let mut mesh = self.clone();

@@ -132,9 +132,9 @@ impl Problem {
         let n = self.mesh.num_devices() as u64;
         let recomputes = self.effective_recomputes();
         let mut out = Vec::new();
-        for pp in (1..=n)
-            .filter(|p| n % p == 0 && *p <= self.model.num_layers && max_pp.is_none_or(|m| *p <= m))
-        {
+        for pp in (1..=n).filter(|p| {
+            n.is_multiple_of(*p) && *p <= self.model.num_layers && max_pp.is_none_or(|m| *p <= m)
+        }) {
             let Ok(stage) = self.mesh.stage_mesh((n / pp) as usize) else {
                 continue;
             };
@@ -157,7 +157,7 @@ impl Problem {
                 let mut m = pp.next_power_of_two();
                 while m <= self.global_batch {
                     let b = self.global_batch / m;
-                    if self.global_batch % m == 0
+                    if self.global_batch.is_multiple_of(m)
                         && b <= MAX_SEQUENCES_PER_DEVICE * devices
                         && m >= pp
                     {

@@ -319,7 +319,7 @@ fn seq_shardable_axes(mesh: &DeviceMesh, op: &Operator, s: &Sharding) -> Option<
         .find(|&d| op.dims[d].name == SEQ_DIM_NAME)?;
     let axes = s.used_axes() & !s.tensor_axes(input);
     let n = group_size(mesh, axes) as u64;
-    (axes != 0 && n > 1 && op.dims[seq].size % n == 0).then_some(axes)
+    (axes != 0 && n > 1 && op.dims[seq].size.is_multiple_of(n)).then_some(axes)
 }
 
 /// Name of the sequence dimension in graphs built from memory-model operators.

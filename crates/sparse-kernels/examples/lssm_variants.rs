@@ -12,12 +12,15 @@
 //! A variant is a kernel name (`lssm`, `row`, `merge`, `rode`, `reference`, or `sprs`), and for
 //! `lssm` settings after a colon, separated by `+`: `stream` / `nostream` (streaming stores of
 //! C), `pf` / `nopf` (prefetching B), `pfd=N` (prefetch distance in nonzeros), `chunk=N`
-//! (`row_chunk_work`), `block=N`, `panel=N`. `--flush` writes 64 MiB between runs (cold
+//! (`row_chunk_work`), `block=N`, `panel=N`. Any variant with `@avx2` appended runs with the
+//! SIMD level capped at AVX2 (`sparse_kernels::set_simd_limit`), e.g. `lssm,lssm@avx2`
+//! pairs the AVX-512 path with the AVX2 one on a CPU that has both. `--flush` writes 64 MiB between runs (cold
 //! caches); `--align-c` puts C at a 64-byte boundary (a `Vec` of a large size usually starts
 //! 16 bytes past a page). MATRIX is a path or a generator spec (`stencil27:64`, `kron:18`).
 
 use sparse_kernels::{
-    io, spmm_reference, CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, Par, SpmmPlan,
+    io, set_simd_limit, spmm_reference, CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, Par,
+    SimdLimit, SpmmPlan,
 };
 use std::time::Instant;
 
@@ -96,9 +99,17 @@ fn run(
     let c = &mut c_buf[skip..skip + m * k];
     let mut expected = vec![0.0f64; m * k];
     spmm_reference(a, bref, DenseMut::contiguous(&mut expected, m, k));
+    let limits: Vec<SimdLimit> = names
+        .iter()
+        .map(|name| match name.ends_with("@avx2") {
+            true => SimdLimit::Avx2,
+            false => SimdLimit::Widest,
+        })
+        .collect();
     let contenders: Vec<Contender> = names
         .iter()
         .map(|name| {
+            let name = name.trim_end_matches("@avx2");
             let (kernel, settings) = name.split_once(':').unwrap_or((name, ""));
             match kernel {
                 "sprs" => Contender::Sprs,
@@ -132,6 +143,7 @@ fn run(
             // Wake the pool's workers first: after a serial contender (sprs) they may be
             // asleep, and the next parallel contender would pay for waking them.
             sparse_kernels::rayon::broadcast(|_| ());
+            set_simd_limit(limits[i]);
             let s = Instant::now();
             match contender {
                 Contender::Plan(plan) => plan.execute(a, bref, cm, Par::Current).expect("run"),

@@ -160,7 +160,7 @@ fn effective_cache_bytes() -> usize {
 }
 
 /// Rows of B (of `row_bytes` each) read from memory when the nonzeros of `a` gather them
-/// through a 16-way set-associative LRU cache of `cache` bytes, in the order of the LSSM plan
+/// through a 16-way set-associative LRU cache of `cache` bytes ([`common::RowCache`]), in the order of the LSSM plan
 /// (approximately): short rows in row order, and the nonzeros of the long rows (more than
 /// `block`) moved to the position of their column (scaled to rows), where the plan's
 /// column-aligned long-row tasks run, just before the short rows that read the same rows of B.
@@ -172,21 +172,9 @@ fn gather_miss_rows<T: Scalar>(
     row_bytes: usize,
     cache: usize,
 ) -> u64 {
-    const WAYS: usize = 16;
-    let sets = (cache / row_bytes.max(1) / WAYS).max(1);
-    let mut tags = vec![u32::MAX; sets * WAYS];
+    let mut cache = common::RowCache::new(cache, row_bytes);
     let mut misses = 0u64;
-    let mut access = |c: u32| {
-        // Multiplicative hash: neighbouring rows of B go to different sets.
-        let set = ((u64::from(c).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize) % sets;
-        let ways = &mut tags[set * WAYS..(set + 1) * WAYS];
-        let at = ways.iter().position(|&t| t == c).unwrap_or_else(|| {
-            misses += 1;
-            WAYS - 1
-        });
-        ways[..=at].rotate_right(1);
-        ways[0] = c;
-    };
+    let mut access = |c: u32| misses += u64::from(cache.access(c));
     let (m, n) = (a.nrows(), a.ncols().max(1));
     // Long-row nonzeros by position; a column read by several long rows is read once there.
     let mut at_row: Vec<Vec<u32>> = vec![Vec::new(); m];

@@ -38,7 +38,7 @@ impl<T: Scalar> AlignedVec<T> {
     /// `len` zeros starting on a line boundary.
     pub fn zeroed(len: usize) -> Self {
         let size = std::mem::size_of::<T>().max(1);
-        let slack = if len > 0 && LINE_BYTES % size == 0 {
+        let slack = if len > 0 && LINE_BYTES.is_multiple_of(size) {
             LINE_BYTES / size
         } else {
             0

@@ -17,6 +17,9 @@
 //! * Parallelism is the caller's: every parallel kernel takes a [`Par`] and runs in the
 //!   caller's rayon pool (or a dedicated one of a given size); the library never builds the
 //!   global pool, never prints, never reads the environment.
+//! * SIMD: the shared micro-kernel runs AVX-512 where the CPU has it, else AVX2+FMA (or NEON,
+//!   or scalar), chosen at run time with the same bits on every level; [`set_simd_limit`] caps
+//!   it.
 //!
 //! Part of the [pardis](https://github.com/pardis-rs/pardis) workspace; usable on its own.
 //!
@@ -54,6 +57,7 @@ mod kernels;
 mod lssm;
 mod par;
 mod scalar;
+mod simd;
 mod stats;
 
 pub use aligned::{AlignedVec, LINE_BYTES};
@@ -72,6 +76,7 @@ pub use lssm::{
 };
 pub use par::Par;
 pub use scalar::{Scalar, SpIndex};
+pub use simd::{avx512_in_use, cpu_has_avx512, set_simd_limit, simd_limit, SimdLimit};
 pub use stats::{MatrixClass, RowStats, DENSE_ROW_RATIO, REGULAR_CV};
 
 /// The rayon version the kernels run on, for building pools that [`Par::Current`] uses.

@@ -34,7 +34,7 @@ pub trait Scalar:
     /// Name of the type (`"f32"`, `"f64"`).
     const NAME: &'static str;
     /// Columns of C kept in registers by the SIMD micro-kernel: 256 bytes, i.e. 8 AVX2
-    /// registers (64 `f32` or 32 `f64`).
+    /// registers (64 `f32` or 32 `f64`); twice that on CPUs with AVX-512.
     const TILE: usize;
     /// Converts from `f64` (rounding for `f32`).
     fn from_f64(v: f64) -> Self;

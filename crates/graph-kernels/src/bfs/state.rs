@@ -41,7 +41,7 @@ impl<'g> SearchState<'g> {
         };
         let (parent, depth) = rayon::join(unreached, unreached);
         let visited: Vec<AtomicU64> = (0..bitmap_words(n)).map(|_| AtomicU64::new(0)).collect();
-        if n % 64 != 0 {
+        if !n.is_multiple_of(64) {
             visited[visited.len() - 1].store(!0 << (n % 64), Relaxed);
         }
         parent[root as usize].store(root, Relaxed);

@@ -11,8 +11,8 @@ type Row = (u64, u64, u64, bool, ZeroStage, Recompute, u64, u64);
 fn brute_force(model: &ModelConfig, space: &SearchSpace) -> Vec<Row> {
     let mut out = Vec::new();
     let n = space.devices;
-    for tp in (1..=n).filter(|d| n % d == 0) {
-        for pp in (1..=n / tp).filter(|d| (n / tp) % d == 0) {
+    for tp in (1..=n).filter(|d| n.is_multiple_of(*d)) {
+        for pp in (1..=n / tp).filter(|d| (n / tp).is_multiple_of(*d)) {
             let dp = n / (tp * pp);
             for &mb in &space.micro_batches {
                 for sp in [false, true] {

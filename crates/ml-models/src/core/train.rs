@@ -219,7 +219,9 @@ impl Trainer {
             let epoch = self.opt.steps() / spe;
             let mut sum = 0.0f32;
             let mut n = 0usize;
-            while self.opt.steps() < self.cfg.max_steps && (n == 0 || self.opt.steps() % spe != 0) {
+            while self.opt.steps() < self.cfg.max_steps
+                && (n == 0 || !self.opt.steps().is_multiple_of(spe))
+            {
                 let m = self.step_once(loss_at)?;
                 rep.losses.push(m.loss);
                 sum += m.loss;

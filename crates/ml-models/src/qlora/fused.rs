@@ -20,7 +20,7 @@ use crate::qlora::quant::QuantizedMatrix;
 pub fn fused_matmul_t(x: &[f32], w: &dyn QuantizedMatrix) -> Vec<f32> {
     let (n, k) = (w.rows(), w.cols());
     assert!(
-        k > 0 && x.len() % k == 0,
+        k > 0 && x.len().is_multiple_of(k),
         "x has {} values, not a multiple of {k}",
         x.len()
     );

@@ -138,7 +138,7 @@ impl Gpt {
     pub fn new(cfg: GptConfig, store: &mut ParamStore, init: &mut SeededInit) -> Result<Self> {
         let hd = cfg.d_model / cfg.n_heads;
         assert!(
-            hd * cfg.n_heads == cfg.d_model && hd % 2 == 0,
+            hd * cfg.n_heads == cfg.d_model && hd.is_multiple_of(2),
             "bad head size"
         );
         let dev = Device::Cpu;

@@ -213,7 +213,7 @@ impl Nf4Matrix {
                     nearest_sorted(&NF4_CODE, x / amax) as u8
                 };
                 let i = b * NF4_BLOCK + j;
-                packed[i / 2] |= if i % 2 == 0 { code << 4 } else { code };
+                packed[i / 2] |= if i.is_multiple_of(2) { code << 4 } else { code };
             }
         }
         let absmax = if double_quant {
@@ -243,7 +243,7 @@ impl Nf4Matrix {
     #[inline]
     pub fn code_index(&self, i: usize) -> u8 {
         let b = self.packed[i / 2];
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             b >> 4
         } else {
             b & 0x0f

@@ -98,3 +98,39 @@ pub(crate) fn gather_random_rows(b: &[f64], k: usize, count: usize, seed: u64) -
     }
     acc.iter().sum()
 }
+
+/// A 16-way set-associative LRU cache of whole rows of B, for counting the rows a gather reads
+/// from memory: `bytes` of capacity in rows of `row_bytes`. Rows go to sets by a multiplicative
+/// hash, so that neighbouring rows of B land in different sets.
+#[allow(dead_code)] // used by spmm_compare and row_order_study only
+pub(crate) struct RowCache {
+    sets: usize,
+    tags: Vec<u32>,
+}
+
+#[allow(dead_code)]
+impl RowCache {
+    const WAYS: usize = 16;
+
+    /// An empty cache of `bytes` bytes holding rows of `row_bytes` bytes.
+    pub(crate) fn new(bytes: usize, row_bytes: usize) -> Self {
+        let sets = (bytes / row_bytes.max(1) / Self::WAYS).max(1);
+        Self {
+            sets,
+            tags: vec![u32::MAX; sets * Self::WAYS],
+        }
+    }
+
+    /// Reads row `row`; `true` if it was not in the cache (a miss: read from memory).
+    pub(crate) fn access(&mut self, row: u32) -> bool {
+        let set = ((u64::from(row).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize) % self.sets;
+        let ways = &mut self.tags[set * Self::WAYS..(set + 1) * Self::WAYS];
+        let (at, miss) = match ways.iter().position(|&t| t == row) {
+            Some(at) => (at, false),
+            None => (Self::WAYS - 1, true),
+        };
+        ways[..=at].rotate_right(1);
+        ways[0] = row;
+        miss
+    }
+}

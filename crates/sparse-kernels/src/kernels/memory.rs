@@ -11,7 +11,7 @@ use crate::SpIndex;
 pub(super) fn write<T: Copy, const N: usize>(dst: &mut [T; N], acc: [T; N], stream: bool) {
     let bytes = N * std::mem::size_of::<T>();
     #[cfg(target_arch = "x86_64")]
-    if stream && bytes % 16 == 0 && dst.as_ptr() as usize % 16 == 0 {
+    if stream && bytes.is_multiple_of(16) && (dst.as_ptr() as usize).is_multiple_of(16) {
         use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128, _mm_stream_si128};
         let (src, out) = (
             acc.as_ptr().cast::<__m128i>(),

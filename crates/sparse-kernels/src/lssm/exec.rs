@@ -105,7 +105,7 @@ impl SpmmPlan {
         let size = std::mem::size_of::<T>().max(1);
         let addr = b.data().as_ptr() as usize;
         let line = (64 / size).max(1);
-        let lead = if p >= line && (b.ld() * size) % 64 == 0 && addr % size == 0 {
+        let lead = if p >= line && (b.ld() * size).is_multiple_of(64) && addr.is_multiple_of(size) {
             (64 - addr % 64) % 64 / size
         } else {
             0

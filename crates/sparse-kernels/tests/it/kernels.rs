@@ -23,7 +23,7 @@ pub(crate) fn random_csr(rows: usize, cols: usize, kind: u8, seed: u64) -> CsrMa
         (_, 3) => (0..4).map(|_| rng.random_range(0..rows)).collect(),
         _ => vec![rng.random_range(0..rows)],
     };
-    let sorted = seed % 2 == 0;
+    let sorted = seed.is_multiple_of(2);
     let mut offsets = vec![0u32];
     let (mut indices, mut values) = (Vec::new(), Vec::new());
     for r in 0..rows {
@@ -101,8 +101,8 @@ fn check_all<T: Scalar, I: SpIndex>(
     let lssm = LssmConfig {
         block_nnz: Some(block),
         serial_work: 0,
-        prefetch: Some(block % 2 == 0), // both paths of the micro-kernel
-        streaming_stores: block % 3 == 0,
+        prefetch: Some(block.is_multiple_of(2)), // both paths of the micro-kernel
+        streaming_stores: block.is_multiple_of(3),
         // Prefetch distances of 1 to 4 nonzeros, or the default (one chunk).
         prefetch_distance: block % 5,
         // Chunks of 1 to 4 rows (without long rows): several chunks even on tiny matrices.

@@ -40,7 +40,7 @@ fn check_panels<T: Scalar>(
     let config = LssmConfig {
         block_nnz: Some(block),
         serial_work: 0,
-        prefetch: Some(block % 2 == 0),
+        prefetch: Some(block.is_multiple_of(2)),
         ..LssmConfig::default()
     };
     let whole = SpmmPlan::new(

@@ -1,0 +1,188 @@
+//! Can the order in which the rows of A are computed make the gathers of B hit the cache?
+//! For a matrix whose B is far larger than the cache (`kron:18`: 128 MiB of B at K = 64 `f64`),
+//! the traffic of a row-wise SpMM is set by the rows of B that miss. This study computes the
+//! rows in several orders — C's rows are written in place, so an order costs nothing at run
+//! time once chosen — and prints, per order and cache size, the share of nonzeros whose row of
+//! B misses a 16-way LRU cache of whole rows, the `bound` that traffic implies (minimal traffic
+//! / gather traffic, as `scripts/compare-spmm` defines them: the most of the minimal-traffic
+//! roof any row-wise kernel can reach at full bandwidth), and the LSSM time of the reordered
+//! matrix, in paired rounds (`natural/this`: the median over rounds of the ratio in a round).
+//!
+//! Orders: `natural`; `bfs` (breadth-first over the rows as vertices from the densest row, a
+//! Cuthill–McKee-like order); `min-column` (rows sorted by their smallest column);
+//! `rarest-column` (rows sorted by their least-read column, so that rows sharing a rarely read
+//! row of B run next to each other).
+//!
+//! ```text
+//! cargo run --release -p sparse-kernels --example row_order_study -- \
+//!     [--threads 2] [--k 64] [--reps 9] [--caches 2,8,32] kron:18 [MATRIX...]
+//! ```
+
+use sparse_kernels::{gen, io, CsrMatrix, DenseMut, DenseRef, LssmConfig, Par, SpmmPlan};
+use std::collections::VecDeque;
+use std::path::Path;
+use std::time::Instant;
+
+#[path = "common/mod.rs"]
+mod common;
+
+/// Nonzeros of `a`, taken row by row in `order`, whose row of B misses `cache`.
+fn misses(a: &CsrMatrix<f64, u32>, order: &[usize], mut cache: common::RowCache) -> usize {
+    order
+        .iter()
+        .flat_map(|&r| a.row(r).0)
+        .filter(|&&c| cache.access(c))
+        .count()
+}
+
+/// `a` with its rows in `order`.
+fn permuted(a: &CsrMatrix<f64, u32>, order: &[usize]) -> CsrMatrix<f64, u32> {
+    let mut offsets = Vec::with_capacity(order.len() + 1);
+    offsets.push(0u32);
+    let (mut indices, mut values) = (Vec::with_capacity(a.nnz()), Vec::with_capacity(a.nnz()));
+    for &r in order {
+        let (c, v) = a.row(r);
+        indices.extend_from_slice(c);
+        values.extend_from_slice(v);
+        offsets.push(u32::try_from(indices.len()).expect("nnz fits u32"));
+    }
+    CsrMatrix::try_new(a.nrows(), a.ncols(), offsets, indices, values).expect("a permutation")
+}
+
+/// Breadth-first order of the rows, a row's neighbours being its columns (those `< nrows`),
+/// each component started from its densest unvisited row.
+fn bfs_order(a: &CsrMatrix<f64, u32>) -> Vec<usize> {
+    let n = a.nrows();
+    let mut seen = vec![false; n];
+    let mut out = Vec::with_capacity(n);
+    let mut by_nnz: Vec<usize> = (0..n).collect();
+    by_nnz.sort_by_key(|&r| std::cmp::Reverse(a.row_nnz(r)));
+    let mut queue = VecDeque::new();
+    for &s in &by_nnz {
+        if std::mem::replace(&mut seen[s], true) {
+            continue;
+        }
+        queue.push_back(s);
+        while let Some(v) = queue.pop_front() {
+            out.push(v);
+            for &c in a.row(v).0 {
+                let c = c as usize;
+                if c < n && !std::mem::replace(&mut seen[c], true) {
+                    queue.push_back(c);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The orders studied, by name.
+fn orders(a: &CsrMatrix<f64, u32>) -> Vec<(&'static str, Vec<usize>)> {
+    let natural: Vec<usize> = (0..a.nrows()).collect();
+    let mut reads = vec![0usize; a.ncols()];
+    for &c in a.indices() {
+        reads[c as usize] += 1;
+    }
+    let mut min_column = natural.clone();
+    min_column.sort_by_key(|&r| a.row(r).0.iter().min().copied().unwrap_or(u32::MAX));
+    let mut rarest = natural.clone();
+    rarest.sort_by_key(|&r| {
+        a.row(r)
+            .0
+            .iter()
+            .map(|&c| (reads[c as usize], c))
+            .min()
+            .map_or(u32::MAX, |(_, c)| c)
+    });
+    vec![
+        ("natural", natural),
+        ("bfs", bfs_order(a)),
+        ("min-column", min_column),
+        ("rarest-column", rarest),
+    ]
+}
+
+fn main() {
+    let o = common::parse(&[64], 9, &["caches"], &[]);
+    let caches: Vec<usize> = o
+        .extra
+        .get("caches")
+        .map_or("2,8,32", String::as_str)
+        .split(',')
+        .map(|m| m.parse().expect("--caches 2,8,32 (MiB)"))
+        .collect();
+    let pool = o.pool();
+    println!("{}", o.header());
+    for spec in &o.matrices {
+        let a: CsrMatrix<f64, u32> = if Path::new(spec).exists() {
+            io::read_matrix(Path::new(spec), 1).unwrap_or_else(|e| panic!("{spec}: {e}"))
+        } else {
+            gen::from_spec(spec, 1).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let (m, n, k) = (a.nrows(), a.ncols(), o.ks[0]);
+        let row_bytes = k * 8;
+        let a_bytes = a.nnz() * 12 + (m + 1) * 4;
+        let c_bytes = m * row_bytes;
+        let minimal = a_bytes + c_bytes + n * row_bytes;
+        let b = gen::dense::<f64>(n, k, 7);
+        let mut c = sparse_kernels::AlignedVec::<f64>::zeroed(m * k);
+        // (reordered matrix, its plan, its times)
+        let mut runs: Vec<(CsrMatrix<f64, u32>, SpmmPlan, Vec<f64>)> = Vec::new();
+        let mut lines = Vec::new();
+        for (name, order) in orders(&a) {
+            let mut cells = Vec::new();
+            for &mib in &caches {
+                let miss = misses(&a, &order, common::RowCache::new(mib << 20, row_bytes));
+                let bound = minimal as f64 / (a_bytes + c_bytes + miss * row_bytes) as f64;
+                cells.push(format!(
+                    "{:>9.1}% {:>5.0}%",
+                    100.0 * miss as f64 / a.nnz().max(1) as f64,
+                    100.0 * bound
+                ));
+            }
+            lines.push((name, cells.join(" | ")));
+            let p = permuted(&a, &order);
+            let plan = SpmmPlan::new(&p, k, &LssmConfig::default());
+            runs.push((p, plan, Vec::new()));
+        }
+        pool.install(|| {
+            for _ in 0..o.reps {
+                for (p, plan, t) in &mut runs {
+                    rayon::broadcast(|_| ());
+                    let start = Instant::now();
+                    plan.execute(
+                        p,
+                        DenseRef::new(&b, n, k, k),
+                        DenseMut::new(&mut c, m, k, k),
+                        Par::Current,
+                    )
+                    .expect("run");
+                    t.push(start.elapsed().as_secs_f64() * 1e3);
+                }
+            }
+        });
+        let first = runs[0].2.clone();
+        println!(
+            "{spec} K={k} f64: nnz {}, B {} MiB, minimal traffic {} MB; per cache size: \
+             nonzeros missing, bound",
+            a.nnz(),
+            (n * row_bytes) >> 20,
+            minimal / 1_000_000
+        );
+        let head: Vec<String> = caches
+            .iter()
+            .map(|mib| format!("{:>6} MiB miss  bound", mib))
+            .collect();
+        println!(
+            "{:>14} | {} | LSSM ms | natural/this",
+            "order",
+            head.join(" | ")
+        );
+        for ((name, cells), (_, _, t)) in lines.into_iter().zip(runs) {
+            // Median over rounds of the paired ratio natural / this.
+            let ratio = common::median(first.iter().zip(&t).map(|(f, x)| f / x).collect());
+            let med = common::median(t);
+            println!("{name:>14} | {cells} | {med:>7.2} | {ratio:>12.2}");
+        }
+    }
+}
