@@ -69,7 +69,7 @@ fn stream_triad_gbs() -> f64 {
     3.0 * 8.0 * n as f64 / best / 1e9
 }
 
-/// Register-resident fused multiply-adds at the SIMD level the kernels dispatch to (`pulp`):
+/// Register-resident fused multiply-adds at the SIMD level pulp dispatches to:
 /// `CHAINS` independent accumulator vectors (enough to cover the FMA latency on every pipe),
 /// `iters` rounds. Returns a checksum (keeps the work alive) and the lanes per vector.
 struct PeakFma {
@@ -107,15 +107,64 @@ impl pulp::WithSimd for PeakFma {
     }
 }
 
+/// [`PeakFma`] at the AVX-512 level the kernels run on where the CPU has it, with intrinsics
+/// (pulp 0.21 offers AVX-512 on nightly only): 12 `vfmadd213p? zmm` per round.
+///
+/// # Safety
+/// The CPU has AVX-512F, AVX-512VL, AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+unsafe fn peak_fma_avx512(iters: usize, f32: bool) -> (f64, usize) {
+    use std::arch::x86_64::{
+        _mm512_fmadd_pd, _mm512_fmadd_ps, _mm512_reduce_add_pd, _mm512_reduce_add_ps,
+        _mm512_set1_pd, _mm512_set1_ps,
+    };
+    if f32 {
+        let (x, y) = (_mm512_set1_ps(0.999_99), _mm512_set1_ps(1e-6));
+        let mut acc = [_mm512_set1_ps(1.0); CHAINS];
+        for _ in 0..iters {
+            for a in acc.iter_mut() {
+                *a = _mm512_fmadd_ps(*a, x, y);
+            }
+        }
+        let sum: f64 = acc
+            .iter()
+            .map(|&a| f64::from(_mm512_reduce_add_ps(a)))
+            .sum();
+        (sum, 16)
+    } else {
+        let (x, y) = (_mm512_set1_pd(0.999_999), _mm512_set1_pd(1e-7));
+        let mut acc = [_mm512_set1_pd(1.0); CHAINS];
+        for _ in 0..iters {
+            for a in acc.iter_mut() {
+                *a = _mm512_fmadd_pd(*a, x, y);
+            }
+        }
+        (acc.iter().map(|&a| _mm512_reduce_add_pd(a)).sum(), 8)
+    }
+}
+
+/// [`PeakFma`] at the SIMD level the kernels run on: AVX-512 where `avx512_in_use`, else
+/// pulp's.
+fn peak_fma_run(iters: usize, f32: bool) -> (f64, usize) {
+    #[cfg(target_arch = "x86_64")]
+    if sparse_kernels::avx512_in_use() {
+        // SAFETY: `avx512_in_use` detected the features `peak_fma_avx512` is compiled for.
+        return unsafe { peak_fma_avx512(iters, f32) };
+    }
+    pulp::Arch::new().dispatch(PeakFma { iters, f32 })
+}
+
 /// Peak FMA throughput (GFLOP/s, 2 flops per lane) of every thread of the current pool at
-/// once, best of 15 runs (about 7 ms each); and the lanes per vector of the SIMD level used.
+/// once, best of 15 runs (about 7 ms each); and the lanes per vector of the SIMD level the
+/// kernels run on.
 fn peak_fma_gflops(f32: bool) -> (f64, usize) {
     let iters = 4_000_000;
     let mut best = f64::INFINITY;
     let mut lanes = 1;
     for _ in 0..15 {
         let s = Instant::now();
-        let out = rayon::broadcast(|_| pulp::Arch::new().dispatch(PeakFma { iters, f32 }));
+        let out = rayon::broadcast(|_| peak_fma_run(iters, f32));
         best = best.min(s.elapsed().as_secs_f64());
         lanes = std::hint::black_box(out)[0].1;
     }
