@@ -76,7 +76,7 @@ pub use lssm::{
 };
 pub use par::Par;
 pub use scalar::{Scalar, SpIndex};
-pub use simd::{avx512_in_use, cpu_has_avx512, set_simd_limit, simd_limit, SimdLimit};
+pub use simd::{avx512_in_use, cpu_has_avx512, set_simd_limit, simd_level, simd_limit, SimdLimit};
 pub use stats::{MatrixClass, RowStats, DENSE_ROW_RATIO, REGULAR_CV};
 
 /// The rayon version the kernels run on, for building pools that [`Par::Current`] uses.

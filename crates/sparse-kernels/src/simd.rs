@@ -62,6 +62,26 @@ pub fn avx512_in_use() -> bool {
     cpu_has_avx512() && !AVX2_ONLY.load(Ordering::Relaxed)
 }
 
+/// The SIMD level the kernels run on now, for reports: `"avx512"`, `"avx2"` (x86-64-v3:
+/// AVX2 + FMA), `"sse2"` (the x86-64 baseline), or on other architectures `"native"` (what
+/// pulp picks there: NEON on aarch64, else scalar).
+pub fn simd_level() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if avx512_in_use() {
+            "avx512"
+        } else if pulp::x86::V3::try_new().is_some() {
+            "avx2"
+        } else {
+            "sse2"
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        "native"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,6 +92,7 @@ mod tests {
         set_simd_limit(SimdLimit::Avx2);
         assert_eq!(simd_limit(), SimdLimit::Avx2);
         assert!(!avx512_in_use());
+        assert_ne!(simd_level(), "avx512");
         set_simd_limit(SimdLimit::Widest);
         assert_eq!(avx512_in_use(), cpu_has_avx512());
     }

@@ -4,8 +4,8 @@
 use crate::output;
 use anyhow::{bail, Context};
 use pardis::sparse::{
-    gen, io, max_relative_error, spmm_reference, AlignedVec, CsrMatrix, DenseMut, DenseRef, Kernel,
-    LssmConfig, Par, RowStats, Scalar, SpmmPlan,
+    gen, io, max_relative_error, set_simd_limit, simd_level, spmm_reference, AlignedVec, CsrMatrix,
+    DenseMut, DenseRef, Kernel, LssmConfig, Par, RowStats, Scalar, SimdLimit, SpmmPlan,
 };
 use serde_json::json;
 use std::path::PathBuf;
@@ -36,6 +36,9 @@ pub(crate) struct Args {
     /// LSSM block size in nonzeros per task (default: chosen from the row profile and K).
     #[arg(long)]
     block: Option<usize>,
+    /// Widest SIMD level the kernels may use: widest (AVX-512 where the CPU has it) or avx2.
+    #[arg(long, default_value = "widest", value_parser = ["widest", "avx2"])]
+    simd: String,
     /// Timed repetitions (the median is reported).
     #[arg(long, default_value_t = 5)]
     reps: usize,
@@ -62,6 +65,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         pool = pool.num_threads(t);
     }
     let pool = pool.build().context("building the thread pool")?;
+    set_simd_limit(match args.simd.as_str() {
+        "avx2" => SimdLimit::Avx2,
+        _ => SimdLimit::Widest,
+    });
     pool.install(|| match args.precision.as_str() {
         "f32" => run_typed::<f32>(&args),
         _ => run_typed::<f64>(&args),
@@ -150,6 +157,7 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
     let gflops = flops / median / 1e9;
     let gbs = bytes / median / 1e9;
     let threads = rayon::current_num_threads();
+    let simd = simd_level();
 
     if args.json {
         let out = json!({
@@ -162,7 +170,7 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
                      "serial": plan.is_serial(), "prefetch": plan.prefetches(),
                      "streaming_stores": plan.streams_c(), "plan_seconds": plan_s},
             "kernel": kernel.name(), "k": k, "precision": T::NAME, "threads": threads,
-            "load_seconds": load_s, "max_relative_error": err,
+            "simd": simd, "load_seconds": load_s, "max_relative_error": err,
             "seconds_median": median, "seconds_min": times[0], "reps": reps,
             "gflops": gflops, "effective_gbs": gbs,
         });
@@ -212,7 +220,10 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
     ]);
     t.add_row(vec![
         "kernel".into(),
-        format!("{kernel} ({}, K = {k}, {threads} threads)", T::NAME),
+        format!(
+            "{kernel} ({}, K = {k}, {threads} threads, SIMD {simd})",
+            T::NAME
+        ),
     ]);
     t.add_row(vec![
         "check".into(),
