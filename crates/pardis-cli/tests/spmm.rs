@@ -1,0 +1,83 @@
+//! `pardis spmm` end to end: the JSON report of a small generated matrix, the SIMD cap, and
+//! bad input rejected with a message and a failing exit status.
+
+use std::process::Command;
+
+fn pardis(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_pardis"))
+        .args(args)
+        .output()
+        .expect("run pardis")
+}
+
+fn report(args: &[&str]) -> serde_json::Value {
+    let out = pardis(args);
+    assert!(
+        out.status.success(),
+        "pardis {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+#[test]
+fn json_report_of_a_generated_matrix() {
+    let r = report(&[
+        "spmm",
+        "--gen",
+        "kron:8",
+        "--k",
+        "24",
+        "--threads",
+        "2",
+        "--reps",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(r["rows"], 256);
+    assert_eq!(r["k"], 24);
+    assert_eq!(r["threads"], 2);
+    assert!(r["nnz"].as_u64().unwrap() > 256);
+    assert!(r["max_relative_error"].as_f64().unwrap() < 1e-12);
+    assert!(r["gflops"].as_f64().unwrap() > 0.0);
+    let simd = r["simd"].as_str().unwrap();
+    assert!(
+        ["avx512", "avx2", "sse2", "native"].contains(&simd),
+        "{simd}"
+    );
+}
+
+#[test]
+fn simd_cap_and_f32() {
+    let r = report(&[
+        "spmm",
+        "--gen",
+        "arrow:300:2",
+        "--k",
+        "33",
+        "--precision",
+        "f32",
+        "--simd",
+        "avx2",
+        "--reps",
+        "1",
+        "--json",
+    ]);
+    assert_ne!(r["simd"], "avx512");
+    assert_eq!(r["precision"], "f32");
+    assert!(r["max_relative_error"].as_f64().unwrap() < 1e-5);
+}
+
+#[test]
+fn bad_input_fails_with_a_message() {
+    for args in [
+        &["spmm", "--gen", "kron:8", "--k", "0"][..],
+        &["spmm", "--gen", "nosuch:3"],
+        &["spmm", "--matrix", "/nonexistent/a.mtx"],
+        &["spmm", "--gen", "kron:8", "--simd", "avx9"],
+    ] {
+        let out = pardis(args);
+        assert!(!out.status.success(), "pardis {args:?} succeeded");
+        assert!(!out.stderr.is_empty(), "pardis {args:?}: no message");
+    }
+}
