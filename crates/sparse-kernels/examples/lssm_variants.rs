@@ -14,8 +14,8 @@
 //! C), `pf` / `nopf` (prefetching B), `pfd=N` (prefetch distance in nonzeros), `chunk=N`
 //! (`row_chunk_work`), `block=N`, `panel=N`. Any variant with `@avx2` appended runs with the
 //! SIMD level capped at AVX2 (`sparse_kernels::set_simd_limit`), e.g. `lssm,lssm@avx2`
-//! pairs the AVX-512 path with the AVX2 one on a CPU that has both. `--flush` writes 64 MiB between runs (cold
-//! caches); `--align-c` puts C at a 64-byte boundary (a `Vec` of a large size usually starts
+//! pairs the AVX-512 path with the AVX2 one on a CPU that has both. `--flush` writes 64 MiB
+//! between runs (cold caches); `--align-c` puts C at a 64-byte boundary (a `Vec` of a large size usually starts
 //! 16 bytes past a page). MATRIX is a path or a generator spec (`stencil27:64`, `kron:18`).
 
 use sparse_kernels::{

@@ -520,7 +520,7 @@ mod tests {
             eprintln!("skipped: this CPU has no AVX-512");
             return;
         }
-        // Rows of 0 to 300 nonzeros: several chunks for the long ones.
+        // Three rows of 700 nonzeros (many chunks, for `segment`), the others of 4.
         let a: CsrMatrix<T, u32> = gen::arrow(700, 3, 5);
         for k in [1, 3, 8, 17, 32, 64, 100, 129, 256] {
             let b = gen::dense::<T>(a.ncols(), k, 11);
