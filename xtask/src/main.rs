@@ -225,6 +225,22 @@ fn test() -> Result<(), String> {
     step("test", &mut || run("cargo", &["test", "--workspace"], &[]))?;
     step("mpi transport", &mut || {
         if have("mpirun") && have("mpicc") {
+            // The feature's code is linted here (the workspace clippy above builds without it).
+            run(
+                "cargo",
+                &[
+                    "clippy",
+                    "-p",
+                    "collectives",
+                    "--features",
+                    "mpi",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ],
+                &[],
+            )?;
             // The test re-runs itself under `mpirun -n 2/3/4`.
             run(
                 "cargo",

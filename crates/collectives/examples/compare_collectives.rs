@@ -2,7 +2,8 @@
 //! definitions) of pardis over the local and TCP transports next to the physical references,
 //! memcpy bandwidth and loopback-TCP throughput, alone and with the concurrency of `n` ranks
 //! (`n` threads copying at once; `n` sockets in a ring streaming at once — the like-for-like
-//! limits of busbw, see `collectives::bench`), every row measured in rounds that run all its
+//! limits of busbw, see `collectives::bench`) and the same ring all-reduce written directly on
+//! raw sockets (its speed of light), every row measured in rounds that run all its
 //! columns back to back so that they share the load; (2) preemptive against ordered engine mode,
 //! measured interleaved (alternating runs, many pairs, median and quartiles of the ratio), with
 //! blocking calls and with several non-blocking all-reduces in flight; (3) broadcast busbw,
@@ -14,11 +15,12 @@
 use std::time::Instant;
 
 use collectives::bench::{
-    bus_factor, loopback_bandwidth, loopback_ring_bandwidth, memcpy_bandwidth_concurrent,
-    run_bench, BenchConfig, BenchTransport,
+    all_reduce_rate, bus_factor, loopback_bandwidth, loopback_ring_all_reduce,
+    loopback_ring_bandwidth, memcpy_bandwidth_concurrent, run_bench, BenchConfig, BenchTransport,
 };
 use collectives::{
-    run_local_with, BroadcastAlgorithm, Communicator, Config, Mode, OpKind, ReduceOp, Result,
+    run_local_with, BroadcastAlgorithm, CollectiveError, Communicator, Config, Mode, OpKind,
+    ReduceOp, Result,
 };
 
 /// Rounds (runs per pardis figure); the best is reported.
@@ -97,8 +99,10 @@ fn quantile(v: &[f64], q: f64) -> f64 {
     v[((v.len() - 1) as f64 * q).round() as usize]
 }
 
-/// One all-reduce row: pardis busbw and the references, each the best over [`REPEATS`]
-/// rounds; every round measures all of them back to back, so they share the load conditions.
+/// One all-reduce row: pardis busbw and the references, each the best sample over [`REPEATS`]
+/// rounds of [`SAMPLES`] samples of at least 32 MiB per link (pardis through
+/// [`all_reduce_rate`], sampled like the references, so every figure is the same statistic);
+/// every round measures all of them back to back, so they share the load conditions.
 #[derive(Default)]
 struct Row {
     local: f64,
@@ -107,12 +111,20 @@ struct Row {
     memcpy: f64,
     memcpy_one: f64,
     ring: f64,
+    ring_all_reduce: f64,
     single_stream: f64,
 }
 
 fn row(bytes: usize, n: usize, engine: &Config) -> Result<Row> {
     let mut r = Row::default();
     let stream_iters = ((64 << 20) / bytes).clamp(3, 1 << 16);
+    let staged = Config {
+        direct_receive: false,
+        ..engine.clone()
+    };
+    let rate = |t, e: &Config| {
+        Ok::<f64, CollectiveError>(all_reduce_rate(t, n, bytes, e.clone(), SAMPLES)?.best)
+    };
     for _ in 0..REPEATS {
         r.memcpy_one = r
             .memcpy_one
@@ -120,37 +132,18 @@ fn row(bytes: usize, n: usize, engine: &Config) -> Result<Row> {
         r.memcpy = r
             .memcpy
             .max(memcpy_bandwidth_concurrent(bytes, n, SAMPLES).best);
-        r.local = r.local.max(point(
-            BenchTransport::Local,
-            OpKind::AllReduce,
-            n,
-            bytes,
-            engine,
-        )?);
+        r.local = r.local.max(rate(BenchTransport::Local, engine)?);
         r.ring = r
             .ring
             .max(loopback_ring_bandwidth(bytes, n.max(2), SAMPLES)?.best);
+        r.ring_all_reduce = r
+            .ring_all_reduce
+            .max(loopback_ring_all_reduce(bytes, n.max(2), SAMPLES)?.best);
         r.single_stream = r
             .single_stream
             .max(loopback_bandwidth(bytes, stream_iters)?);
-        r.tcp = r.tcp.max(point(
-            BenchTransport::Tcp,
-            OpKind::AllReduce,
-            n,
-            bytes,
-            engine,
-        )?);
-        let staged = Config {
-            direct_receive: false,
-            ..engine.clone()
-        };
-        r.tcp_staged = r.tcp_staged.max(point(
-            BenchTransport::Tcp,
-            OpKind::AllReduce,
-            n,
-            bytes,
-            &staged,
-        )?);
+        r.tcp = r.tcp.max(rate(BenchTransport::Tcp, engine)?);
+        r.tcp_staged = r.tcp_staged.max(rate(BenchTransport::Tcp, &staged)?);
     }
     Ok(r)
 }
@@ -177,57 +170,66 @@ fn main() -> Result<()> {
     let (local, tcp) = (BenchTransport::Local, BenchTransport::Tcp);
     let all_reduce = OpKind::AllReduce;
 
-    println!("all-reduce busbw in GB/s (nccl-tests: algbw * 2(n-1)/n); f32 sum; every figure the best of");
-    println!(
+    if run("table") {
+        println!("all-reduce busbw in GB/s (nccl-tests: algbw * 2(n-1)/n); f32 sum; every figure the best of");
+        println!(
         "{REPEATS} rounds, each round measuring all columns of the row back to back (same load)"
     );
-    println!("  mcpy-n: per-thread memcpy GB/s with n threads copying at once (best of {SAMPLES} samples a round);");
-    println!(
+        println!("  mcpy-n: per-thread memcpy GB/s with n threads copying at once (best of {SAMPLES} samples a round);");
+        println!(
         "  mcpy-1: one thread alone; ring-n: per-stream GB/s of n loopback sockets in a ring, all"
     );
-    println!("  streaming at once; loop-1: one stream alone. loc/mcpy = local / mcpy-n, tcp/ring = tcp / ring-n;");
-    println!("  tcp: direct receive into the collective's buffer (default); tcp-stg: staged through message");
-    println!("  buffers (Config::direct_receive = false), measured in the same rounds; dir/stg = tcp / tcp-stg");
-    println!(
-        "{:>10} {:>5} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8}",
+        println!("  streaming at once; loop-1: one stream alone; ar-n: the same ring all-reduce as pardis written");
+        println!("  directly on raw loopback sockets (bench::loopback_ring_all_reduce: no engine, the speed of light");
+        println!("  of a ring all-reduce here). pardis figures are sampled like the references (bench::all_reduce_rate).");
+        println!("  loc/mcpy = local / mcpy-n; tcp/ring = tcp / ring-n (the goal); tcp/ar = tcp / ar-n (the transport's");
+        println!("  own overhead); ar/ring = ar-n / ring-n (what any ring all-reduce loses to the raw sockets here);");
+        println!("  tcp: direct receive into the collective's buffer (default); tcp-stg: staged through message");
+        println!("  buffers (Config::direct_receive = false), measured in the same rounds; dir/stg = tcp / tcp-stg");
+        println!(
+        "{:>10} {:>5} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
         "bytes",
         "ranks",
         "local",
         "mcpy-n",
         "mcpy-1",
         "loc/mcpy",
-        "loc/mcpy1",
         "tcp",
         "tcp-stg",
         "ring-n",
+        "ar-n",
         "loop-1",
         "tcp/ring",
-        "tcp/loop1",
+        "tcp/ar",
+        "ar/ring",
         "dir/stg"
     );
-    for &bytes in sizes.iter().filter(|_| run("table")) {
-        for &n in &ranks {
-            let r = row(bytes, n, &pre)?;
-            let pct = |a: f64, b: f64| format!("{:.0}%", 100.0 * a / b);
-            println!(
-                "{bytes:>10} {n:>5} {:>8.3} {:>8.3} {:>8.3} {:>8} {:>9} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8} {:>9} {:>8}",
+        for &bytes in sizes.iter().filter(|_| run("table")) {
+            for &n in &ranks {
+                let r = row(bytes, n, &pre)?;
+                let pct = |a: f64, b: f64| format!("{:.0}%", 100.0 * a / b);
+                println!(
+                "{bytes:>10} {n:>5} {:>8.3} {:>8.3} {:>8.3} {:>8} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8} {:>8} {:>8} {:>8}",
                 r.local,
                 r.memcpy,
                 r.memcpy_one,
                 pct(r.local, r.memcpy),
-                pct(r.local, r.memcpy_one),
                 r.tcp,
                 r.tcp_staged,
                 r.ring,
+                r.ring_all_reduce,
                 r.single_stream,
                 pct(r.tcp, r.ring),
-                pct(r.tcp, r.single_stream),
+                pct(r.tcp, r.ring_all_reduce),
+                pct(r.ring_all_reduce, r.ring),
                 pct(r.tcp, r.tcp_staged)
             );
+            }
         }
     }
-    println!();
-    println!(
+    if run("modes") {
+        println!();
+        println!(
         "preemptive vs ordered (local, same submission order on every rank), {pairs} interleaved \
          pairs ({} up to 1 MiB; which mode runs first alternates); in-flight k: each rank keeps k non-blocking \
          all-reduces of `bytes` in flight (k = 1: blocking calls); pre, ord = median busbw; \
@@ -235,82 +237,92 @@ fn main() -> Result<()> {
          (order statistics), quartiles, min..max",
         3 * pairs
     );
-    println!(
-        "{:>10} {:>5} {:>9} {:>9} {:>9} {:>9} {:>12} {:>12} {:>12}",
-        "bytes", "ranks", "in-flight", "pre", "ord", "pre/ord", "95% CI", "quartiles", "min..max"
-    );
-    let mode_sizes = sizes.iter().filter(|&&b| b <= 64 << 20 && run("modes"));
-    for &bytes in mode_sizes.step_by(2) {
-        for &n in &ranks {
-            for k in [1, 4] {
-                let measure = |e: &Config| {
-                    if k == 1 {
-                        point(local, all_reduce, n, bytes, e)
-                    } else {
-                        in_flight(n, bytes, k, e)
-                    }
-                };
-                let (mut ratios, mut p, mut o) = (Vec::new(), Vec::new(), Vec::new());
-                // Small sizes are cheap: more pairs, a tighter interval.
-                let pairs_here = if bytes <= 1 << 20 { 3 * pairs } else { pairs };
-                for i in 0..pairs_here.max(1) {
-                    let (a, b) = if i % 2 == 0 {
-                        let a = measure(&pre)?;
-                        (a, measure(&ord)?)
-                    } else {
-                        let b = measure(&ord)?;
-                        (measure(&pre)?, b)
+        println!(
+            "{:>10} {:>5} {:>9} {:>9} {:>9} {:>9} {:>12} {:>12} {:>12}",
+            "bytes",
+            "ranks",
+            "in-flight",
+            "pre",
+            "ord",
+            "pre/ord",
+            "95% CI",
+            "quartiles",
+            "min..max"
+        );
+        let mode_sizes = sizes.iter().filter(|&&b| b <= 64 << 20 && run("modes"));
+        for &bytes in mode_sizes.step_by(2) {
+            for &n in &ranks {
+                for k in [1, 4] {
+                    let measure = |e: &Config| {
+                        if k == 1 {
+                            point(local, all_reduce, n, bytes, e)
+                        } else {
+                            in_flight(n, bytes, k, e)
+                        }
                     };
-                    ratios.push(a / b);
-                    p.push(a);
-                    o.push(b);
+                    let (mut ratios, mut p, mut o) = (Vec::new(), Vec::new(), Vec::new());
+                    // Small sizes are cheap: more pairs, a tighter interval.
+                    let pairs_here = if bytes <= 1 << 20 { 3 * pairs } else { pairs };
+                    for i in 0..pairs_here.max(1) {
+                        let (a, b) = if i % 2 == 0 {
+                            let a = measure(&pre)?;
+                            (a, measure(&ord)?)
+                        } else {
+                            let b = measure(&ord)?;
+                            (measure(&pre)?, b)
+                        };
+                        ratios.push(a / b);
+                        p.push(a);
+                        o.push(b);
+                    }
+                    for v in [&mut ratios, &mut p, &mut o] {
+                        v.sort_by(f64::total_cmp);
+                    }
+                    let pct = |x: f64| format!("{:.0}%", 100.0 * x);
+                    let (lo, hi) = median_ci(ratios.len());
+                    println!(
+                        "{bytes:>10} {n:>5} {k:>9} {:>9.3} {:>9.3} {:>9} {:>12} {:>12} {:>12}",
+                        quantile(&p, 0.5),
+                        quantile(&o, 0.5),
+                        pct(quantile(&ratios, 0.5)),
+                        format!("{}..{}", pct(ratios[lo]), pct(ratios[hi])),
+                        format!(
+                            "{}..{}",
+                            pct(quantile(&ratios, 0.25)),
+                            pct(quantile(&ratios, 0.75))
+                        ),
+                        format!("{}..{}", pct(ratios[0]), pct(ratios[ratios.len() - 1]))
+                    );
                 }
-                for v in [&mut ratios, &mut p, &mut o] {
-                    v.sort_by(f64::total_cmp);
-                }
-                let pct = |x: f64| format!("{:.0}%", 100.0 * x);
-                let (lo, hi) = median_ci(ratios.len());
-                println!(
-                    "{bytes:>10} {n:>5} {k:>9} {:>9.3} {:>9.3} {:>9} {:>12} {:>12} {:>12}",
-                    quantile(&p, 0.5),
-                    quantile(&o, 0.5),
-                    pct(quantile(&ratios, 0.5)),
-                    format!("{}..{}", pct(ratios[lo]), pct(ratios[hi])),
-                    format!(
-                        "{}..{}",
-                        pct(quantile(&ratios, 0.25)),
-                        pct(quantile(&ratios, 0.75))
-                    ),
-                    format!("{}..{}", pct(ratios[0]), pct(ratios[ratios.len() - 1]))
-                );
             }
         }
     }
-
-    println!();
-    println!("broadcast busbw in GB/s (= algbw), root 0: binomial tree vs pipelined chain");
-    println!(
-        "{:>10} {:>5} {:>9} {:>9} {:>9} {:>9}",
-        "bytes", "ranks", "local-bin", "local-pipe", "tcp-bin", "tcp-pipe"
-    );
-    let with = |broadcast| Config {
-        broadcast,
-        ..Config::default()
-    };
-    let (bin, pipe) = (
-        with(BroadcastAlgorithm::Binomial),
-        with(BroadcastAlgorithm::Pipelined),
-    );
-    for &bytes in sizes.iter().filter(|&&b| b >= 1 << 20 && run("broadcast")) {
-        for &n in ranks.iter().filter(|&&n| n > 2) {
-            let bc = OpKind::Broadcast;
-            println!(
-                "{bytes:>10} {n:>5} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
-                busbw(local, bc, n, bytes, &bin)?,
-                busbw(local, bc, n, bytes, &pipe)?,
-                busbw(tcp, bc, n, bytes, &bin)?,
-                busbw(tcp, bc, n, bytes, &pipe)?
-            );
+    if run("broadcast") {
+        println!();
+        println!("broadcast busbw in GB/s (= algbw), root 0: binomial tree vs pipelined chain");
+        println!(
+            "{:>10} {:>5} {:>9} {:>9} {:>9} {:>9}",
+            "bytes", "ranks", "local-bin", "local-pipe", "tcp-bin", "tcp-pipe"
+        );
+        let with = |broadcast| Config {
+            broadcast,
+            ..Config::default()
+        };
+        let (bin, pipe) = (
+            with(BroadcastAlgorithm::Binomial),
+            with(BroadcastAlgorithm::Pipelined),
+        );
+        for &bytes in sizes.iter().filter(|&&b| b >= 1 << 20 && run("broadcast")) {
+            for &n in ranks.iter().filter(|&&n| n > 2) {
+                let bc = OpKind::Broadcast;
+                println!(
+                    "{bytes:>10} {n:>5} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+                    busbw(local, bc, n, bytes, &bin)?,
+                    busbw(local, bc, n, bytes, &pipe)?,
+                    busbw(tcp, bc, n, bytes, &bin)?,
+                    busbw(tcp, bc, n, bytes, &pipe)?
+                );
+            }
         }
     }
     Ok(())

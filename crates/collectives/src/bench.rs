@@ -16,13 +16,25 @@
 //! all-reduce must). [`memcpy_bandwidth`] and
 //! [`loopback_bandwidth`] (one thread, one stream) are the limits of a single rank alone; with
 //! more ranks than cores they overstate what each rank can get.
+//!
+//! **The algorithm's own limit.** [`loopback_ring_all_reduce`] runs the same pipelined ring
+//! all-reduce as the TCP transport directly on raw loopback sockets (no engine): what any ring
+//! all-reduce can reach here. pardis's ratio to it is the transport's overhead; its ratio to
+//! [`loopback_ring_bandwidth`] is what the all-reduce itself costs (reducing, and reading and
+//! writing a message that lives in memory). [`all_reduce_rate`] samples pardis the way the
+//! references are sampled, so that a ratio compares the same statistic.
 
 use std::time::{Duration, Instant};
 
 use crate::tcp::run_tcp_local;
 use crate::{run_local_with, CollectiveError, Communicator, Config, OpKind, ReduceOp, Result};
 
+mod ideal;
 mod reference;
+mod sampled;
+
+pub use ideal::loopback_ring_all_reduce;
+pub use sampled::all_reduce_rate;
 
 pub use reference::{
     loopback_bandwidth, loopback_ring_bandwidth, loopback_ring_bandwidth_in_memory,

@@ -15,9 +15,10 @@
 //! reduce-scatter's read of the payload). Direct receive removes that pass.
 //!
 //! **Posts.** A collective registers one slot per receive step of its schedule ([`Posts`]) and
-//! *posts* a slot once no earlier step can still touch its region: the slot's region must not
-//! overlap the region any earlier step sends or receives ([`ready_steps`]), nor the region its own
-//! step sends. Until then, and whenever a frame arrives before its slot is posted, the frame
+//! *posts* a slot once no earlier step can still touch its region ([`ready_steps`]): every
+//! earlier receive into an overlapping region has completed, and every send of one (its own
+//! step's included) has gone out — as soon as the send went out, not when its step's receive
+//! completes, so that a peer that answers quickly finds the slot posted. Until then, and whenever a frame arrives before its slot is posted, the frame
 //! takes the ordinary path (a pooled buffer in the mailbox), so posting is an optimisation that
 //! never changes the result. Frames of one collective from one sender arrive in the sender's
 //! step order (one connection per pair of ranks), so the `m`-th data frame from `src` belongs to
@@ -199,12 +200,16 @@ impl Target {
 /// path.
 pub(crate) const MAX_POSTED_STEPS: usize = 4096;
 
-/// For each receive step of `steps` (in order): the program counter from which its slot may be
-/// posted — one past the last earlier step that sends or receives an overlapping region — or
-/// `None` when its own step sends an overlapping region or the schedule is longer than
-/// [`MAX_POSTED_STEPS`] (never posted).
+/// For each receive step of `steps` (in order): the position from which its slot may be
+/// posted, in half-steps (`2 k` before step `k` runs, `2 k + 1` once step `k`'s send went out) —
+/// just past the last earlier access to an overlapping region: past that step's send when only
+/// its send touches the region (a transport is done with a region when
+/// [`send_slice`](crate::transport::Transport::send_slice) returns), past the whole step when it
+/// receives into it; its own step's overlapping send counts too. `None` when the schedule is
+/// longer than [`MAX_POSTED_STEPS`] or the region is empty (never posted).
 pub(crate) fn ready_steps(steps: &[Step]) -> Vec<(usize, Option<usize>)> {
     let overlaps = |a: &Range<usize>, b: &Range<usize>| a.start < b.end && b.start < a.end;
+    let sends = |st: &Step, r: &Range<usize>| st.send.as_ref().is_some_and(|(_, s)| overlaps(s, r));
     let too_long = steps.len() > MAX_POSTED_STEPS;
     let mut out = Vec::new();
     for (j, step) in steps.iter().enumerate() {
@@ -215,15 +220,18 @@ pub(crate) fn ready_steps(steps: &[Step]) -> Vec<(usize, Option<usize>)> {
             out.push((j, None));
             continue;
         }
-        if step.send.as_ref().is_some_and(|(_, s)| overlaps(s, r)) {
-            out.push((j, None));
+        if sends(step, r) {
+            out.push((j, Some(2 * j + 1)));
             continue;
         }
-        let last = steps[..j].iter().rposition(|st| {
-            st.send.as_ref().is_some_and(|(_, s)| overlaps(s, r))
-                || st.recv.as_ref().is_some_and(|(_, q, _)| overlaps(q, r))
+        let last = steps[..j].iter().enumerate().rev().find_map(|(k, st)| {
+            if st.recv.as_ref().is_some_and(|(_, q, _)| overlaps(q, r)) {
+                Some(2 * k + 2)
+            } else {
+                sends(st, r).then_some(2 * k + 1)
+            }
         });
-        out.push((j, Some(last.map_or(0, |i| i + 1))));
+        out.push((j, Some(last.unwrap_or(0))));
     }
     out
 }
@@ -352,23 +360,37 @@ mod tests {
     #[test]
     fn ready_steps_of_a_ring() {
         // Two ranks, ring all-reduce of 4 elements: step 0 sends [2,4) and reduces into
-        // [0,2); step 1 sends [0,2) and copies into [2,4), which step 0 sent.
+        // [0,2); step 1 sends [0,2) and copies into [2,4), which step 0 sent: posted as soon as
+        // step 0's send went out (half-step 1), before step 0's receive completes.
         let steps = crate::schedule::ring_all_reduce(2, 0, 4);
         assert_eq!(steps.len(), 2);
         assert_eq!(ready_steps(&steps), vec![(0, Some(0)), (1, Some(1))]);
-        // A swap of one region with itself is never posted.
+        // A swap of one region with itself: posted once its own send went out.
         let swap = vec![Step::swap(1, 0..4, 0..4, Action::Copy)];
-        assert_eq!(ready_steps(&swap), vec![(0, None)]);
-        // Later receives wait for the earlier steps that touch their region only.
+        assert_eq!(ready_steps(&swap), vec![(0, Some(1))]);
+        // Later receives wait for the earlier steps that touch their region only: past a send,
+        // or past a whole step that receives into it.
         let steps = vec![
             Step::send(1, 0..2),
             Step::recv(1, 4..6, Action::Copy),
             Step::recv(1, 1..3, Action::Reduce),
             Step::recv(1, 5..8, Action::Copy),
+            Step::exchange(1, 8..9, 1, 2..3, Action::Copy),
+            Step::recv(1, 8..10, Action::Copy),
         ];
         assert_eq!(
             ready_steps(&steps),
-            vec![(1, Some(0)), (2, Some(1)), (3, Some(2))]
+            vec![
+                (1, Some(0)),
+                (2, Some(1)),
+                (3, Some(4)),
+                (4, Some(6)),
+                (5, Some(9))
+            ]
+        );
+        assert_eq!(
+            ready_steps(&[Step::recv(1, 3..3, Action::Copy)]),
+            vec![(0, None)]
         );
         let long = vec![Step::recv(1, 0..1, Action::Copy); MAX_POSTED_STEPS + 1];
         assert!(ready_steps(&long).iter().all(|&(_, r)| r.is_none()));

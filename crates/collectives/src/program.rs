@@ -85,7 +85,8 @@ pub(crate) struct StepProgram<T: Element> {
 pub(crate) struct DirectPosts {
     /// Slot of each step's receive (slots are numbered in step order).
     slot_of_step: Vec<Option<usize>>,
-    /// `(program counter from which it may be posted, slot)`, sorted.
+    /// `(half-step position from which it may be posted, slot)`, sorted (see
+    /// [`ready_steps`]: `2 pc`, plus 1 once the step's send went out).
     order: Vec<(usize, usize)>,
     /// Entries of `order` posted so far.
     next: usize,
@@ -202,13 +203,15 @@ impl<T: Element> StepProgram<T> {
         Ok(())
     }
 
-    /// Posts the receive slots that became safe to fill at the current step.
+    /// Posts the receive slots that became safe to fill at the current position (the step, and
+    /// whether its send went out).
     fn post_ready(&mut self) {
         let Some(d) = self.direct.as_mut() else {
             return;
         };
         let start = d.next;
-        while d.order.get(d.next).is_some_and(|&(pc, _)| pc <= self.pc) {
+        let at = 2 * self.pc + usize::from(self.sent);
+        while d.order.get(d.next).is_some_and(|&(pos, _)| pos <= at) {
             d.next += 1;
         }
         if d.next > start {
@@ -282,6 +285,7 @@ impl<T: Element> ActiveOp for StepProgram<T> {
                 }
                 self.sent = true;
                 progressed = true;
+                self.post_ready();
             }
             if let Some((peer, range, action)) = step.recv {
                 let src = self.meta.group[peer];

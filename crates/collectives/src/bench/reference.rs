@@ -47,7 +47,7 @@ pub struct Rate {
 
 impl Rate {
     /// Rate of `bytes` moved in each of `times`; `None` when there is no sample.
-    fn from_times(bytes: usize, times: &[Duration]) -> Option<Self> {
+    pub(super) fn from_times(bytes: usize, times: &[Duration]) -> Option<Self> {
         let mut r: Vec<f64> = times
             .iter()
             .map(|t| bytes as f64 / t.as_secs_f64().max(1e-12) / 1e9)
@@ -65,7 +65,7 @@ impl Rate {
 /// the wall time of each of `samples` timed samples (one untimed sample first): from the first
 /// thread's start to the last thread's end, each taken by the working threads themselves (a
 /// timing thread could be descheduled past the start on an oversubscribed machine).
-fn timed_samples<F>(threads: usize, samples: usize, work: F) -> Vec<Duration>
+pub(super) fn timed_samples<F>(threads: usize, samples: usize, work: F) -> Vec<Duration>
 where
     F: Fn(usize) + Sync,
 {

@@ -24,9 +24,11 @@ pub(crate) trait Transport: Send + Sync + Debug {
     fn world_size(&self) -> usize;
     /// Delivers `frame` to world rank `dst` (never to self).
     fn send(&self, dst: usize, frame: Frame) -> Result<()>;
-    /// Delivers `head` with `data` as its payload to world rank `dst` (never to self). The
-    /// default copies `data` into a pooled buffer and calls [`send`](Self::send); a transport
-    /// that can write straight from `data` overrides it.
+    /// Delivers `head` with `data` as its payload to world rank `dst` (never to self). When it
+    /// returns the transport is done with `data` (copied or written out): the caller may
+    /// overwrite it at once, which direct receive relies on ([`crate::direct::ready_steps`]).
+    /// The default copies `data` into a pooled buffer and calls [`send`](Self::send); a
+    /// transport that can write straight from `data` overrides it.
     fn send_slice(&self, dst: usize, mut head: Frame, data: &[u8]) -> Result<()> {
         let mut payload = self.inbox().pool().take(data.len());
         crate::copy::copy_slice(payload.as_bytes_mut(), data);

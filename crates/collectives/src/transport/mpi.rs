@@ -16,6 +16,9 @@
 //! [`TAG_HEADER`]) and, when not empty, the payload (tag [`TAG_PAYLOAD`]); sends of one
 //! process are serialised, and MPI does not reorder messages of one tag between two
 //! processes, so the `k`-th payload from a peer belongs to its `k`-th non-empty header.
+//! Payloads from [`ZERO_COPY_SEND_BYTES`] go out straight from the collective's buffer (the
+//! engine tests the request until MPI is done with it); smaller ones are copied into a pooled
+//! buffer and reaped later.
 //!
 //! **Per-collective flow control.** A receiver thread per process takes every incoming frame
 //! as soon as it arrives (`MPI_Improbe` + `MPI_Mrecv`) — straight into the collective's buffer
@@ -73,6 +76,16 @@ const TAG_STOP: i32 = 0x5047;
 
 /// How long shutdown waits for payloads still being sent to live peers.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Payloads from this size on are sent straight from the collective's buffer
+/// ([`Transport::send_slice`]); smaller ones are copied into a pooled buffer and left to MPI
+/// (they go out eagerly, and the engine need not wait for them): 64 KiB.
+pub const ZERO_COPY_SEND_BYTES: usize = 64 << 10;
+
+/// How long a send straight from a collective's buffer keeps waiting for MPI to finish with it
+/// once its destination is known to be gone (a rank that aborted still takes messages until it
+/// shuts down) before the request is abandoned.
+const LOST_SEND_GRACE: Duration = Duration::from_millis(500);
 
 /// Default [`MpiConfig::idle_spins`]: 64.
 pub const DEFAULT_IDLE_SPINS: u32 = 64;
@@ -403,6 +416,74 @@ impl Transport for MpiTransport {
         }
         self.reap(&mut sending);
         Ok(())
+    }
+
+    /// Payloads of [`ZERO_COPY_SEND_BYTES`] and more go out straight from `data` (no staging
+    /// copy): the header, then `MPI_Isend` from `data`, tested (yielding between tests) until MPI
+    /// is done with it, so that the caller may reuse `data` when this returns. The peer's
+    /// receiver thread takes every message as it arrives, whatever its engine does, so the wait
+    /// ends as soon as the peer's MPI has pulled the data. Smaller payloads are copied into a
+    /// pooled buffer and sent without waiting ([`send`](Self::send)).
+    fn send_slice(&self, dst: usize, mut head: Frame, data: &[u8]) -> Result<()> {
+        let len = data.len();
+        if len < ZERO_COPY_SEND_BYTES || i32::try_from(len).is_err() {
+            let mut payload = self.inbox.pool().take(len);
+            crate::copy::copy_slice(payload.as_bytes_mut(), data);
+            head.payload = payload;
+            return self.send(dst, head);
+        }
+        let Some(comm) = self.comm() else {
+            return Err(self.closed());
+        };
+        if self.is_lost(dst) {
+            return Err(CollectiveError::Aborted(format!("rank {dst} is gone")));
+        }
+        let header = head.encode_header_for(len);
+        let mut request = {
+            // Header and payload posted under the send lock: the `k`-th payload from this
+            // process is the one of its `k`-th non-empty header.
+            let _sending = self.sending.lock().expect("mpi send lock poisoned");
+            comm.0
+                .process_at_rank(dst as i32)
+                .send_with_tag(&header[..], TAG_HEADER);
+            // SAFETY: `data` stays borrowed (alive and unchanged) until the request completes
+            // below or is abandoned when `dst` is gone; `len` fits an int (checked above);
+            // `comm` is a valid communicator and `dst` a rank of it.
+            unsafe {
+                let mut request = ffi::RSMPI_REQUEST_NULL;
+                ffi::MPI_Isend(
+                    data.as_ptr().cast(),
+                    len as i32,
+                    ffi::RSMPI_UINT8_T,
+                    dst as i32,
+                    TAG_PAYLOAD,
+                    comm.0.as_raw(),
+                    &mut request,
+                );
+                request
+            }
+        };
+        let mut lost_since: Option<Instant> = None;
+        loop {
+            let mut flag = 0;
+            // SAFETY: `request` is the active request from `MPI_Isend` above (a completed one
+            // is not tested again), `RSMPI_STATUS_IGNORE` is MPI's "no status" marker.
+            unsafe { ffi::MPI_Test(&mut request, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
+            if flag != 0 {
+                return Ok(());
+            }
+            if self.is_lost(dst) {
+                let since = *lost_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= LOST_SEND_GRACE {
+                    // The peer finalised without taking the payload, so its MPI never pulls
+                    // the data (the first fragment was copied when the send was posted).
+                    // SAFETY: `request` is active; freeing it lets MPI drop it.
+                    unsafe { ffi::MPI_Request_free(&mut request) };
+                    return Err(CollectiveError::Aborted(format!("rank {dst} is gone")));
+                }
+            }
+            std::thread::yield_now();
+        }
     }
 
     fn direct_receive(&self) -> bool {

@@ -158,15 +158,17 @@ fn mpi_child() {
     comm.barrier().unwrap();
     println!("RANK {me} OK");
 
-    // The last rank aborts: the others get PeerLost naming it (goodbye message), not a hang.
+    // The last rank aborts: the others get PeerLost naming it (goodbye message), not a hang —
+    // with payloads sent straight from the collective's buffer (1 MiB) and with staged ones.
     if me == n - 1 {
         comm.abort("aborted on purpose");
     } else {
-        match comm.all_reduce(vec![1.0f32; 4096], ReduceOp::Sum) {
-            Err(CollectiveError::PeerLost { rank, .. }) if rank == n - 1 => {
-                println!("RANK {me} PEERLOST")
+        for len in [1 << 18, 4096] {
+            match comm.all_reduce(vec![1.0f32; len], ReduceOp::Sum) {
+                Err(CollectiveError::PeerLost { rank, .. }) if rank == n - 1 => {}
+                other => panic!("rank {me}, {len} floats: expected PeerLost, got {other:?}"),
             }
-            other => panic!("rank {me}: expected PeerLost, got {other:?}"),
         }
+        println!("RANK {me} PEERLOST");
     }
 }
