@@ -147,12 +147,16 @@ fn run(
     };
     let times = timed_samples(2 * n, samples, |t| {
         let (me, writer) = (t % n, t < n);
-        let msg = &messages[me];
+        let rank = RankRing {
+            msg: &messages[me],
+            progress: &progress[me],
+            written: &written[me],
+            geometry: (n, me, count, pieces),
+        };
         let mut first = started[t].lock().unwrap_or_else(|e| e.into_inner());
         let r = if writer {
             let mut s = outs[me].lock().unwrap_or_else(|e| e.into_inner());
-            let g = (n, me, count, pieces);
-            let r = write_all_reduces(&mut s, msg, (&progress[me], &written[me]), g, *first, iters);
+            let r = write_all_reduces(&mut s, &rank, *first..*first + iters);
             if r.is_err() {
                 written[me].add(usize::MAX);
             }
@@ -161,8 +165,7 @@ fn run(
             let mut s = ins[(me + n - 1) % n]
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
-            let g = (n, me, count, pieces);
-            let r = read_all_reduces(&mut s, msg, (&progress[me], &written[me]), g, *first, iters);
+            let r = read_all_reduces(&mut s, &rank, *first..*first + iters);
             if r.is_err() {
                 progress[me].add(usize::MAX);
                 let _ = s.shutdown(Shutdown::Both);
@@ -185,30 +188,52 @@ fn run(
 /// Ring geometry: ranks, this rank, elements, pieces per step.
 type Geometry = (usize, usize, usize, usize);
 
-/// The writer of rank `me`: `iters` all-reduces, the first being all-reduce number `first` of
-/// this rank; each unit's piece is sent once the reader has received the unit it depends on
-/// (the previous step's same piece; for step 0, the whole previous all-reduce). Counts the
-/// all-reduces it finished in `written`.
+/// What the writer and the reader thread of one rank share.
+#[derive(Clone, Copy)]
+struct RankRing<'a> {
+    msg: &'a Message,
+    /// Units the reader received.
+    progress: &'a Progress,
+    /// All-reduces the writer finished.
+    written: &'a Progress,
+    geometry: Geometry,
+}
+
+impl RankRing<'_> {
+    /// Units (pieces of ring steps) per all-reduce.
+    fn units(&self) -> usize {
+        let (n, _, _, pieces) = self.geometry;
+        2 * (n - 1) * pieces
+    }
+
+    /// [`unit`] `u` of this rank.
+    fn unit(&self, u: usize) -> (Range<usize>, Range<usize>, bool) {
+        let (n, me, count, pieces) = self.geometry;
+        unit(n, me, count, pieces, u)
+    }
+}
+
+/// The writer of a rank: its all-reduces numbered `all_reduces`; each unit's piece is sent once
+/// the reader has received the unit it depends on (the previous step's same piece; for step 0,
+/// the whole previous all-reduce). Counts the all-reduces it finished in `written`.
 fn write_all_reduces(
     s: &mut TcpStream,
-    msg: &Message,
-    (progress, written): (&Progress, &Progress),
-    (n, me, count, pieces): Geometry,
-    first: usize,
-    iters: usize,
+    rank: &RankRing<'_>,
+    all_reduces: Range<usize>,
 ) -> std::io::Result<()> {
-    let units = 2 * (n - 1) * pieces;
-    for k in first..first + iters {
+    let (units, pieces) = (rank.units(), rank.geometry.3);
+    for k in all_reduces {
         for u in 0..units {
             let need = if u < pieces {
                 k * units
             } else {
                 k * units + u - pieces + 1
             };
-            if !progress.wait(need) {
+            if !rank.progress.wait(need) {
                 return Err(std::io::ErrorKind::BrokenPipe.into());
             }
-            let (send, _, _) = unit(n, me, count, pieces, u);
+            let (send, _, _) = rank.unit(u);
+            let msg = rank.msg;
             debug_assert!(send.end <= msg.len);
             // SAFETY: `send` lies in the message; the reader wrote it before `need` units were
             // done and writes it again only after a peer received it from this socket (the
@@ -218,31 +243,28 @@ fn write_all_reduces(
             };
             s.write_all(bytes)?;
         }
-        written.add(1);
+        rank.written.add(1);
     }
     Ok(())
 }
 
-/// The reader of rank `me`: `iters` all-reduces' receives in unit order (the first being
-/// all-reduce number `first`, started once the writer finished the one before, as a blocking
-/// all-reduce would), reducing through a scratch in the reduce-scatter and copying straight
-/// into the message in the all-gather.
+/// The reader of a rank: the receives of its all-reduces numbered `all_reduces` in unit order
+/// (each started once the writer finished the one before, as a blocking all-reduce would),
+/// reducing through a scratch in the reduce-scatter and copying straight into the message in
+/// the all-gather.
 fn read_all_reduces(
     s: &mut TcpStream,
-    msg: &Message,
-    (progress, written): (&Progress, &Progress),
-    (n, me, count, pieces): Geometry,
-    first: usize,
-    iters: usize,
+    rank: &RankRing<'_>,
+    all_reduces: Range<usize>,
 ) -> std::io::Result<()> {
-    let units = 2 * (n - 1) * pieces;
     let mut scratch = vec![0f32; SCRATCH_FLOATS];
-    for k in first..first + iters {
+    let (msg, progress, written) = (rank.msg, rank.progress, rank.written);
+    for k in all_reduces {
         if !written.wait(k) {
             return Err(std::io::ErrorKind::BrokenPipe.into());
         }
-        for u in 0..units {
-            let (_, recv, reduce) = unit(n, me, count, pieces, u);
+        for u in 0..rank.units() {
+            let (_, recv, reduce) = rank.unit(u);
             debug_assert!(recv.end <= msg.len);
             // SAFETY: `recv` lies in the message. The writer finished the previous all-reduce,
             // reads this region next only after this unit is counted done (its send depends on

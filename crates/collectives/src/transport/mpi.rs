@@ -229,6 +229,30 @@ impl Drop for MpiJob {
     }
 }
 
+/// Posts `MPI_Isend` of `bytes` to rank `dst` of `comm` with [`TAG_PAYLOAD`]; returns the request.
+///
+/// # Safety
+/// `bytes` must stay alive and unchanged until the request completes (or is freed because
+/// `dst` is gone), and its length must fit an `int`; `dst` must be a rank of `comm`.
+unsafe fn isend_payload(comm: &SharedComm, dst: usize, bytes: &[u8]) -> ffi::MPI_Request {
+    // SAFETY: the caller's contract; `comm` is a valid communicator (never freed before
+    // `MPI_Finalize`), `request` a place for the handle, and the null-request and datatype
+    // statics are MPI constants set once at initialisation.
+    unsafe {
+        let mut request = ffi::RSMPI_REQUEST_NULL;
+        ffi::MPI_Isend(
+            bytes.as_ptr().cast(),
+            bytes.len() as i32,
+            ffi::RSMPI_UINT8_T,
+            dst as i32,
+            TAG_PAYLOAD,
+            comm.0.as_raw(),
+            &mut request,
+        );
+        request
+    }
+}
+
 /// One process's end of the MPI transport.
 struct MpiTransport {
     rank: usize,
@@ -390,24 +414,10 @@ impl Transport for MpiTransport {
         if len == 0 {
             self.inbox.pool().give(frame.payload);
         } else {
-            let bytes = frame.payload.as_bytes();
             // SAFETY: the buffer (heap storage of `payload`, which moves into `sending` without
             // moving its storage) stays alive and unchanged until the request completes in
-            // `reap`/`shutdown`; `len` fits an int (checked above); `comm` is a valid
-            // communicator and `dst` a rank of it.
-            let request = unsafe {
-                let mut request = ffi::RSMPI_REQUEST_NULL;
-                ffi::MPI_Isend(
-                    bytes.as_ptr().cast(),
-                    len as i32,
-                    ffi::RSMPI_UINT8_T,
-                    dst as i32,
-                    TAG_PAYLOAD,
-                    comm.0.as_raw(),
-                    &mut request,
-                );
-                request
-            };
+            // `reap`/`shutdown`; its length fits an int (checked above).
+            let request = unsafe { isend_payload(&comm, dst, frame.payload.as_bytes()) };
             sending.push(PendingSend {
                 request,
                 payload: frame.payload,
@@ -447,21 +457,8 @@ impl Transport for MpiTransport {
                 .process_at_rank(dst as i32)
                 .send_with_tag(&header[..], TAG_HEADER);
             // SAFETY: `data` stays borrowed (alive and unchanged) until the request completes
-            // below or is abandoned when `dst` is gone; `len` fits an int (checked above);
-            // `comm` is a valid communicator and `dst` a rank of it.
-            unsafe {
-                let mut request = ffi::RSMPI_REQUEST_NULL;
-                ffi::MPI_Isend(
-                    data.as_ptr().cast(),
-                    len as i32,
-                    ffi::RSMPI_UINT8_T,
-                    dst as i32,
-                    TAG_PAYLOAD,
-                    comm.0.as_raw(),
-                    &mut request,
-                );
-                request
-            }
+            // below or is abandoned when `dst` is gone; its length fits an int (checked above).
+            unsafe { isend_payload(&comm, dst, data) }
         };
         let mut lost_since: Option<Instant> = None;
         loop {
