@@ -18,12 +18,11 @@ use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use super::reference::timed_samples;
-use super::{bus_factor, Rate};
+use super::sampled::all_reduces_per_sample;
+use super::Rate;
 use crate::schedule::part;
-use crate::{CollectiveError, OpKind, Result, DEFAULT_RING_PIECE_BYTES};
+use crate::{CollectiveError, Result, DEFAULT_RING_PIECE_BYTES};
 
-/// Bytes over each rank's link per timed sample, at least (as the loopback references).
-const SAMPLE_LINK_BYTES: usize = 32 << 20;
 /// Scratch of the reducing receives (as [`crate::direct`]).
 const SCRATCH_FLOATS: usize = (64 << 10) / 4;
 
@@ -32,8 +31,7 @@ const SCRATCH_FLOATS: usize = (64 << 10) / 4;
 /// `samples` timed samples of at least 32 MiB per link each, after one untimed sample. Needs
 /// `n >= 2` and `bytes >= 4 n`.
 pub fn loopback_ring_all_reduce(bytes: usize, n: usize, samples: usize) -> Result<Rate> {
-    let link_bytes = bytes as f64 * bus_factor(OpKind::AllReduce, n);
-    let iters = ((SAMPLE_LINK_BYTES as f64 / link_bytes.max(1.0)).ceil() as usize).clamp(1, 1000);
+    let (iters, link_bytes) = all_reduces_per_sample(bytes, n);
     let (times, _) = run(bytes / 4, n, samples.max(1), iters, |_, _| 1.0)?;
     let moved = (link_bytes * iters as f64).round() as usize;
     Ok(Rate::from_times(moved, &times).expect("samples >= 1"))

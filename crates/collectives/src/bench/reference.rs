@@ -94,7 +94,14 @@ where
         .into_iter()
         .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
         .collect();
-    (1..=samples)
+    wall_times(&spans)
+}
+
+/// Wall time of every sample but the first (untimed) one, from `spans[thread][sample]` =
+/// (start, end) as each thread saw it: from the earliest start to the latest end.
+pub(super) fn wall_times(spans: &[Vec<(Instant, Instant)>]) -> Vec<Duration> {
+    let samples = spans.iter().map(Vec::len).min().unwrap_or(0);
+    (1..samples)
         .map(|i| {
             let start = spans.iter().map(|v| v[i].0).min().expect("threads >= 1");
             let end = spans.iter().map(|v| v[i].1).max().expect("threads >= 1");

@@ -12,8 +12,9 @@
 //! [`loopback_ring_bandwidth`]: super::loopback_ring_bandwidth
 //! [`all_reduce_busbw`]: super::all_reduce_busbw
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use super::reference::wall_times;
 use super::{bus_factor, BenchTransport, Rate};
 use crate::tcp::run_tcp_local;
 use crate::{run_local_with, CollectiveError, Config, OpKind, ReduceOp, Result};
@@ -22,6 +23,18 @@ use crate::{run_local_with, CollectiveError, Config, OpKind, ReduceOp, Result};
 const SAMPLE_LINK_BYTES: usize = 32 << 20;
 /// Most all-reduces per sample (small messages: a sample stays within tens of milliseconds).
 const MAX_ITERS_PER_SAMPLE: usize = 1000;
+
+/// All-reduces of `bytes` on `ranks` ranks per sample (enough to move [`SAMPLE_LINK_BYTES`]
+/// over every link, 1 to [`MAX_ITERS_PER_SAMPLE`]) and the bytes each moves over a link.
+pub(super) fn all_reduces_per_sample(bytes: usize, ranks: usize) -> (usize, f64) {
+    let link_bytes = bytes as f64 * bus_factor(OpKind::AllReduce, ranks);
+    let iters = if link_bytes < 1.0 {
+        MAX_ITERS_PER_SAMPLE
+    } else {
+        ((SAMPLE_LINK_BYTES as f64 / link_bytes).ceil() as usize).clamp(1, MAX_ITERS_PER_SAMPLE)
+    };
+    (iters, link_bytes)
+}
 
 /// All-reduce busbw (GB/s, f32 sum, `bytes` per rank) on `ranks` ranks over `transport` with
 /// the settings `engine`: `samples` timed samples after one untimed one, each of as many
@@ -40,25 +53,18 @@ pub fn all_reduce_rate(
             "sampling needs ranks >= 1 and samples >= 1".into(),
         ));
     }
-    let link_bytes = bytes as f64 * bus_factor(OpKind::AllReduce, ranks);
-    let iters = if link_bytes < 1.0 {
-        MAX_ITERS_PER_SAMPLE
-    } else {
-        ((SAMPLE_LINK_BYTES as f64 / link_bytes).ceil() as usize).clamp(1, MAX_ITERS_PER_SAMPLE)
-    };
+    let (iters, link_bytes) = all_reduces_per_sample(bytes, ranks);
     let count = bytes / 4;
     let body = |comm: crate::Communicator| -> Result<Vec<(Instant, Instant)>> {
         let mut buf = vec![1.0f32; count];
-        let mut spans = Vec::with_capacity(samples);
-        for sample in 0..=samples {
+        let mut spans = Vec::with_capacity(samples + 1);
+        for _ in 0..=samples {
             comm.barrier()?;
             let start = Instant::now();
             for _ in 0..iters {
                 buf = comm.all_reduce(buf, ReduceOp::Sum)?;
             }
-            if sample > 0 {
-                spans.push((start, Instant::now()));
-            }
+            spans.push((start, Instant::now()));
         }
         Ok(spans)
     };
@@ -70,13 +76,7 @@ pub fn all_reduce_rate(
         .into_iter()
         .map(|o| o?)
         .collect::<Result<Vec<_>>>()?;
-    let times: Vec<Duration> = (0..samples)
-        .map(|i| {
-            let start = spans.iter().map(|s| s[i].0).min().expect("ranks >= 1");
-            let end = spans.iter().map(|s| s[i].1).max().expect("ranks >= 1");
-            end - start
-        })
-        .collect();
+    let times = wall_times(&spans);
     let moved = (link_bytes * iters as f64).round() as usize;
     Ok(Rate::from_times(moved, &times).expect("samples >= 1"))
 }

@@ -29,11 +29,8 @@ pub(crate) trait Transport: Send + Sync + Debug {
     /// overwrite it at once, which direct receive relies on ([`crate::direct::ready_steps`]).
     /// The default copies `data` into a pooled buffer and calls [`send`](Self::send); a
     /// transport that can write straight from `data` overrides it.
-    fn send_slice(&self, dst: usize, mut head: Frame, data: &[u8]) -> Result<()> {
-        let mut payload = self.inbox().pool().take(data.len());
-        crate::copy::copy_slice(payload.as_bytes_mut(), data);
-        head.payload = payload;
-        self.send(dst, head)
+    fn send_slice(&self, dst: usize, head: Frame, data: &[u8]) -> Result<()> {
+        send_copied(self, dst, head, data)
     }
     /// Whether the transport fills posted receive slots directly ([`crate::direct`]).
     fn direct_receive(&self) -> bool {
@@ -53,4 +50,17 @@ pub(crate) trait Transport: Send + Sync + Debug {
     fn shared_memory(&self) -> Option<&Arc<ShmRegistry>> {
         None
     }
+}
+
+/// [`Transport::send_slice`] by copy: `data` into a pooled buffer, then [`Transport::send`].
+pub(crate) fn send_copied<T: Transport + ?Sized>(
+    t: &T,
+    dst: usize,
+    mut head: Frame,
+    data: &[u8],
+) -> Result<()> {
+    let mut payload = t.inbox().pool().take(data.len());
+    crate::copy::copy_slice(payload.as_bytes_mut(), data);
+    head.payload = payload;
+    t.send(dst, head)
 }

@@ -98,9 +98,10 @@ pub struct MpiConfig {
     /// Engine settings. Default: [`Config::default`] (waiting threads drive the engine).
     /// Measured on 2 oversubscribed cores (Intel Xeon VM, 2026-12-04, three interleaved pairs of
     /// `compare_collectives_mpi` runs, with large payloads sent straight from the buffer): driving
-    /// is 1.2–2.8× faster at 1–16 KiB, 1.0–1.7× at 64 KiB–1 MiB on 4 ranks and up to 64 KiB on
-    /// 2, within −8 %..+22 % at 256 KiB–4 MiB on 2 ranks and −1 %..+35 % at 4 MiB on 4. (Before large payloads were sent from the buffer, handing every
-    /// operation to the engine thread measured faster from 64 KiB to 4 MiB; it was the default.)
+    /// is 1.2–2.8× faster at 1–16 KiB, 1.3–1.9× at 64 KiB–1 MiB on 4 ranks, 1.0–1.3× at 64 KiB
+    /// on 2, within −8 %..+22 % at 256 KiB–4 MiB on 2 ranks and −1 %..+35 % at 4 MiB on 4. (Before
+    /// large payloads were sent from the buffer, handing every operation to the engine thread
+    /// measured faster from 64 KiB to 4 MiB; it was the default.)
     pub engine: Config,
     /// Empty probes (each followed by a `yield`) before the receiver thread starts sleeping.
     /// Default: [`DEFAULT_IDLE_SPINS`].
@@ -434,13 +435,11 @@ impl Transport for MpiTransport {
     /// receiver thread takes every message as it arrives, whatever its engine does, so the wait
     /// ends as soon as the peer's MPI has pulled the data. Smaller payloads are copied into a
     /// pooled buffer and sent without waiting ([`send`](Self::send)).
-    fn send_slice(&self, dst: usize, mut head: Frame, data: &[u8]) -> Result<()> {
+    fn send_slice(&self, dst: usize, head: Frame, data: &[u8]) -> Result<()> {
         let len = data.len();
         if len < ZERO_COPY_SEND_BYTES || i32::try_from(len).is_err() {
-            let mut payload = self.inbox.pool().take(len);
-            crate::copy::copy_slice(payload.as_bytes_mut(), data);
-            head.payload = payload;
-            return self.send(dst, head);
+            // `send` reports a payload too large for one MPI message.
+            return super::send_copied(self, dst, head, data);
         }
         let Some(comm) = self.comm() else {
             return Err(self.closed());
@@ -472,8 +471,11 @@ impl Transport for MpiTransport {
             if self.is_lost(dst) {
                 let since = *lost_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= LOST_SEND_GRACE {
-                    // The peer finalised without taking the payload, so its MPI never pulls
-                    // the data (the first fragment was copied when the send was posted).
+                    // A gone peer's receiver thread takes every message within microseconds
+                    // while it still runs (until that rank shuts down); one that has not taken
+                    // this payload in LOST_SEND_GRACE has stopped, so its MPI will not pull the
+                    // data any more and `data` may be released. (The one case this relies on
+                    // timing rather than on MPI: there is no way to cancel a send portably.)
                     // SAFETY: `request` is active; freeing it lets MPI drop it.
                     unsafe { ffi::MPI_Request_free(&mut request) };
                     return Err(CollectiveError::Aborted(format!("rank {dst} is gone")));
