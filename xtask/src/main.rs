@@ -74,29 +74,64 @@ fn have(program: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Whether bindgen (through `clang-sys`) will find a libclang to load: it looks for
+/// `libclang.so`, `libclang-<version>.so`, `libclang.so.<version>` and
+/// `libclang-<version>.so.<version>` in `$LIBCLANG_PATH` and the system's library directories.
+/// `libclang-cpp.so.N` (the C++ API library, present on images without libclang) does not count.
 fn have_libclang() -> bool {
-    let dirs = [
-        "/usr/lib",
-        "/usr/lib/x86_64-linux-gnu",
-        "/usr/lib/aarch64-linux-gnu",
-    ];
-    let llvm = std::fs::read_dir("/usr/lib")
+    let mut dirs: Vec<std::path::PathBuf> = std::env::var_os("LIBCLANG_PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    dirs.extend(
+        [
+            "/usr/lib",
+            "/usr/lib64",
+            "/usr/local/lib",
+            "/usr/lib/x86_64-linux-gnu",
+            "/usr/lib/aarch64-linux-gnu",
+        ]
+        .map(std::path::PathBuf::from),
+    );
+    for root in ["/usr/lib", "/usr/lib64"] {
+        dirs.extend(
+            std::fs::read_dir(root)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("llvm"))
+                .map(|e| e.path().join("lib")),
+        );
+    }
+    dirs.iter().any(|d| dir_has_libclang(d))
+}
+
+/// Whether `dir` holds a file bindgen would load as libclang.
+fn dir_has_libclang(dir: &std::path::Path) -> bool {
+    std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("llvm-"))
-        .map(|e| e.path().join("lib"));
-    dirs.iter()
-        .map(std::path::PathBuf::from)
-        .chain(llvm)
-        .filter_map(|d| std::fs::read_dir(d).ok())
-        .flatten()
-        .flatten()
-        .any(|e| {
-            let n = e.file_name();
-            let n = n.to_string_lossy();
-            n.starts_with("libclang.so") || n.starts_with("libclang-") && n.contains(".so")
-        })
+        .any(|e| is_libclang_name(&e.file_name().to_string_lossy()))
+}
+
+/// `libclang.so`, `libclang-14.so`, `libclang.so.14`, `libclang-14.so.1`, `libclang.so.14.0.6`;
+/// not `libclang-cpp.so.14`, `libclang_rt.*` or `libclangBasic.a`.
+fn is_libclang_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("libclang") else {
+        return false;
+    };
+    let is_version = |v: &str| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '.');
+    let after_so = if let Some(after) = rest.strip_prefix(".so") {
+        after
+    } else if let Some(versioned) = rest.strip_prefix('-') {
+        match versioned.split_once(".so") {
+            Some((v, after)) if is_version(v) => after,
+            _ => return false,
+        }
+    } else {
+        return false;
+    };
+    after_so.is_empty() || after_so.strip_prefix('.').is_some_and(is_version)
 }
 
 /// Installs cmake and libclang (needed to build HiGHS) with apt-get when they are missing, and
@@ -319,4 +354,48 @@ fn test() -> Result<(), String> {
     }
     eprintln!("{:>18}: {:8.1} s", "total", start.elapsed().as_secs_f64());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{dir_has_libclang, is_libclang_name};
+
+    #[test]
+    fn libclang_names_bindgen_loads() {
+        for yes in [
+            "libclang.so",
+            "libclang.so.1",
+            "libclang.so.14.0.6",
+            "libclang-14.so",
+            "libclang-14.0.so.1",
+            "libclang-17.so.17",
+        ] {
+            assert!(is_libclang_name(yes), "{yes}");
+        }
+        for no in [
+            "libclang-cpp.so.14",
+            "libclang-cpp.so",
+            "libclang-cpp14.so",
+            "libclang_rt.asan-x86_64.so",
+            "libclangBasic.a",
+            "libclang.a",
+            "libclang-.so",
+            "libclang.so.x",
+            "libclang.sox",
+        ] {
+            assert!(!is_libclang_name(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn fresh_image_with_only_libclang_cpp_lacks_libclang() {
+        let dir = std::env::temp_dir().join(format!("xtask-libclang-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("libclang-cpp.so.14"), b"").unwrap();
+        std::fs::write(dir.join("libLLVM-14.so.1"), b"").unwrap();
+        assert!(!dir_has_libclang(&dir));
+        std::fs::write(dir.join("libclang-14.so.1"), b"").unwrap();
+        assert!(dir_has_libclang(&dir));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
