@@ -8,8 +8,9 @@ use crate::layers::{embedding_operators, head_operators, layer_operators};
 use crate::model::ModelConfig;
 use crate::operator::Operator;
 use crate::options::HostConfig;
-use crate::setup::{PipelineSchedule, Recompute, TrainingSetup, ZeroStage};
+use crate::setup::{PipelineSchedule, TrainingSetup};
 use crate::sharding::{operator_memory, Categories, OperatorMemory, OperatorSharding};
+use crate::stage::{stage_memory, PlacedOperator, StageTensors};
 
 /// Bytes on one device by category. `total()` is the peak: every category, transient included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -190,43 +191,36 @@ impl OperatorLists {
     }
 }
 
-fn sum_of(ops: &[Operator], setup: &TrainingSetup) -> Result<OperatorMemory> {
-    let mut t = OperatorMemory::default();
-    for op in ops {
-        let m = operator_memory(op, &OperatorSharding::megatron(op, setup), setup)?;
-        t.device.add(&m.device);
-        t.cluster.add(&m.cluster);
-        t.unique.add(&m.unique);
-        t.host.add(&m.host);
-        t.gathered_parameters = t.gathered_parameters.max(m.gathered_parameters);
-    }
-    Ok(t)
-}
-
 /// [`estimate`] for a setup already validated, with prebuilt operator lists.
 pub(crate) fn estimate_validated(
     model: &ModelConfig,
     setup: &TrainingSetup,
-    ops: &OperatorLists,
+    ops_lists: &OperatorLists,
 ) -> Result<MemoryReport> {
     let p = &setup.parallel;
-    let layer = sum_of(&ops.layer, setup)?;
-    let embed = sum_of(&ops.embed, setup)?;
-    let head = sum_of(&ops.head, setup)?;
-    let transient_layer = if setup.recompute == Recompute::None {
-        0
-    } else {
-        let plain = TrainingSetup {
-            recompute: Recompute::None,
-            ..setup.clone()
-        };
-        sum_of(&ops.layer, &plain)?.device.activations - layer.device.activations
-    };
     let v = match p.schedule {
         PipelineSchedule::Interleaved { virtual_stages } => virtual_stages,
         _ => 1,
     };
     let per_stage_devices = p.tp * p.cp * p.dp;
+    let tensors = megatron_stage_tensors(model, setup);
+    fn placed<'a>(
+        list: &'a [Operator],
+        setup: &TrainingSetup,
+        copies: u64,
+        activation_sets: u64,
+        in_layer: bool,
+    ) -> impl Iterator<Item = PlacedOperator<'a>> + 'a {
+        let setup = setup.clone();
+        list.iter().map(move |op| PlacedOperator {
+            op,
+            sharding: OperatorSharding::megatron(op, &setup),
+            copies,
+            activation_sets,
+            in_layer,
+            data_parallel: setup.parallel.dp * setup.parallel.cp,
+        })
+    }
     let mut stages = Vec::with_capacity(p.pp as usize);
     let mut held = Categories::default();
     let mut unique = Categories::default();
@@ -235,59 +229,32 @@ pub(crate) fn estimate_validated(
         let i = i as u64;
         let chunks = chunks_in_flight(p.schedule, p.pp, i, setup.num_microbatches);
         let micro = chunks.div_ceil(v);
-        let mut parts: Vec<(&OperatorMemory, u64, u64)> =
-            vec![(&layer, layers, chunks * (layers / v))];
+        let mut stage_ops: Vec<_> =
+            placed(&ops_lists.layer, setup, layers, chunks * (layers / v), true).collect();
         if i == 0 {
-            parts.push((&embed, 1, micro));
+            stage_ops.extend(placed(&ops_lists.embed, setup, 1, micro, false));
         }
-        if i == p.pp - 1 {
-            parts.push((&head, 1, micro));
+        let last = i == p.pp - 1;
+        if last {
+            stage_ops.extend(placed(&ops_lists.head, setup, 1, micro, false));
         }
-        let (mut dev, mut cl, mut un, mut host) = (
-            Categories::default(),
-            Categories::default(),
-            Categories::default(),
-            Categories::default(),
-        );
-        let mut gathered = 0;
-        for (m, k, act_k) in parts {
-            dev.add(&m.device.scaled(k, act_k));
-            cl.add(&m.cluster.scaled(k, act_k));
-            un.add(&m.unique.scaled(k, act_k));
-            host.add(&m.host.scaled(k, 0));
-            gathered = gathered.max(m.gathered_parameters);
-        }
-        let mut memory = DeviceBreakdown {
-            parameters: dev.parameters,
-            gradients: dev.gradients,
-            optimizer_states: dev.optimizer_states,
-            activations: dev.activations,
-            buffers: buffers(model, setup, &dev, gathered),
-            transient: 0,
-            overhead: setup.overhead_bytes,
+        let stage_tensors = StageTensors {
+            logits_bytes: if last { tensors.logits_bytes } else { 0 },
+            ..tensors
         };
-        let zero3_gather = if p.zero == ZeroStage::Zero3 {
-            2 * gathered
-        } else {
-            0
-        };
-        let logits = if i == p.pp - 1 {
-            4 * setup.micro_batch * setup.seq_len * model.padded_vocab().div_ceil(p.tp)
-        } else {
-            0
-        };
-        memory.transient = zero3_gather + transient_layer.max(logits);
-        held.add(&cl);
-        unique.add(&un);
+        let m = stage_memory(setup, &stage_ops, &stage_tensors)?;
+        let memory = m.device;
+        held.add(&m.cluster);
+        unique.add(&m.unique);
         let extra = (memory.buffers + memory.transient + memory.overhead) * per_stage_devices;
-        total += cl.total() + extra;
+        total += m.cluster.total() + extra;
         extra_total += extra;
         stages.push(StageBreakdown {
             stage: i,
             layers,
             in_flight_microbatches: chunks as f64 / v as f64,
             memory,
-            host,
+            host: m.host,
         });
     }
     let peak = stages
@@ -296,7 +263,11 @@ pub(crate) fn estimate_validated(
         .expect("pp ≥ 1");
     let offloaded = stages.iter().map(|s| s.host.total()).max().unwrap_or(0);
     let params_per_process = if setup.host.zero_init {
-        let all = ops.layer.iter().chain(&ops.embed).chain(&ops.head);
+        let all = ops_lists
+            .layer
+            .iter()
+            .chain(&ops_lists.embed)
+            .chain(&ops_lists.head);
         all.map(Operator::parameter_elements)
             .max()
             .unwrap_or(0)
@@ -328,39 +299,21 @@ pub(crate) fn estimate_validated(
     })
 }
 
-/// Communication buffers of one device holding `dev` (gathered layer of `gathered` bytes).
-fn buffers(model: &ModelConfig, setup: &TrainingSetup, dev: &Categories, gathered: u64) -> u64 {
+/// The stage tensors of a uniform Megatron-style layout: the `[b, s/(cp·sp), h]` activation at a
+/// stage boundary when pipelined, and the last stage's fp32 `[b, s, V/tp]` logits.
+pub fn megatron_stage_tensors(model: &ModelConfig, setup: &TrainingSetup) -> StageTensors {
     let p = &setup.parallel;
-    let b = &setup.buffers;
-    let replicas = p.dp * p.cp;
-    let mut bytes = 0;
-    if replicas > 1 {
-        let grads_full = if p.zero.shards_gradients() {
-            dev.gradients * replicas
-        } else {
-            dev.gradients
-        };
-        bytes += match p.zero {
-            ZeroStage::Zero0 => 2 * b.ddp_bucket_bytes.min(dev.gradients),
-            ZeroStage::Zero1 | ZeroStage::Zero2 | ZeroStage::DistributedOptimizer => {
-                let params_full = dev.parameters;
-                (b.zero_reduce_bucket_elements * setup.grad_bytes()).min(grads_full)
-                    + (b.zero_allgather_bucket_elements * setup.precision.param_bytes())
-                        .min(params_full)
-            }
-            ZeroStage::Zero3 => {
-                (b.zero_reduce_bucket_elements * setup.grad_bytes()).min(grads_full)
-                    + (b.zero3_prefetch_elements * setup.precision.param_bytes()).min(gathered)
-            }
-        };
-    }
-    if p.pp > 1 {
-        let sp = if p.sequence_parallel { p.tp } else { 1 };
-        let act = setup.micro_batch
+    let sp = if p.sequence_parallel { p.tp } else { 1 };
+    let pipeline_boundary_bytes = if p.pp > 1 {
+        setup.micro_batch
             * setup.seq_len.div_ceil(p.cp * sp)
             * model.hidden
-            * setup.precision.activation_bytes();
-        bytes += 2 * act;
+            * setup.precision.activation_bytes()
+    } else {
+        0
+    };
+    StageTensors {
+        pipeline_boundary_bytes,
+        logits_bytes: 4 * setup.micro_batch * setup.seq_len * model.padded_vocab().div_ceil(p.tp),
     }
-    bytes
 }

@@ -16,10 +16,12 @@
 //! | operators | [`layer_operators`], [`embedding_operators`], [`head_operators`] → [`Operator`] with [`ParamTensor`]s and saved [`ActTensor`]s in named [`Dim`]s |
 //! | per-operator memory | [`OperatorSharding`] (split per [`Dim`], ZeRO flags) → [`operator_memory`] → [`OperatorMemory`] (device / cluster / unique bytes) |
 //! | whole model | [`estimate`] → [`MemoryReport`] (per device, per stage, cluster redundancy) |
+//! | one stage, any sharding per operator | [`stage_memory`] of [`PlacedOperator`]s and [`StageTensors`] → [`StageMemory`] |
 //! | search | [`search`] over (dp, tp, pp, sp, ZeRO, recompute, micro-batch) |
 //!
-//! Whole-model numbers are sums of [`operator_memory`] over the operators of each stage (under
-//! [`OperatorSharding::megatron`]) plus buffers, transient peaks and overhead: one code path.
+//! Whole-model numbers are [`stage_memory`] of each stage's operators under
+//! [`OperatorSharding::megatron`]: sums of [`operator_memory`] plus buffers, transient peaks and
+//! overhead. The parallel planner calls the same function with its own shardings: one code path.
 //!
 //! ## Example
 //!
@@ -52,15 +54,18 @@ mod options;
 mod search;
 mod setup;
 mod sharding;
+mod stage;
 mod zoo;
 
 pub use breakdown::{
-    chunks_in_flight, estimate, host_memory_per_node, layers_per_stage, sharded_layer,
-    ClusterSummary, DeviceBreakdown, MemoryReport, StageBreakdown,
+    chunks_in_flight, estimate, host_memory_per_node, layers_per_stage, megatron_stage_tensors,
+    sharded_layer, ClusterSummary, DeviceBreakdown, MemoryReport, StageBreakdown,
 };
 pub use error::{MemoryError, Result};
 pub use layers::{embedding_operators, head_operators, layer_operators};
-pub use model::{MlpKind, ModelConfig, MoeConfig, NormKind, PositionKind, MAX_PARAMETERS};
+pub use model::{
+    MlpKind, ModelConfig, MoeConfig, NormKind, PositionKind, MAX_PARAMETERS, MEGATRON_VOCAB_PADDING,
+};
 pub use operator::{
     ActDtype, ActTensor, Dim, LoraRanks, OpKind, Operator, ParamKind, ParamTensor, SaveClass,
     Shape, Workload,
@@ -74,4 +79,5 @@ pub use setup::{
 pub use sharding::{
     is_kept, operator_memory, quantized_bytes, Categories, OperatorMemory, OperatorSharding,
 };
+pub use stage::{stage_memory, PlacedOperator, StageMemory, StageTensors};
 pub use zoo::PRESET_NAMES;

@@ -50,6 +50,12 @@ pub struct MoeConfig {
     pub shared_experts: u64,
 }
 
+/// Vocabulary padding Megatron-LM applies with 8-way tensor parallelism
+/// (`--make-vocab-size-divisible-by 128` × TP 8), so that the vocabulary splits up to 8 ways;
+/// `pardis plan` and `pardis memory` pad unpadded models to it by default
+/// ([`ModelConfig::with_vocab_padding`]).
+pub const MEGATRON_VOCAB_PADDING: u64 = 1024;
+
 /// Largest parameter count [`ModelConfig::validate`] accepts (2^44 ≈ 17.6 trillion), so that
 /// bytes on a cluster of up to 2^16 devices fit in 64 bits.
 pub const MAX_PARAMETERS: u128 = 1 << 44;
@@ -187,6 +193,15 @@ impl ModelConfig {
             )));
         }
         Ok(())
+    }
+
+    /// The model with its vocabulary padded to a multiple of `multiple` (1: unpadded), unless
+    /// it already pads it (its [`ModelConfig::vocab_pad_multiple`] is not 1).
+    pub fn with_vocab_padding(mut self, multiple: u64) -> Self {
+        if self.vocab_pad_multiple == 1 {
+            self.vocab_pad_multiple = multiple.max(1);
+        }
+        self
     }
 
     /// Vocabulary rounded up to [`ModelConfig::vocab_pad_multiple`].

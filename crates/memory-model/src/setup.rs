@@ -85,6 +85,19 @@ pub enum PipelineSchedule {
     },
 }
 
+impl std::fmt::Display for PipelineSchedule {
+    /// `GPipe`, `1F1B`, `1F1B-interleaved×v`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PipelineSchedule::GPipe => f.write_str("GPipe"),
+            PipelineSchedule::OneFOneB => f.write_str("1F1B"),
+            PipelineSchedule::Interleaved { virtual_stages } => {
+                write!(f, "1F1B-interleaved×{virtual_stages}")
+            }
+        }
+    }
+}
+
 /// ZeRO stage (Rajbhandari et al., SC'20), or Megatron's distributed optimizer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -187,6 +200,17 @@ pub enum Recompute {
     Selective,
     /// Keep only each layer's input; recompute the layer in backward.
     Full,
+}
+
+impl std::fmt::Display for Recompute {
+    /// `none`, `selective`, `full`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Recompute::None => "none",
+            Recompute::Selective => "selective",
+            Recompute::Full => "full",
+        })
+    }
 }
 
 /// Largest cluster [`TrainingSetup::validate`] and [`crate::search`] accept (2^16 devices).

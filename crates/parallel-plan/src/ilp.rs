@@ -136,6 +136,24 @@ impl Default for SolverConfig {
     }
 }
 
+/// How an ILP solve ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SolveStatus {
+    /// Proven optimal (within the MIP gap tolerance).
+    Optimal,
+    /// Stopped by the time limit with a feasible solution (see the gap).
+    ReachedTimeLimit,
+}
+
+impl std::fmt::Display for SolveStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SolveStatus::Optimal => "Optimal",
+            SolveStatus::ReachedTimeLimit => "ReachedTimeLimit",
+        })
+    }
+}
+
 /// Size and outcome of one ILP solve.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IlpStats {
@@ -150,8 +168,8 @@ pub struct IlpStats {
     /// Constraints of the ILP given to HiGHS.
     #[serde(default)]
     pub solved_constraints: usize,
-    /// HiGHS model status, e.g. `Optimal` or `ReachedTimeLimit`.
-    pub status: String,
+    /// How the solve ended.
+    pub status: SolveStatus,
     /// Relative MIP gap of the returned solution (0 when proven optimal).
     pub gap: f64,
     /// Wall-clock solve time, seconds (incumbent search, strategy fixing and model building
@@ -170,7 +188,7 @@ impl IlpStats {
             constraints: 0,
             solved_variables: 0,
             solved_constraints: 0,
-            status: "Optimal".into(),
+            status: SolveStatus::Optimal,
             gap: 0.0,
             solve_time_s: 0.0,
         };
@@ -179,8 +197,8 @@ impl IlpStats {
             s.constraints = s.constraints.max(st.constraints);
             s.solved_variables = s.solved_variables.max(st.solved_variables);
             s.solved_constraints = s.solved_constraints.max(st.solved_constraints);
-            if st.status != "Optimal" && s.status == "Optimal" {
-                s.status = st.status.clone();
+            if s.status == SolveStatus::Optimal {
+                s.status = st.status;
             }
             s.gap = s.gap.max(st.gap);
             s.solve_time_s += st.solve_time_s;

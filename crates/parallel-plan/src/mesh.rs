@@ -287,6 +287,34 @@ impl DeviceMesh {
         Some(mesh)
     }
 
+    /// The same devices with the innermost axis split into `size / inner` × `inner` devices of
+    /// the same link, other axes kept (e.g. `node:2×gpu:8` as `node:2×gpu0:2×gpu1:4`), so that a
+    /// group of `inner` neighbours can be addressed alone. `None` when `inner` does not divide
+    /// the innermost axis properly or the mesh would exceed 3 axes.
+    pub fn split_innermost(&self, inner: usize) -> Option<Self> {
+        let last = self.axes.last()?;
+        if inner <= 1
+            || inner >= last.size
+            || !last.size.is_multiple_of(inner)
+            || self.axes.len() >= 3
+        {
+            return None;
+        }
+        let mut mesh = self.clone();
+        let last = mesh.axes.pop()?;
+        mesh.axes.push(MeshAxis {
+            name: format!("{}0", last.name),
+            size: last.size / inner,
+            ..last.clone()
+        });
+        mesh.axes.push(MeshAxis {
+            name: format!("{}1", last.name),
+            size: inner,
+            ..last
+        });
+        Some(mesh)
+    }
+
     /// A short description, axis `name:size`, e.g. `node:2×gpu:8`, or `gpu0:2×gpu1:4` for 8
     /// GPUs of one node [factorized](Self::factorized) as 2 × 4.
     pub fn shape_string(&self) -> String {

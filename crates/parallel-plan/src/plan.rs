@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::ilp::IlpStats;
 
-use memory_model::Categories;
 pub use memory_model::DeviceBreakdown;
+use memory_model::{Categories, PipelineSchedule, Recompute};
 
 /// Adds `copies` identical operators with per-device bytes `op` to `device`, their saved
 /// activations held for `in_flight` micro-batches.
@@ -75,12 +75,13 @@ pub struct StagePlan {
     pub layers: u64,
     /// Operators (layer operators once, with their copies).
     pub operators: Vec<OperatorPlan>,
-    /// Per-device memory of the stage (buffers and transient peaks are not modelled by the
-    /// planner: 0).
+    /// Per-device memory of the stage: memory-model's [`memory_model::stage_memory`] of its
+    /// operators under their shardings (buffers, transient peaks and overhead included).
     #[serde(with = "bytes_with_total")]
     pub memory: DeviceBreakdown,
     /// Per-device memory as the ILP computed it (model states + activations in flight), bytes;
-    /// equals `memory.total() − memory.overhead`, which is recomputed independently.
+    /// equals the operator categories of `memory` (parameters, gradients, optimizer states,
+    /// activations), which are recomputed independently.
     pub ilp_memory: u64,
     /// The stage's step time if it were the bottleneck, seconds.
     pub time_s: f64,
@@ -105,10 +106,10 @@ pub struct Plan {
     pub micro_batches: u64,
     /// Sequences per micro-batch (over the whole stage).
     pub micro_batch_size: u64,
-    /// Pipeline schedule (`OneFOneB` or `GPipe`).
-    pub schedule: String,
-    /// Activation recomputation: `none`, `selective` or `full`.
-    pub recompute: String,
+    /// Pipeline schedule.
+    pub schedule: PipelineSchedule,
+    /// Activation recomputation.
+    pub recompute: Recompute,
     /// Transformer layers of each pipeline stage.
     pub layers_per_stage: Vec<u64>,
     /// Per-device memory of the peak stage.

@@ -1,50 +1,135 @@
-//! The planner's entry point: search, objectives, baselines and the comparison report.
+//! The planner's entry point: search, objectives, the peers at their strongest and the
+//! comparison report.
 
-use memory_model::{layers_per_stage, PipelineSchedule};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::baselines::Baseline;
 use crate::error::{PlanError, Result};
 use crate::ilp::{IlpObjective, IlpSolution};
+use crate::peers::{self, Framework, PeerConfig};
 use crate::plan::Plan;
 use crate::search::{Candidate, Problem, StageProblem};
 
 /// What the planner optimises.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Objective {
-    /// Minimise per-device peak memory subject to step time ≤ (1 + slack) × the minimum step
-    /// time (lexicographic: min-time first).
+    /// Minimise per-device memory subject to step time ≤ (1 + slack) × the reference step
+    /// time: the strongest peer's (the fastest fitting configuration of any [`Framework`]), or
+    /// pardis's own fastest plan when no peer configuration fits.
     MinMemory {
-        /// Allowed relative slowdown, e.g. 0.05.
+        /// Allowed relative slowdown over the reference, e.g. 0.0.
         slack: f64,
     },
     /// Minimise step time subject to per-device memory ≤ the device memory (Alpa).
     MinTime,
 }
 
-/// Default time slack of the min-memory objective.
-pub const DEFAULT_TIME_SLACK: f64 = 0.05;
-/// Slacks swept by [`pareto`].
+/// Default time slack of the min-memory objective: none, i.e. the strongest peer's step time.
+pub const DEFAULT_TIME_SLACK: f64 = 0.0;
+/// Slacks swept by [`pareto`] (relative to pardis's fastest plan).
 pub const PARETO_SLACKS: [f64; 7] = [0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0];
 /// Runners-up reported beside the best plan.
 pub const RUNNERS_UP: usize = 3;
 
+/// A peer configuration and its plan.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PeerPlan {
+    /// The configuration.
+    pub config: PeerConfig,
+    /// Its plan in the planner's cost model.
+    pub plan: Plan,
+}
+
+/// One framework at its strongest.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PeerSummary {
+    /// The framework.
+    pub framework: Framework,
+    /// Configurations its knobs allow on this problem.
+    pub configurations: usize,
+    /// Of those, the ones that fit the device.
+    pub fitting: usize,
+    /// Its fastest configuration that fits (ties: the leanest).
+    pub fastest: Option<PeerPlan>,
+    /// Its leanest configuration that fits within the report's time budget (ties: the fastest).
+    pub leanest_within_budget: Option<PeerPlan>,
+}
+
+/// The step time a plan is held to, and where it comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "basis", rename_all = "kebab-case")]
+pub enum TimeReference {
+    /// The fastest fitting configuration of any peer.
+    StrongestPeer {
+        /// Its name.
+        name: String,
+        /// Its step time, seconds.
+        step_time_s: f64,
+    },
+    /// pardis's own fastest plan (no peer configuration fits, or the objective is min-time).
+    FastestPardis {
+        /// Its step time, seconds.
+        step_time_s: f64,
+    },
+}
+
+impl TimeReference {
+    /// The reference step time, seconds.
+    pub fn step_time_s(&self) -> f64 {
+        match self {
+            TimeReference::StrongestPeer { step_time_s, .. }
+            | TimeReference::FastestPardis { step_time_s } => *step_time_s,
+        }
+    }
+}
+
 /// The planner's answer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PlanReport {
-    /// The chosen plan.
+    /// The objective.
+    pub objective: ObjectiveReport,
+    /// The chosen plan: the leanest within the time budget (min-memory), or the fastest.
     pub plan: Plan,
+    /// pardis's fastest plan that fits (Alpa's objective).
+    pub fastest: Plan,
     /// The next best plans (other pipeline degrees, meshes or micro-batch counts).
     pub runners_up: Vec<Plan>,
-    /// Baselines in the same cost model: Megatron-LM variants, pure DP, ZeRO-3, Alpa min-time.
-    pub baselines: Vec<Plan>,
+    /// Each peer framework at its strongest.
+    pub peers: Vec<PeerSummary>,
+    /// The leanest peer configuration (over every framework) that fits within the time budget:
+    /// what the chosen plan's memory saving is measured against. `None` when no peer
+    /// configuration is that fast.
+    pub peer_reference: Option<PeerPlan>,
     /// Outer-search points (pipeline degree, stage mesh, micro-batches, layer split, schedule,
     /// recomputation) considered.
     pub candidates_searched: usize,
     /// Of those, the points whose ILPs were solved and fit the device; the others were infeasible
     /// or skipped by their time lower bound.
     pub candidates_solved: usize,
+}
+
+impl PlanReport {
+    /// Memory the chosen plan saves against [`PlanReport::peer_reference`], as a fraction of
+    /// the peer's memory (positive: pardis needs less).
+    pub fn memory_saving(&self) -> Option<f64> {
+        self.peer_reference.as_ref().map(|r| {
+            1.0 - self.plan.per_device_memory.total() as f64
+                / r.plan.per_device_memory.total() as f64
+        })
+    }
+}
+
+/// The objective of a report and the time budget it implies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObjectiveReport {
+    /// `min-memory` or `min-time`.
+    pub kind: String,
+    /// Allowed relative slowdown over the reference.
+    pub slack: f64,
+    /// The reference step time.
+    pub reference: TimeReference,
+    /// `(1 + slack) × reference`, seconds: plans and peers are compared within it.
+    pub time_budget_s: f64,
 }
 
 /// Progress callback: (done, total, what).
@@ -72,8 +157,8 @@ enum Needed {
     WithinSlack(f64),
     /// Among the `k` fastest (min-time and its runners-up).
     Fastest(usize),
-    /// At most this step time, seconds.
-    Below(f64),
+    /// At most this step time, or among the `k` fastest.
+    BelowOrFastest(f64, usize),
 }
 
 impl Needed {
@@ -84,7 +169,9 @@ impl Needed {
                 .first()
                 .map_or(f64::INFINITY, |t| t * (1.0 + slack) * (1.0 + 1e-9)),
             Needed::Fastest(k) => times.get(k - 1).copied().unwrap_or(f64::INFINITY),
-            Needed::Below(t) => t,
+            Needed::BelowOrFastest(t, k) => {
+                t.max(times.get(k - 1).copied().unwrap_or(f64::INFINITY))
+            }
         }
     }
 }
@@ -120,17 +207,15 @@ fn evaluate_all(
         })
         .collect::<Result<_>>()?;
     built.sort_by(|a, b| a.2.total_cmp(&b.2));
-    // The smallest per-device memory any candidate can reach (for the infeasibility error).
-    let smallest = built
+    // The candidates that can reach the least operator memory (for the infeasibility error).
+    let mut leanest: Vec<(u64, Candidate)> = built
         .iter()
-        .map(|(_, st, _)| {
-            st.iter()
-                .map(|s| s.space.ilp.min_memory())
-                .max()
-                .unwrap_or(0)
+        .map(|(c, st, _)| {
+            let m = st.iter().map(|s| s.space.ilp.min_memory()).max();
+            (m.unwrap_or(0), c.clone())
         })
-        .min()
-        .map_or(u64::MAX, |m| m + problem.setup.overhead_bytes);
+        .collect();
+    leanest.sort_by_key(|(m, _)| *m);
     let mut ok: Vec<Evaluated> = Vec::new();
     let mut times: Vec<f64> = Vec::new();
     let batch = rayon::current_num_threads().max(1);
@@ -143,23 +228,9 @@ fn evaluate_all(
         let solved: Vec<Result<Option<Evaluated>>> = todo
             .into_par_iter()
             .map(|(cand, stages, _)| {
-                let objective = IlpObjective::MinTime {
-                    memory_budget: Some(budget),
-                };
-                let mut sols = Vec::new();
-                for st in &stages {
-                    match st.space.ilp.solve(objective, &problem.solver) {
-                        Ok(s) => sols.push(s),
-                        Err(PlanError::Infeasible { .. }) => {
-                            tick();
-                            return Ok(None);
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
+                let solved = solve_fitting(problem, &cand, &stages, budget)?;
                 tick();
-                let fastest = problem.assemble("Alpa-style min-time", &cand, &stages, &sols);
-                Ok(Some(Evaluated {
+                Ok(solved.map(|(fastest, sols)| Evaluated {
                     cand,
                     stages,
                     fastest,
@@ -175,7 +246,75 @@ fn evaluate_all(
         }
         times.sort_by(f64::total_cmp);
     }
+    let smallest = if ok.is_empty() {
+        smallest_total(problem, leanest.into_iter().map(|(_, c)| c))?
+    } else {
+        0
+    };
     Ok((ok, smallest))
+}
+
+/// The smallest whole per-device memory (buffers, transients and overhead included) of the
+/// leanest plan (least operator memory) of any of `cands`.
+fn smallest_total(problem: &Problem, cands: impl Iterator<Item = Candidate>) -> Result<u64> {
+    let cands: Vec<Candidate> = cands.collect();
+    let totals: Vec<Result<u64>> = cands
+        .into_par_iter()
+        .map(|cand| {
+            let stages = problem.build(&cand, None)?;
+            let plan = problem.solve(
+                "leanest",
+                &cand,
+                &stages,
+                IlpObjective::MinMemory {
+                    time_limit: f64::INFINITY,
+                },
+            )?;
+            Ok(plan.per_device_memory.total())
+        })
+        .collect();
+    totals.into_iter().try_fold(u64::MAX, |m, t| Ok(m.min(t?)))
+}
+
+/// Attempts at fitting a candidate's fastest plan: the ILP bounds operator memory only, so a
+/// stage whose whole memory (buffers and transients added) overflows is solved again with its
+/// budget lowered by the overflow.
+const FIT_ATTEMPTS: usize = 4;
+
+/// The fastest plan of `cand` whose whole per-device memory fits, and its stage solutions; `None`
+/// when no strategy fits.
+fn solve_fitting(
+    problem: &Problem,
+    cand: &Candidate,
+    stages: &[StageProblem],
+    budget: f64,
+) -> Result<Option<(Plan, Vec<IlpSolution>)>> {
+    let device = problem.mesh.device_memory_bytes;
+    let mut budgets = vec![budget; stages.len()];
+    for _ in 0..FIT_ATTEMPTS {
+        let mut sols = Vec::with_capacity(stages.len());
+        for (st, &b) in stages.iter().zip(&budgets) {
+            let objective = IlpObjective::MinTime {
+                memory_budget: Some(b),
+            };
+            match st.space.ilp.solve(objective, &problem.solver) {
+                Ok(s) => sols.push(s),
+                Err(PlanError::Infeasible { .. }) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        let plan = problem.assemble("Alpa-style min-time", cand, stages, &sols);
+        if plan.fits {
+            return Ok(Some((plan, sols)));
+        }
+        for (b, s) in budgets.iter_mut().zip(&plan.stages) {
+            let over = s.memory.total().saturating_sub(device);
+            if over > 0 {
+                *b = (*b - over as f64).max(0.0);
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// Phase 1 over every candidate of `problem`: the evaluated (fitting) candidates and the number
@@ -214,67 +353,178 @@ fn sort_plans(plans: &mut [Plan], by_memory: bool) {
     });
 }
 
-/// Plans `problem` for `objective`, beside the baselines.
+/// Plans `problem` for `objective`, beside every peer framework at its strongest.
+///
+/// Min-memory: the reference is the strongest peer's step time (its fastest fitting
+/// configuration), or pardis's own fastest plan when no peer configuration fits; the chosen plan
+/// is the leanest within `(1 + slack) ×` that, and [`PlanReport::peer_reference`] is the leanest
+/// peer configuration within the same budget. When no pardis plan meets the budget, the chosen
+/// plan is pardis's fastest. Min-time: the fastest plan; the budget is its step time.
 ///
 /// # Errors
 /// [`PlanError::Infeasible`] with the smallest achievable per-device memory when no plan fits
 /// the device; solver and memory-model errors.
 pub fn plan(problem: &Problem, objective: Objective, progress: Progress<'_>) -> Result<PlanReport> {
-    let needed = match objective {
-        Objective::MinMemory { slack } => Needed::WithinSlack(slack),
-        Objective::MinTime => Needed::Fastest(RUNNERS_UP + 1),
+    let peer_plans = evaluate_peers(problem, progress)?;
+    let fitting_peers = || {
+        peer_plans
+            .iter()
+            .flat_map(|(_, plans, _)| plans)
+            .filter(|p| p.plan.fits)
+    };
+    let strongest = fitting_peers().min_by(|a, b| by_time(&a.plan, &b.plan));
+    let (slack, needed) = match objective {
+        Objective::MinMemory { slack } => (
+            slack,
+            match strongest {
+                Some(s) => Needed::BelowOrFastest(
+                    s.plan.step_time_s * (1.0 + slack) * (1.0 + 1e-9),
+                    RUNNERS_UP + 1,
+                ),
+                None => Needed::WithinSlack(slack),
+            },
+        ),
+        Objective::MinTime => (0.0, Needed::Fastest(RUNNERS_UP + 1)),
     };
     let (evaluated, searched) = evaluate_feasible(problem, needed, progress)?;
     let solved = evaluated.len();
     let mut fastest: Vec<Plan> = evaluated.iter().map(|e| e.fastest.clone()).collect();
-    sort_plans(&mut fastest, false);
+    fastest.sort_by(by_time);
     let t_star = fastest[0].step_time_s;
-    let alpa = fastest[0].clone();
+    let reference = match (objective, strongest) {
+        (Objective::MinMemory { .. }, Some(s)) => TimeReference::StrongestPeer {
+            name: s.plan.name.clone(),
+            step_time_s: s.plan.step_time_s,
+        },
+        _ => TimeReference::FastestPardis {
+            step_time_s: t_star,
+        },
+    };
+    let budget = reference.step_time_s() * (1.0 + slack);
+    let mut pardis_fastest = fastest[0].clone();
+    pardis_fastest.name = "pardis fastest".into();
     let (mut plans, by_memory) = match objective {
-        Objective::MinTime => (fastest.clone(), false),
-        Objective::MinMemory { slack } => (
-            min_memory_plans(problem, &evaluated, t_star * (1.0 + slack), progress)?,
-            true,
-        ),
+        Objective::MinTime => (fastest, false),
+        Objective::MinMemory { .. } => {
+            match min_memory_plans(problem, &evaluated, budget, progress) {
+                Ok(plans) => (plans, true),
+                // Nothing of pardis's is that fast: its fastest plans, by time.
+                Err(PlanError::Solver(_)) => (fastest, false),
+                Err(e) => return Err(e),
+            }
+        }
     };
     sort_plans(&mut plans, by_memory);
     let mut best = plans.remove(0);
-    best.name = match objective {
-        Objective::MinMemory { slack } => {
-            format!("pardis min-memory (slack {:.0}%)", slack * 100.0)
-        }
-        Objective::MinTime => "pardis min-time".into(),
+    best.name = if by_memory {
+        "pardis min-memory".into()
+    } else {
+        "pardis fastest".into()
     };
     plans.truncate(RUNNERS_UP);
-    let slack = match objective {
-        Objective::MinMemory { slack } => slack,
-        Objective::MinTime => 0.0,
-    };
-    let mut baselines = baseline_plans(problem, slack, progress)?;
-    baselines.push(alpa);
+    let within = |p: &Plan| p.fits && p.step_time_s <= budget * (1.0 + 1e-9);
+    let peers: Vec<PeerSummary> = peer_plans
+        .iter()
+        .map(|(framework, plans, configurations)| PeerSummary {
+            framework: *framework,
+            configurations: *configurations,
+            fitting: plans.iter().filter(|p| p.plan.fits).count(),
+            fastest: plans
+                .iter()
+                .filter(|p| p.plan.fits)
+                .min_by(|a, b| by_time(&a.plan, &b.plan))
+                .cloned(),
+            leanest_within_budget: plans
+                .iter()
+                .filter(|p| within(&p.plan))
+                .min_by(|a, b| by_memory_then_time(&a.plan, &b.plan))
+                .cloned(),
+        })
+        .collect();
+    let peer_reference = peers
+        .iter()
+        .filter_map(|p| p.leanest_within_budget.as_ref())
+        .min_by(|a, b| by_memory_then_time(&a.plan, &b.plan))
+        .cloned();
     Ok(PlanReport {
+        objective: ObjectiveReport {
+            kind: match objective {
+                Objective::MinMemory { .. } => "min-memory".into(),
+                Objective::MinTime => "min-time".into(),
+            },
+            slack,
+            reference,
+            time_budget_s: budget,
+        },
         plan: best,
+        fastest: pardis_fastest,
         runners_up: plans,
-        baselines,
+        peers,
+        peer_reference,
         candidates_searched: searched,
         candidates_solved: solved,
     })
 }
 
-/// The leanest plan whose step time is at most `step_time_s` (e.g. a baseline's step time, to
-/// compare memory at equal throughput), without baselines.
-///
-/// # Errors
-/// [`PlanError::Infeasible`] when no plan fits the device; [`PlanError::Solver`] when none is
-/// fast enough.
-pub fn leanest_within(problem: &Problem, step_time_s: f64, progress: Progress<'_>) -> Result<Plan> {
-    let bound = step_time_s * (1.0 + 1e-9);
-    let (evaluated, _) = evaluate_feasible(problem, Needed::Below(bound), progress)?;
-    let mut plans = min_memory_plans(problem, &evaluated, step_time_s, progress)?;
-    sort_plans(&mut plans, true);
-    let mut best = plans.remove(0);
-    best.name = format!("pardis min-memory (≤ {step_time_s:.3} s)");
-    Ok(best)
+/// Step times within this relative distance are equal (sums of the same terms in another order).
+const SAME_TIME: f64 = 1e-9;
+
+/// Faster first; equal times (within [`SAME_TIME`]): leaner first.
+fn by_time(a: &Plan, b: &Plan) -> std::cmp::Ordering {
+    if (a.step_time_s - b.step_time_s).abs() <= SAME_TIME * a.step_time_s.max(b.step_time_s) {
+        a.per_device_memory
+            .total()
+            .cmp(&b.per_device_memory.total())
+    } else {
+        a.step_time_s.total_cmp(&b.step_time_s)
+    }
+}
+
+fn by_memory_then_time(a: &Plan, b: &Plan) -> std::cmp::Ordering {
+    a.per_device_memory
+        .total()
+        .cmp(&b.per_device_memory.total())
+        .then(a.step_time_s.total_cmp(&b.step_time_s))
+}
+
+/// Every configuration of every peer framework, priced: per framework, its plans and the number
+/// of configurations its rules allow (those the mesh cannot lay out are left out).
+fn evaluate_peers(
+    problem: &Problem,
+    progress: Progress<'_>,
+) -> Result<Vec<(Framework, Vec<PeerPlan>, usize)>> {
+    let all: Vec<PeerConfig> = Framework::ALL
+        .iter()
+        .flat_map(|&f| peers::configurations(problem, f))
+        .collect();
+    let total = all.len();
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let priced: Vec<Result<Option<PeerPlan>>> = all
+        .into_par_iter()
+        .map(|config| {
+            let r = match peers::evaluate(problem, &config) {
+                Ok(plan) => Ok(Some(PeerPlan { config, plan })),
+                Err(PlanError::InvalidInput(_)) => Ok(None),
+                Err(e) => Err(e),
+            };
+            let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            progress(n, total, "peer configurations");
+            r
+        })
+        .collect();
+    let mut out: Vec<(Framework, Vec<PeerPlan>, usize)> =
+        Framework::ALL.iter().map(|&f| (f, Vec::new(), 0)).collect();
+    for p in priced {
+        if let Some(p) = p? {
+            let slot = out
+                .iter_mut()
+                .find(|(f, _, _)| *f == p.config.framework)
+                .expect("every framework has a slot");
+            slot.1.push(p);
+            slot.2 += 1;
+        }
+    }
+    Ok(out)
 }
 
 /// Phase 2: min-memory under the time limit for each candidate fast enough.
@@ -322,83 +572,6 @@ fn min_memory_plans(
         return Err(PlanError::Solver("no candidate met the time bound".into()));
     }
     Ok(out)
-}
-
-/// Every baseline of [`Baseline::ALL`] in the same cost model, each at its leanest pipeline
-/// degree and micro-batch count among those that fit and are within `slack` of its fastest
-/// (the same time slack as the pardis plan), or its leanest overall, marked not fitting.
-pub fn baseline_plans(problem: &Problem, slack: f64, progress: Progress<'_>) -> Result<Vec<Plan>> {
-    let nodes = if problem.mesh.axes.len() > 1 {
-        problem.mesh.axes[0].size as u64
-    } else {
-        1
-    };
-    let gpus = problem.mesh.num_devices() as u64 / nodes;
-    let all = problem.candidates(None);
-    let total = Baseline::ALL.len();
-    let out: Vec<Result<Option<Plan>>> = Baseline::ALL
-        .par_iter()
-        .enumerate()
-        .map(|(i, &b)| {
-            // Stages of whole nodes, unfactorized; pipelines only for Megatron.
-            let cands: Vec<&Candidate> = all
-                .iter()
-                .filter(|c| {
-                    c.stage_mesh.axes.last().map(|a| a.size as u64) == Some(gpus)
-                        && !c
-                            .stage_mesh
-                            .axes
-                            .iter()
-                            .any(|a| a.name.starts_with("gpu") && a.name.len() > 3)
-                })
-                .filter(|c| b.pipelines() || c.pp == 1)
-                // Megatron-LM's even layer split and 1F1B; every recomputation mode.
-                .filter(|c| {
-                    c.schedule == PipelineSchedule::OneFOneB
-                        && c.layers == layers_per_stage(problem.model.num_layers, c.pp)
-                })
-                .collect();
-            let restrict = b.restriction();
-            let mut plans = Vec::new();
-            for c in cands {
-                let stages = match problem.build(c, Some(&*restrict)) {
-                    Ok(s) => s,
-                    Err(PlanError::InvalidInput(_)) => continue, // the baseline cannot shard this shape
-                    Err(e) => return Err(e),
-                };
-                plans.push(problem.solve(
-                    &b.name(),
-                    c,
-                    &stages,
-                    IlpObjective::MinTime {
-                        memory_budget: None,
-                    },
-                )?);
-            }
-            progress(i + 1, total, "baselines");
-            // Equal slack: the leanest fitting configuration within `slack` of the fastest one.
-            let fitting: Vec<&Plan> = plans.iter().filter(|p| p.fits).collect();
-            let fastest = fitting
-                .iter()
-                .map(|p| p.step_time_s)
-                .fold(f64::INFINITY, f64::min);
-            let pick = if fitting.is_empty() {
-                plans.iter().min_by_key(|p| p.per_device_memory.total())
-            } else {
-                fitting
-                    .into_iter()
-                    .filter(|p| p.step_time_s <= fastest * (1.0 + slack) * (1.0 + 1e-9))
-                    .min_by_key(|p| p.per_device_memory.total())
-            };
-            Ok(pick.cloned())
-        })
-        .collect();
-    Ok(out
-        .into_iter()
-        .collect::<Result<Vec<_>>>()?
-        .into_iter()
-        .flatten()
-        .collect())
 }
 
 /// The memory/time frontier: the min-memory plan for each slack of [`PARETO_SLACKS`].

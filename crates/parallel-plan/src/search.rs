@@ -119,9 +119,9 @@ impl Problem {
     /// Pipeline degrees, stage meshes (and their 2-axis factorizations), micro-batch counts,
     /// layer splits, schedules and recomputation modes worth trying: `pp` divides the devices
     /// and is at most the layers; a stage is a whole number of nodes or a divisor of one node;
-    /// `m` runs over powers of [`MICRO_BATCH_STEP`] times the power of two ≥ `pp`, dividing the
-    /// global batch with at most [`MAX_SEQUENCES_PER_DEVICE`] sequences per device per
-    /// micro-batch; the layers split evenly and, with [`Problem::balance_layers`], balanced
+    /// `m ≥ pp` runs over the divisors of the global batch with at most
+    /// [`MAX_SEQUENCES_PER_DEVICE`] sequences per device per micro-batch (so every peer's
+    /// micro-batch count is in the space); the layers split evenly and, with [`Problem::balance_layers`], balanced
     /// for time ([`balanced_layers`]).
     ///
     /// Pruned without loss: a schedule holding at least as many micro-batches in flight on
@@ -154,29 +154,24 @@ impl Problem {
             }
             let devices = n / pp;
             for mesh in meshes {
-                let mut m = pp.next_power_of_two();
-                while m <= self.global_batch {
-                    let b = self.global_batch / m;
-                    if self.global_batch.is_multiple_of(m)
-                        && b <= MAX_SEQUENCES_PER_DEVICE * devices
-                        && m >= pp
-                    {
-                        for schedule in self.useful_schedules(pp, m) {
-                            for layers in &splits {
-                                for &recompute in &recomputes {
-                                    out.push(Candidate {
-                                        pp,
-                                        stage_mesh: mesh.clone(),
-                                        micro_batches: m,
-                                        layers: layers.clone(),
-                                        schedule,
-                                        recompute,
-                                    });
-                                }
+                for m in (pp..=self.global_batch).filter(|&m| {
+                    self.global_batch.is_multiple_of(m)
+                        && self.global_batch / m <= MAX_SEQUENCES_PER_DEVICE * devices
+                }) {
+                    for schedule in self.useful_schedules(pp, m) {
+                        for layers in &splits {
+                            for &recompute in &recomputes {
+                                out.push(Candidate {
+                                    pp,
+                                    stage_mesh: mesh.clone(),
+                                    micro_batches: m,
+                                    layers: layers.clone(),
+                                    schedule,
+                                    recompute,
+                                });
                             }
                         }
                     }
-                    m *= MICRO_BATCH_STEP;
                 }
             }
         }
@@ -206,6 +201,12 @@ impl Problem {
 
     /// The recomputation modes of [`Problem::recomputes`] that change some saved tensor.
     fn effective_recomputes(&self) -> Vec<Recompute> {
+        self.effective_recomputes_of(&self.recomputes)
+    }
+
+    /// The modes of `modes` that keep different saved tensors of the model (the first of each
+    /// equivalent group; e.g. selective recomputation drops nothing under flash attention).
+    pub(crate) fn effective_recomputes_of(&self, modes: &[Recompute]) -> Vec<Recompute> {
         let workload = self.setup.workload();
         let ops = memory_model::layer_operators(&self.model, &workload);
         let kept = |r: Recompute| -> Vec<bool> {
@@ -218,7 +219,7 @@ impl Problem {
                 .collect()
         };
         let mut out: Vec<Recompute> = Vec::new();
-        for &r in &self.recomputes {
+        for &r in modes {
             if !out.iter().any(|&o| kept(o) == kept(r)) {
                 out.push(r);
             }
@@ -341,8 +342,6 @@ pub fn balanced_layers(model: &ModelConfig, pp: u64) -> Vec<u64> {
 
 /// Most sequences one device processes per micro-batch in the search.
 pub const MAX_SEQUENCES_PER_DEVICE: u64 = 4;
-/// Ratio between successive micro-batch counts tried by the search.
-pub const MICRO_BATCH_STEP: u64 = 4;
 
 /// Default sequences per training step (GPT-3's 1.3B run: 0.5 M tokens of 2048 = 256 sequences).
 pub const DEFAULT_GLOBAL_BATCH: u64 = 256;
@@ -350,15 +349,12 @@ pub const DEFAULT_GLOBAL_BATCH: u64 = 256;
 pub const DEFAULT_SEQ_LEN: u64 = 2048;
 
 impl Problem {
-    /// A problem with the defaults: the vocabulary padded to [`VOCAB_PAD_MULTIPLE`] when the
-    /// model does not pad it (so that it splits 8 ways, as Megatron-LM pads it), mixed-precision Adam (16 B per parameter), flash attention,
-    /// no recomputation, sequence length [`DEFAULT_SEQ_LEN`], [`DEFAULT_GLOBAL_BATCH`] sequences
-    /// per step, schedules 1F1B and GPipe, every recomputation mode, layers tied and balanced,
-    /// default HiGHS settings.
-    pub fn new(mut model: ModelConfig, mesh: DeviceMesh) -> Self {
-        if model.vocab_pad_multiple == 1 {
-            model.vocab_pad_multiple = VOCAB_PAD_MULTIPLE;
-        }
+    /// A problem with the defaults: mixed-precision Adam (16 B per parameter), flash attention,
+    /// no recomputation, sequence length [`DEFAULT_SEQ_LEN`], [`DEFAULT_GLOBAL_BATCH`]
+    /// sequences per step, schedules 1F1B and GPipe, every recomputation mode, layers tied and
+    /// balanced, default HiGHS settings. The model is taken as given: a vocabulary that tensor
+    /// parallelism should split must be padded by the caller ([`ModelConfig::with_vocab_padding`]).
+    pub fn new(model: ModelConfig, mesh: DeviceMesh) -> Self {
         let setup = TrainingSetup {
             seq_len: DEFAULT_SEQ_LEN,
             flash_attention: true,
@@ -377,6 +373,3 @@ impl Problem {
         }
     }
 }
-
-/// Vocabulary padding applied by [`Problem::new`] to unpadded models: Megatron-LM's 128 × 8.
-pub const VOCAB_PAD_MULTIPLE: u64 = 1024;

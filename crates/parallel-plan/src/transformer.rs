@@ -48,6 +48,9 @@ pub struct TransformerGraph {
     pub source_ops: Vec<MmOperator>,
     /// Per graph operator, the memory-model dimension of each of its iteration dimensions.
     pub dim_names: Vec<Vec<MmDim>>,
+    /// Per graph operator, whether it belongs to the first (or, tied, the only) layer block:
+    /// one layer's worth of operators, e.g. for the recomputation transient.
+    pub first_layer: Vec<bool>,
 }
 
 /// Memory-model dimension → whether the planner may split it for an operator of this kind.
@@ -231,12 +234,14 @@ pub fn stage_graph(
         graph: ComputationGraph::default(),
         source_ops: Vec::new(),
         dim_names: Vec::new(),
+        first_layer: Vec::new(),
     };
     let push = |g: &mut TransformerGraph, op: MmOperator, copies: u32| {
         let (c, names) = convert(&op, model, copies);
         g.graph.ops.push(c);
         g.source_ops.push(op);
         g.dim_names.push(names);
+        g.first_layer.push(false);
         g.graph.ops.len() - 1
     };
     let edge = |g: &mut TransformerGraph, from: usize, to: usize, input: usize, copies: u32| {
@@ -268,7 +273,7 @@ pub fn stage_graph(
         (stage.layers as usize, 1)
     };
     let mut previous_output: Option<usize> = None;
-    for _ in 0..blocks {
+    for block in 0..blocks {
         let base = g.graph.ops.len();
         // The attention residual's skip input is the layer input (wired below); the MLP
         // residual's is the attention residual.
@@ -285,6 +290,7 @@ pub fn stage_graph(
                 });
             let id = push(&mut g, op, copies);
             g.graph.ops[id].recomputed = recomputed;
+            g.first_layer[id] = block == 0;
             if let Some(prev) = last {
                 edge(&mut g, prev, id, 0, copies);
             }

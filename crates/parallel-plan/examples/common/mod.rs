@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use memory_model::ModelConfig;
+use memory_model::MEGATRON_VOCAB_PADDING;
 use parallel_plan::mesh::DeviceMesh;
 use parallel_plan::plan::Plan;
 use parallel_plan::planner::{self, Objective, PlanReport};
@@ -16,12 +17,13 @@ pub(crate) fn dgx_problem(
     nodes: usize,
 ) -> Result<Problem, Box<dyn std::error::Error>> {
     Ok(Problem::new(
-        ModelConfig::preset(model)?,
+        ModelConfig::preset(model)?.with_vocab_padding(MEGATRON_VOCAB_PADDING),
         DeviceMesh::preset("dgx-a100-80g", nodes)?,
     ))
 }
 
-/// The min-memory plan within `slack` of the fastest, and the wall-clock seconds it took.
+/// The min-memory plan within `slack` of the strongest peer's step time, and the wall-clock
+/// seconds it took.
 pub(crate) fn timed_min_memory(
     problem: &Problem,
     slack: f64,
@@ -31,11 +33,19 @@ pub(crate) fn timed_min_memory(
     Ok((report, start.elapsed().as_secs_f64()))
 }
 
-/// The chosen plan, its runners-up and the baselines of a report.
+/// The chosen plan, its runners-up, pardis's fastest plan and each peer's fastest and leanest
+/// configurations of a report.
 pub(crate) fn reported(report: &PlanReport) -> impl Iterator<Item = &Plan> {
+    let peers = report.peers.iter().flat_map(|s| {
+        s.fastest
+            .iter()
+            .chain(&s.leanest_within_budget)
+            .map(|p| &p.plan)
+    });
     std::iter::once(&report.plan)
         .chain(&report.runners_up)
-        .chain(&report.baselines)
+        .chain(std::iter::once(&report.fastest))
+        .chain(peers)
 }
 
 /// `pp2 (12/12) gpu8 m32 1F1B none`: the shape of a plan in one cell.

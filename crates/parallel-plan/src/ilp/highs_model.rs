@@ -6,7 +6,7 @@ use std::time::Instant;
 use highs::{Col, HighsModelStatus, RowProblem, Sense};
 
 use super::{
-    IlpObjective, IlpSolution, IlpStats, SolverConfig, StrategyEdge, StrategyGraph,
+    IlpObjective, IlpSolution, IlpStats, SolveStatus, SolverConfig, StrategyEdge, StrategyGraph,
     BOUND_TOLERANCE, FEASIBILITY_TOLERANCE,
 };
 use crate::error::{PlanError, Result};
@@ -237,7 +237,11 @@ impl StrategyGraph {
                 constraints,
                 solved_variables: variables,
                 solved_constraints: constraints,
-                status: format!("{status:?}"),
+                status: if status == HighsModelStatus::Optimal {
+                    SolveStatus::Optimal
+                } else {
+                    SolveStatus::ReachedTimeLimit
+                },
                 gap: if gap.is_finite() { gap } else { f64::INFINITY },
                 solve_time_s: start.elapsed().as_secs_f64(),
             },

@@ -1,12 +1,15 @@
 //! Turning stage solutions into a reported [`Plan`]: memory by category recomputed with
 //! memory-model, per-operator shardings and the collectives they insert.
 
+use memory_model::{stage_memory, PlacedOperator, StageTensors, TrainingSetup};
+
 use super::{Candidate, Problem, StageProblem};
+use crate::cost_model::group_size;
 use crate::error::Result;
 use crate::graph::ComputationGraph;
 use crate::ilp::{IlpObjective, IlpSolution};
 use crate::mesh::DeviceMesh;
-use crate::plan::{add_operator, DeviceBreakdown, IlpSummary, OperatorPlan, Plan, StagePlan};
+use crate::plan::{DeviceBreakdown, IlpSummary, OperatorPlan, Plan, StagePlan};
 use crate::sharding::Sharding;
 use crate::strategy::edge_collectives;
 
@@ -26,6 +29,75 @@ impl Problem {
         Ok(self.assemble(name, cand, stages, &solutions))
     }
 
+    /// Per-device memory of one stage under the strategy `choice`: memory-model's
+    /// [`stage_memory`] of the stage's operators under their chosen shardings, with the stage
+    /// boundary and logits tensors as laid out by those shardings. A sharding memory-model
+    /// rejects (never one the ILP kept) counts as an empty operator.
+    pub(crate) fn stage_memory(
+        &self,
+        cand: &Candidate,
+        st: &StageProblem,
+        choice: &[usize],
+        in_flight: u64,
+        setup: &TrainingSetup,
+    ) -> DeviceBreakdown {
+        let mesh = &cand.stage_mesh;
+        let g = &st.graph;
+        let shardings: Vec<&Sharding> = choice
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| &st.space.shardings[i][c])
+            .collect();
+        let placed: Vec<PlacedOperator<'_>> = (0..choice.len())
+            .map(|i| {
+                let o = &g.graph.ops[i];
+                let copies = o.copies as u64;
+                // Replicas that see different samples: the data-parallel axes splitting the batch.
+                let batch_axes = g.dim_names[i]
+                    .iter()
+                    .position(|&d| d == memory_model::Dim::Batch)
+                    .map_or(0, |k| shardings[i].dim_axes[k]);
+                PlacedOperator {
+                    op: &g.source_ops[i],
+                    sharding: g.operator_sharding(i, shardings[i], mesh),
+                    copies,
+                    activation_sets: copies * in_flight,
+                    in_layer: g.first_layer[i],
+                    data_parallel: group_size(mesh, batch_axes & shardings[i].dp_axes(o)) as u64,
+                }
+            })
+            .collect();
+        // Bytes of one device's share of operator `i`'s output.
+        let output_bytes = |i: usize, elem: u64| {
+            let o = &g.graph.ops[i];
+            o.output
+                .numel
+                .div_ceil(shardings[i].shards(mesh, &o.output))
+                * elem
+        };
+        let act = setup.precision.activation_bytes();
+        let boundary = (cand.pp > 1)
+            .then(|| g.first_layer.iter().rposition(|&l| l))
+            .flatten()
+            .map_or(0, |i| output_bytes(i, act));
+        let logits = g
+            .source_ops
+            .iter()
+            .position(|o| o.name == "lm_head")
+            .map_or(0, |i| output_bytes(i, 4));
+        let tensors = StageTensors {
+            pipeline_boundary_bytes: boundary,
+            logits_bytes: logits,
+        };
+        match stage_memory(setup, &placed, &tensors) {
+            Ok(m) => m.device,
+            Err(_) => DeviceBreakdown {
+                overhead: setup.overhead_bytes,
+                ..Default::default()
+            },
+        }
+    }
+
     /// Turns stage solutions into a [`Plan`], recomputing every stage's memory by category with
     /// memory-model's `operator_memory` for the chosen shardings.
     pub(crate) fn assemble(
@@ -41,20 +113,8 @@ impl Problem {
         let keys = self.stage_keys(cand);
         let mut stage_plans = Vec::new();
         for ((st, sol), key) in stages.iter().zip(solutions).zip(&keys) {
-            let mut mem = DeviceBreakdown {
-                overhead: self.setup.overhead_bytes,
-                ..Default::default()
-            };
             let mut ops = Vec::new();
-            for (i, &c) in sol.choice.iter().enumerate() {
-                let s = &st.space.shardings[i][c];
-                let copies = st.graph.graph.ops[i].copies as u64;
-                let sharding = st.graph.operator_sharding(i, s, mesh);
-                if let Ok(m) =
-                    memory_model::operator_memory(&st.graph.source_ops[i], &sharding, &setup)
-                {
-                    add_operator(&mut mem, &m.device, copies, key.in_flight);
-                }
+            for i in 0..sol.choice.len() {
                 ops.push(operator_plan(
                     &st.graph.graph,
                     &st.space.shardings,
@@ -63,6 +123,7 @@ impl Problem {
                     &sol.choice,
                 ));
             }
+            let mem = self.stage_memory(cand, st, &sol.choice, key.in_flight, &setup);
             stage_plans.push(StagePlan {
                 index: st.key_index,
                 layers: st.layers,
@@ -85,8 +146,8 @@ impl Problem {
             stage_mesh: mesh.shape_string(),
             micro_batches: cand.micro_batches,
             micro_batch_size: b,
-            schedule: format!("{:?}", cand.schedule),
-            recompute: format!("{:?}", cand.recompute).to_lowercase(),
+            schedule: cand.schedule,
+            recompute: cand.recompute,
             layers_per_stage: cand.layers.clone(),
             per_device_memory: peak,
             step_time_s: time,

@@ -25,7 +25,7 @@ fn example_graph_plans_and_matches_brute_force() {
     let solver = SolverConfig::default();
     let plan = plan_graph(&g, &mesh, 4, 0.05, &solver).unwrap();
     assert_eq!(plan.operators.len(), 4);
-    assert_eq!(plan.ilp.status, "Optimal");
+    assert_eq!(plan.ilp.status, parallel_plan::ilp::SolveStatus::Optimal);
     assert!(plan.step_time_s <= plan.fastest_step_time_s * 1.05 * (1.0 + 1e-9));
     let ctx = PipelineContext {
         micro_batches: 4,

@@ -150,7 +150,7 @@ fn infeasible_budget_names_smallest_memory() {
     );
     let ok = within(80.0).unwrap();
     assert_eq!(ok.choice, vec![1]);
-    assert_eq!(ok.stats.status, "Optimal");
+    assert_eq!(ok.stats.status, parallel_plan::ilp::SolveStatus::Optimal);
     assert!(ok.stats.variables >= 2 && ok.stats.constraints >= 2);
     // Strategy 0 (200 bytes) cannot fit 80: removed before the solve.
     assert!(ok.stats.solved_variables < ok.stats.variables);

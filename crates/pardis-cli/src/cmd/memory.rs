@@ -56,9 +56,13 @@ pub(crate) struct Args {
     /// Micro-batch size per device.
     #[arg(long, default_value_t = 1)]
     micro_batch: u64,
-    /// Sequence length.
-    #[arg(long, default_value_t = 4096)]
-    seq: u64,
+    /// Sequence length; default: the model's context length, at most 4096.
+    #[arg(long)]
+    seq: Option<u64>,
+    /// Pad the vocabulary to a multiple of N, as Megatron-LM does (128 × tensor parallel 8, the
+    /// same default as `pardis plan`); 1 keeps the model's own vocabulary.
+    #[arg(long, default_value_t = pardis::memory::MEGATRON_VOCAB_PADDING)]
+    vocab_pad: u64,
     /// Micro-batches per step (gradient accumulation); default: pp.
     #[arg(long)]
     num_microbatches: Option<u64>,
@@ -176,17 +180,28 @@ fn offload(a: OffloadArg) -> OffloadTarget {
 }
 
 fn load_model(args: &Args) -> anyhow::Result<ModelConfig> {
-    Ok(match &args.hf_config {
+    anyhow::ensure!(args.vocab_pad > 0, "--vocab-pad must be positive");
+    let model = match &args.hf_config {
         Some(path) => ModelConfig::from_hf_config_file(path)
             .with_context(|| format!("reading {}", path.display()))?,
         None => ModelConfig::preset(&args.model)?,
-    })
+    };
+    Ok(model.with_vocab_padding(args.vocab_pad))
 }
 
-fn build_setup(args: &Args) -> anyhow::Result<TrainingSetup> {
+/// Longest default sequence: the model's context length, capped here.
+const DEFAULT_SEQ_CAP: u64 = 4096;
+
+/// `--seq`, or the model's context length capped at [`DEFAULT_SEQ_CAP`].
+fn seq_len(args: &Args, model: &ModelConfig) -> u64 {
+    args.seq
+        .unwrap_or_else(|| model.max_positions.min(DEFAULT_SEQ_CAP))
+}
+
+fn build_setup(args: &Args, model: &ModelConfig) -> anyhow::Result<TrainingSetup> {
     let mut s = TrainingSetup {
         micro_batch: args.micro_batch,
-        seq_len: args.seq,
+        seq_len: seq_len(args, model),
         num_microbatches: args.num_microbatches.unwrap_or(args.pp.max(1)),
         precision: match args.precision {
             PrecisionArg::Mixed => Precision::Mixed,
@@ -250,7 +265,7 @@ fn build_setup(args: &Args) -> anyhow::Result<TrainingSetup> {
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let model = load_model(&args)?;
-    let setup = build_setup(&args)?;
+    let setup = build_setup(&args, &model)?;
     if args.search {
         return run_search(&args, &model, setup);
     }
@@ -358,7 +373,7 @@ fn print_report(args: &Args, model: &ModelConfig, r: &MemoryReport) {
         args.pp,
         args.cp,
         args.micro_batch,
-        args.seq
+        seq_len(args, model)
     );
     let mut t = output::table([
         "stage",

@@ -1,21 +1,23 @@
-//! `pardis plan` (issue #4): the memory-minimal parallel plan for training a model on a mesh,
-//! beside Megatron-LM and the other baselines in the same cost model.
+//! `pardis plan` (issues #4, #24): the memory-minimal parallel plan for training a model on a
+//! mesh at the strongest peer's step time, beside Megatron-LM, DeepSpeed and torchtitan each at
+//! its strongest, in the same cost model.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::ValueEnum;
 use pardis::memory::ModelConfig;
+use pardis::memory::{Recompute, ZeroStage, MEGATRON_VOCAB_PADDING};
 use pardis::plan::custom::plan_graph;
 use pardis::plan::graph::ComputationGraph;
 use pardis::plan::ilp::SolverConfig;
 use pardis::plan::mesh::DeviceMesh;
+use pardis::plan::peers::PeerConfig;
 use pardis::plan::plan::{OperatorPlan, Plan};
-use pardis::plan::planner::{self, Objective, PlanReport};
+use pardis::plan::planner::{self, Objective, PeerPlan, PlanReport, TimeReference};
 use pardis::plan::search::Problem;
 use serde_json::json;
 
-use super::memory::breakdown_json;
 use crate::output;
 
 /// Objective of the planner.
@@ -56,9 +58,14 @@ pub(crate) struct Args {
     /// Objective.
     #[arg(long, value_enum, default_value_t = ObjectiveArg::MinMemory)]
     objective: ObjectiveArg,
-    /// Allowed slowdown of the min-memory plan over the fastest plan.
+    /// Allowed slowdown of the min-memory plan over its reference step time (the strongest
+    /// peer's, or pardis's fastest plan when no peer configuration fits).
     #[arg(long, default_value_t = planner::DEFAULT_TIME_SLACK)]
     time_slack: f64,
+    /// Pad the vocabulary to a multiple of N, as Megatron-LM does (128 × tensor parallel 8), so
+    /// tensor parallelism can split it; 1 keeps the model's own vocabulary.
+    #[arg(long, default_value_t = MEGATRON_VOCAB_PADDING)]
+    vocab_pad: u64,
     /// Per-device memory (e.g. 40GiB); default: the preset's.
     #[arg(long, value_parser = output::parse_bytes)]
     gpu_mem: Option<u64>,
@@ -104,6 +111,8 @@ fn problem(args: &Args) -> anyhow::Result<Problem> {
             .with_context(|| format!("loading {}", path.display()))?,
         None => ModelConfig::preset(&args.model)?,
     };
+    anyhow::ensure!(args.vocab_pad > 0, "--vocab-pad must be positive");
+    let model = model.with_vocab_padding(args.vocab_pad);
     let mesh = mesh(args)?;
     check_slack(args)?;
     anyhow::ensure!(
@@ -129,51 +138,70 @@ fn check_slack(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn plan_json(p: &Plan) -> serde_json::Value {
-    let stages: Vec<_> = p
-        .stages
-        .iter()
-        .map(|s| {
-            json!({
-                "index": s.index, "layers": s.layers, "per_device_memory": breakdown_json(&s.memory), "time_s": s.time_s, "ilp": s.ilp,
-                "operators": s.operators,
-            })
-        })
-        .collect();
-    // Every operator of every distinct stage, with its stage index.
-    let operators: Vec<_> = p
-        .stages
-        .iter()
-        .flat_map(|s| {
-            s.operators.iter().map(move |o| {
-                let mut v = json!(o);
-                v["stage"] = json!(s.index);
-                v
-            })
-        })
-        .collect();
-    json!({
-        "name": p.name, "pipeline_stages": p.pipeline_stages, "layers_per_stage": p.layers_per_stage,
-        "stage_mesh": p.stage_mesh, "micro_batches": p.micro_batches, "micro_batch_size": p.micro_batch_size,
-        "schedule": p.schedule, "recompute": p.recompute,
-        "per_device_memory": breakdown_json(&p.per_device_memory), "step_time_s": p.step_time_s, "fits": p.fits,
-        "ilp": p.ilp, "operators": operators, "stages": stages,
-    })
+/// `pardis memory` flags that describe a peer configuration (the same memory to the byte).
+fn memory_command(cfg: &PeerConfig, problem: &Problem) -> String {
+    let mut flags = vec![format!("pardis memory --model {}", problem.model.name)];
+    if problem.model.vocab_pad_multiple != 1 {
+        flags.push(format!("--vocab-pad {}", problem.model.vocab_pad_multiple));
+    }
+    flags.push(format!(
+        "--dp {} --tp {} --pp {} --micro-batch {} --num-microbatches {} --seq {}",
+        cfg.dp, cfg.tp, cfg.pp, cfg.micro_batch_size, cfg.micro_batches, problem.setup.seq_len
+    ));
+    if cfg.sequence_parallel {
+        flags.push("--sp".into());
+    }
+    match cfg.zero {
+        ZeroStage::Zero0 => {}
+        ZeroStage::DistributedOptimizer => flags.push("--distributed-optimizer".into()),
+        z => flags.push(format!("--zero {}", z as u8)),
+    }
+    if cfg.recompute != Recompute::None {
+        flags.push(format!("--recompute {}", cfg.recompute));
+    }
+    if problem.setup.flash_attention {
+        flags.push("--flash".into());
+    }
+    flags.join(" ")
 }
 
-/// Columns shared by the comparison and the pareto tables.
-const PLAN_HEADERS: [&str; 8] = [
-    "plan",
-    "pp (layers)",
-    "stage mesh",
-    "m × b",
-    "schedule",
-    "recompute",
-    "memory/device",
-    "step time",
-];
+/// The report as JSON: the library's serde form, the saving, and for every peer row the
+/// `pardis memory` command that reproduces its memory.
+fn report_json(report: &PlanReport, problem: &Problem) -> anyhow::Result<serde_json::Value> {
+    let mut v = serde_json::to_value(report)?;
+    v["memory_saving_vs_peer"] = json!(report.memory_saving());
+    v["model"] = json!({
+        "name": problem.model.name,
+        "vocab_size": problem.model.vocab_size,
+        "padded_vocab": problem.model.padded_vocab(),
+    });
+    v["mesh"] = json!({
+        "name": problem.mesh.name,
+        "devices": problem.mesh.num_devices(),
+        "device_memory_bytes": problem.mesh.device_memory_bytes,
+    });
+    v["global_batch"] = json!(problem.global_batch);
+    v["seq_len"] = json!(problem.setup.seq_len);
+    if let Some(peers) = v["peers"].as_array_mut() {
+        for (summary, value) in report.peers.iter().zip(peers) {
+            for (key, row) in [
+                ("fastest", &summary.fastest),
+                ("leanest_within_budget", &summary.leanest_within_budget),
+            ] {
+                if let Some(r) = row {
+                    value[key]["memory_command"] = json!(memory_command(&r.config, problem));
+                }
+            }
+        }
+    }
+    if let Some(r) = &report.peer_reference {
+        v["peer_reference"]["memory_command"] = json!(memory_command(&r.config, problem));
+    }
+    Ok(v)
+}
 
-fn plan_cells(name: String, p: &Plan) -> Vec<String> {
+/// `pp2 (13/11) gpu0:2×gpu1:4 m32 1F1B rc-full`: the shape of a pardis plan in one cell.
+fn pardis_shape(p: &Plan) -> String {
     // Run-length: 32 stages of 3 layers print as `3×32`, 7/7/7/3 as `7×3/3`.
     let mut runs: Vec<(u64, usize)> = Vec::new();
     for &l in &p.layers_per_stage {
@@ -192,100 +220,223 @@ fn plan_cells(name: String, p: &Plan) -> Vec<String> {
             }
         })
         .collect();
-    let mem = format!(
+    let mut shape = format!(
+        "pp{} ({}) {} m{}",
+        p.pipeline_stages,
+        layers.join("/"),
+        p.stage_mesh,
+        p.micro_batches
+    );
+    if p.pipeline_stages > 1 {
+        shape.push_str(&format!(" {}", p.schedule));
+    }
+    if p.recompute != Recompute::None {
+        shape.push_str(&format!(" rc-{}", p.recompute));
+    }
+    shape
+}
+
+/// `tp8 pp1 dp1 sp rc-full b2 m16`: a peer configuration in one cell.
+fn peer_shape(c: &PeerConfig) -> String {
+    format!("{} m{}", c.label(), c.micro_batches)
+}
+
+fn memory_cell(p: &Plan) -> String {
+    format!(
         "{}{}",
         output::bytes(p.per_device_memory.total()),
         if p.fits { "" } else { " (OOM)" }
-    );
-    vec![
-        name,
-        format!("{} ({})", p.pipeline_stages, layers.join("/")),
-        p.stage_mesh.clone(),
-        format!("{} × {}", p.micro_batches, p.micro_batch_size),
-        p.schedule.clone(),
-        p.recompute.clone(),
-        mem,
-        format!("{:.3} s", p.step_time_s),
-    ]
+    )
 }
 
-fn reference(report: &PlanReport) -> Option<&Plan> {
-    let megatron = report
-        .baselines
-        .iter()
-        .filter(|b| b.name.starts_with("Megatron"));
-    megatron
-        .filter(|b| b.fits)
-        .min_by_key(|b| b.per_device_memory.total())
+fn saving_cell(p: &Plan, reference: Option<&PeerPlan>) -> String {
+    reference.map_or("-".into(), |r| {
+        format!(
+            "{:+.1}%",
+            100.0
+                * (1.0
+                    - p.per_device_memory.total() as f64 / r.plan.per_device_memory.total() as f64)
+        )
+    })
 }
 
-/// `equal_time`: the leanest pardis plan no slower than the reference Megatron-LM variant (the
-/// equal-throughput comparison of the paper), when one exists.
-fn print_table(report: &PlanReport, problem: &Problem, equal_time: Option<&Plan>) {
-    let reference = reference(report);
-    let mut t = output::table(PLAN_HEADERS.into_iter().chain([
-        "saved vs Megatron",
-        "time ratio",
-        "ILP vars/cons",
-        "status (gap)",
-        "solve",
-    ]));
-    let mut rows = vec![(report.plan.name.clone(), &report.plan)];
-    for (k, p) in report.runners_up.iter().enumerate() {
-        rows.push((format!("  runner-up {}", k + 1), p));
-    }
-    if let (Some(p), Some(r)) = (equal_time, reference) {
-        rows.push((format!("pardis at {}'s step time", r.name), p));
-    }
-    rows.extend(report.baselines.iter().map(|p| (p.name.clone(), p)));
-    for (name, p) in rows {
-        let (saved, ratio) = match reference {
-            Some(r) => (
-                format!(
-                    "{:+.1}%",
-                    100.0
-                        * (1.0
-                            - p.per_device_memory.total() as f64
-                                / r.per_device_memory.total() as f64)
-                ),
-                format!("{:.3}", p.step_time_s / r.step_time_s),
-            ),
-            None => ("-".into(), "-".into()),
-        };
-        let mut row = plan_cells(name, p);
-        row.extend([
-            saved,
-            ratio,
-            format!("{}/{}", p.ilp.variables, p.ilp.constraints),
-            format!("{} ({:.1e})", p.ilp.status, p.ilp.gap),
-            format!("{:.2} s", p.ilp.solve_time_s),
-        ]);
-        t.add_row(row);
-    }
+/// The header line naming the objective's reference point.
+fn objective_line(report: &PlanReport) -> String {
+    let o = &report.objective;
+    let factor = if o.slack > 0.0 {
+        format!("(1 + {}) × ", o.slack)
+    } else {
+        String::new()
+    };
+    let what = match &o.reference {
+        TimeReference::StrongestPeer { name, step_time_s } => {
+            format!("the strongest peer's step time ({name}, {step_time_s:.3} s)")
+        }
+        TimeReference::FastestPardis { step_time_s } if o.kind == "min-memory" => {
+            format!("pardis's fastest plan ({step_time_s:.3} s; no peer configuration fits)")
+        }
+        TimeReference::FastestPardis { step_time_s } => {
+            format!("pardis's fastest plan ({step_time_s:.3} s)")
+        }
+    };
+    format!(
+        "objective: {} within {factor}{what}: budget {:.3} s",
+        o.kind, o.time_budget_s
+    )
+}
+
+fn print_table(report: &PlanReport, problem: &Problem) {
+    let model = &problem.model;
+    let vocab = if model.padded_vocab() == model.vocab_size {
+        format!("vocabulary {}", model.vocab_size)
+    } else {
+        format!(
+            "vocabulary {} padded to {}",
+            model.vocab_size,
+            model.padded_vocab()
+        )
+    };
     println!(
-        "{} on {} ({} devices, {} each), global batch {} × seq {}; {} outer-search points, {} solved and fitting",
-        problem.model.name,
+        "{} ({vocab}) on {}: {} devices × {}; global batch {} × seq {}",
+        model.name,
         problem.mesh.name,
         problem.mesh.num_devices(),
         output::bytes(problem.mesh.device_memory_bytes),
         problem.global_batch,
         problem.setup.seq_len,
-        report.candidates_searched,
-        report.candidates_solved
     );
+    println!("{}", objective_line(report));
+    let reference = report.peer_reference.as_ref();
+    let budget = report.objective.reference.step_time_s();
+    let mut t = output::table([
+        "plan",
+        "configuration",
+        "memory/device",
+        "step time",
+        "saved",
+        "time ×",
+    ]);
+    let row = |t: &mut comfy_table::Table, name: String, shape: String, p: &Plan| {
+        t.add_row(vec![
+            name,
+            shape,
+            memory_cell(p),
+            format!("{:.3} s", p.step_time_s),
+            saving_cell(p, reference),
+            format!("{:.3}", p.step_time_s / budget),
+        ]);
+    };
+    let headline = if report.objective.kind == "min-memory" && report.plan.name.ends_with("memory")
+    {
+        "pardis: leanest in budget"
+    } else {
+        "pardis: fastest"
+    };
+    row(
+        &mut t,
+        headline.into(),
+        pardis_shape(&report.plan),
+        &report.plan,
+    );
+    let same = |a: &Plan, b: &Plan| {
+        pardis_shape(a) == pardis_shape(b)
+            && a.per_device_memory == b.per_device_memory
+            && a.step_time_s == b.step_time_s
+    };
+    if headline != "pardis: fastest" && !same(&report.plan, &report.fastest) {
+        row(
+            &mut t,
+            "pardis: fastest".into(),
+            pardis_shape(&report.fastest),
+            &report.fastest,
+        );
+    }
+    for s in &report.peers {
+        match (&s.fastest, &s.leanest_within_budget) {
+            (None, _) => {
+                t.add_row(vec![
+                    format!("{}: none fits", s.framework),
+                    format!("{} configurations searched", s.configurations),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                ]);
+            }
+            (Some(f), l) => {
+                row(
+                    &mut t,
+                    format!("{}: fastest", s.framework),
+                    peer_shape(&f.config),
+                    &f.plan,
+                );
+                if let Some(l) = l.as_ref().filter(|l| l.config != f.config) {
+                    row(
+                        &mut t,
+                        format!("{}: leanest in budget", s.framework),
+                        peer_shape(&l.config),
+                        &l.plan,
+                    );
+                }
+            }
+        }
+    }
     println!("{t}");
-    if let Some(r) = reference {
-        println!("memory saved and time ratio are relative to the leanest fitting Megatron-LM variant ({}).", r.name);
+    match reference {
+        Some(r) => println!(
+            "saved: memory per device against the leanest peer configuration within the budget ({}, {}); time ×: step time over the reference.",
+            r.plan.name,
+            output::bytes(r.plan.per_device_memory.total())
+        ),
+        None => println!("no peer configuration fits within the budget; time ×: step time over the reference."),
     }
 }
 
-fn print_details(p: &Plan) {
-    for s in &p.stages {
+fn print_details(report: &PlanReport, problem: &Problem) {
+    let p = &report.plan;
+    println!(
+        "outer search: {} points, {} solved and fitting; ILP {}/{} variables/constraints, {} (gap {:.1e}), {:.2} s solving",
+        report.candidates_searched,
+        report.candidates_solved,
+        p.ilp.variables,
+        p.ilp.constraints,
+        p.ilp.status,
+        p.ilp.gap,
+        p.ilp.solve_time_s
+    );
+    let mut t = output::table(["runner-up", "configuration", "memory/device", "step time"]);
+    for (k, r) in report.runners_up.iter().enumerate() {
+        t.add_row(vec![
+            format!("{}", k + 1),
+            pardis_shape(r),
+            memory_cell(r),
+            format!("{:.3} s", r.step_time_s),
+        ]);
+    }
+    println!("{t}");
+    for s in &report.peers {
         println!(
-            "stage {} ({} layers): {} per device",
+            "{}: {} configurations searched, {} fit",
+            s.framework, s.configurations, s.fitting
+        );
+        if let Some(f) = &s.fastest {
+            println!("  fastest: {}", memory_command(&f.config, problem));
+        }
+    }
+    for s in &p.stages {
+        let m = &s.memory;
+        println!(
+            "stage {} ({} layers): {} per device = parameters {} + gradients {} + optimizer {} + activations {} + buffers {} + transient {} + overhead {}",
             s.index,
             s.layers,
-            output::bytes(s.memory.total())
+            output::bytes(m.total()),
+            output::bytes(m.parameters),
+            output::bytes(m.gradients),
+            output::bytes(m.optimizer_states),
+            output::bytes(m.activations),
+            output::bytes(m.buffers),
+            output::bytes(m.transient),
+            output::bytes(m.overhead),
         );
         print_operators(&s.operators);
     }
@@ -357,12 +508,19 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         let frontier = planner::pareto(&problem, &progress)?;
         bar.finish_and_clear();
         if args.json {
-            let v: Vec<_> = frontier.iter().map(plan_json).collect();
-            println!("{}", serde_json::to_string_pretty(&json!({ "pareto": v }))?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({ "pareto": frontier }))?
+            );
         } else {
-            let mut t = output::table(PLAN_HEADERS);
+            let mut t = output::table(["plan", "configuration", "memory/device", "step time"]);
             for p in &frontier {
-                t.add_row(plan_cells(p.name.clone(), p));
+                t.add_row(vec![
+                    p.name.clone(),
+                    pardis_shape(p),
+                    memory_cell(p),
+                    format!("{:.3} s", p.step_time_s),
+                ]);
             }
             println!("{t}");
         }
@@ -375,39 +533,17 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         ObjectiveArg::MinTime => Objective::MinTime,
     };
     let report = planner::plan(&problem, objective, &progress)?;
-    // Memory at equal throughput: the leanest plan no slower than the reference Megatron-LM
-    // variant (none when the search finds nothing that fast).
-    let equal_time = reference(&report)
-        .and_then(|r| planner::leanest_within(&problem, r.step_time_s, &progress).ok());
     bar.finish_and_clear();
     if args.json {
-        let reference = reference(&report);
-        let baselines: Vec<_> = report.baselines.iter().map(plan_json).collect();
-        let mut v = plan_json(&report.plan);
-        v["runners_up"] = json!(report.runners_up.iter().map(plan_json).collect::<Vec<_>>());
-        v["baselines"] = json!(baselines);
-        v["candidates_searched"] = json!(report.candidates_searched);
-        v["candidates_solved"] = json!(report.candidates_solved);
-        if let Some(r) = reference {
-            v["memory_saved_vs_megatron"] = json!(
-                1.0 - report.plan.per_device_memory.total() as f64
-                    / r.per_device_memory.total() as f64
-            );
-            v["time_ratio_vs_megatron"] = json!(report.plan.step_time_s / r.step_time_s);
-            if let Some(e) = &equal_time {
-                let mut ej = plan_json(e);
-                ej["memory_saved_vs_megatron"] = json!(
-                    1.0 - e.per_device_memory.total() as f64 / r.per_device_memory.total() as f64
-                );
-                v["equal_time_vs_megatron"] = ej;
-            }
-        }
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report_json(&report, &problem)?)?
+        );
         return Ok(());
     }
-    print_table(&report, &problem, equal_time.as_ref());
+    print_table(&report, &problem);
     if args.details {
-        print_details(&report.plan);
+        print_details(&report, &problem);
     }
     Ok(())
 }

@@ -1,0 +1,350 @@
+//! The peers a practitioner would otherwise use, each at its strongest: every configuration a
+//! framework's own knobs allow, under the framework's own rules, priced in the planner's cost
+//! model and memory-model's memory. [`configurations`] lists them, [`evaluate`] prices one.
+//!
+//! | framework | knobs searched | rules |
+//! |---|---|---|
+//! | Megatron-LM | TP (divisors of a node), PP, DP, sequence parallelism, distributed optimizer, recomputation none/selective/full, micro-batch size | TP inside a node and dividing the heads; layers divisible by PP (even split); 1F1B |
+//! | DeepSpeed ZeRO | ZeRO stage 1/2/3, activation checkpointing on/off, micro-batch size | data parallel over every device |
+//! | torchtitan FSDP + TP | TP (divisors of a node), FSDP (ZeRO-3) over the rest, activation checkpointing none/selective/full, micro-batch size | sequence-parallel norms with TP (its TP plan); 2-D, no PP |
+//!
+//! Not searched: interleaved virtual stages, uneven Megatron layer splits, context parallelism
+//! and DeepSpeed's optimizer offload (the planner's time model has no host link).
+
+use memory_model::{
+    layers_per_stage, Dim as MmDim, Parallelism, PipelineSchedule, Recompute, TrainingSetup,
+    ZeroStage as MmZero,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::cost_model::{group_size, AxisMask};
+use crate::error::{PlanError, Result};
+use crate::graph::OpKind;
+use crate::ilp::IlpObjective;
+use crate::mesh::DeviceMesh;
+use crate::plan::Plan;
+use crate::search::{Candidate, Problem};
+use crate::sharding::{Sharding, ZeroStage};
+use crate::transformer::TransformerGraph;
+
+/// A training framework whose configurations pardis compares against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Framework {
+    /// NVIDIA Megatron-LM (`pretrain_gpt.py`).
+    MegatronLm,
+    /// Microsoft DeepSpeed with ZeRO data parallelism.
+    DeepSpeed,
+    /// PyTorch torchtitan: FSDP2 (ZeRO-3) with tensor parallelism.
+    Torchtitan,
+}
+
+impl Framework {
+    /// Every framework, in the order reports list them.
+    pub const ALL: [Framework; 3] = [
+        Framework::MegatronLm,
+        Framework::DeepSpeed,
+        Framework::Torchtitan,
+    ];
+
+    /// Display name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Framework::MegatronLm => "Megatron-LM",
+            Framework::DeepSpeed => "DeepSpeed",
+            Framework::Torchtitan => "torchtitan",
+        }
+    }
+}
+
+impl std::fmt::Display for Framework {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One configuration of a peer framework.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerConfig {
+    /// The framework.
+    pub framework: Framework,
+    /// Tensor-parallel degree (inside a node).
+    pub tp: u64,
+    /// Pipeline stages.
+    pub pp: u64,
+    /// Data-parallel degree.
+    pub dp: u64,
+    /// Sequence parallelism of the norms and dropouts inside the tensor-parallel group.
+    pub sequence_parallel: bool,
+    /// How model states are sharded over data parallelism: `zero0`, `distributed_optimizer`
+    /// (Megatron-LM), `zero1`–`zero3` (DeepSpeed; FSDP is `zero3`).
+    pub zero: MmZero,
+    /// Activation recomputation.
+    pub recompute: Recompute,
+    /// Sequences per data-parallel replica per micro-batch.
+    pub micro_batch_size: u64,
+    /// Micro-batches per step (gradient accumulation steps; pipeline micro-batches).
+    pub micro_batches: u64,
+    /// Pipeline schedule.
+    pub schedule: PipelineSchedule,
+}
+
+impl PeerConfig {
+    /// memory-model's parallelism for this configuration (what `pardis memory` takes).
+    pub fn parallelism(&self) -> Parallelism {
+        Parallelism {
+            dp: self.dp,
+            tp: self.tp,
+            pp: self.pp,
+            sequence_parallel: self.sequence_parallel,
+            schedule: self.schedule,
+            zero: self.zero,
+            ..Parallelism::default()
+        }
+    }
+
+    /// memory-model's training setup for this configuration of `problem`.
+    pub fn training_setup(&self, problem: &Problem) -> TrainingSetup {
+        let mut setup = problem.setup.clone();
+        setup.micro_batch = self.micro_batch_size;
+        setup.num_microbatches = self.micro_batches;
+        setup.recompute = self.recompute;
+        setup.parallel = self.parallelism();
+        setup
+    }
+
+    /// A short description: `tp8 pp2 dp4 sp dist-opt rc-full b2`.
+    pub fn label(&self) -> String {
+        let mut parts = vec![format!("tp{} pp{} dp{}", self.tp, self.pp, self.dp)];
+        if self.sequence_parallel {
+            parts.push("sp".into());
+        }
+        let zero = match self.zero {
+            MmZero::Zero0 => None,
+            MmZero::DistributedOptimizer => Some("dist-opt".to_string()),
+            z if self.framework == Framework::Torchtitan && z == MmZero::Zero3 => {
+                Some("fsdp".into())
+            }
+            z => Some(format!("zero{}", z as u8)),
+        };
+        parts.extend(zero);
+        if self.recompute != Recompute::None {
+            parts.push(format!("rc-{}", self.recompute));
+        }
+        parts.push(format!("b{}", self.micro_batch_size));
+        parts.join(" ")
+    }
+
+    /// The outer-search point this configuration runs as: its pipeline, a stage mesh whose
+    /// innermost axis is the tensor-parallel group, an even layer split.
+    ///
+    /// # Errors
+    /// [`PlanError::InvalidInput`] when the stage cannot be laid out on the mesh that way.
+    pub fn candidate(&self, problem: &Problem) -> Result<Candidate> {
+        let n = problem.mesh.num_devices() as u64;
+        if self.tp * self.pp * self.dp != n {
+            return Err(PlanError::InvalidInput(format!(
+                "tp·pp·dp = {} ≠ {n} devices",
+                self.tp * self.pp * self.dp
+            )));
+        }
+        let stage = problem.mesh.stage_mesh((n / self.pp) as usize)?;
+        let inner = stage.axes.last().map_or(1, |a| a.size as u64);
+        let stage_mesh = if self.tp <= 1 || inner == self.tp {
+            stage
+        } else {
+            stage.split_innermost(self.tp as usize).ok_or_else(|| {
+                PlanError::InvalidInput(format!(
+                    "tensor parallelism {} does not split the stage mesh {}",
+                    self.tp,
+                    stage.shape_string()
+                ))
+            })?
+        };
+        Ok(Candidate {
+            pp: self.pp,
+            stage_mesh,
+            micro_batches: self.micro_batches,
+            layers: layers_per_stage(problem.model.num_layers, self.pp),
+            schedule: self.schedule,
+            recompute: self.recompute,
+        })
+    }
+
+    /// This configuration's sharding of operator `op` on its stage mesh (see
+    /// [`PeerConfig::candidate`]): heads, FFN or vocabulary split over the innermost axis when
+    /// `tp > 1` (else the sequence of sequence-parallel operators), the batch over every other
+    /// axis, model states sharded over the batch axes as the ZeRO stage says.
+    pub fn sharding(&self, g: &TransformerGraph, op: usize, mesh: &DeviceMesh) -> Sharding {
+        let o = &g.graph.ops[op];
+        let names = &g.dim_names[op];
+        let all: AxisMask = ((1u16 << mesh.axes.len()) - 1) as AxisMask;
+        let tp: AxisMask = if self.tp > 1 {
+            1 << (mesh.axes.len() - 1)
+        } else {
+            0
+        };
+        let mut dim_axes = vec![0; o.dims.len()];
+        if tp != 0 {
+            let target = [MmDim::Heads, MmDim::Ffn, MmDim::Vocab]
+                .iter()
+                .find_map(|want| {
+                    names
+                        .iter()
+                        .position(|d| d == want)
+                        .filter(|&k| o.dims[k].splittable)
+                })
+                .or_else(|| {
+                    let seq = names.iter().position(|&d| d == MmDim::Seq);
+                    seq.filter(|&k| self.sequence_parallel && o.dims[k].splittable)
+                });
+            if let Some(k) = target {
+                dim_axes[k] = tp;
+            }
+        }
+        if let Some(k) = names.iter().position(|&d| d == MmDim::Batch) {
+            dim_axes[k] |= all & !tp;
+        }
+        let zero = match self.zero {
+            MmZero::Zero0 => ZeroStage::Zero0,
+            MmZero::Zero1 | MmZero::DistributedOptimizer => ZeroStage::Zero1,
+            MmZero::Zero2 => ZeroStage::Zero2,
+            MmZero::Zero3 => ZeroStage::Zero3,
+        };
+        let mut s = Sharding {
+            dim_axes,
+            zero,
+            saved_seq_axes: 0,
+            zero_skip_axes: 0,
+        };
+        if self.sequence_parallel && tp != 0 {
+            // Column-parallel linears (and the vocabulary-parallel embedding and head) keep their
+            // input sequence-split (Korthikanti et al. 2022); ZeRO shards the states of
+            // sequence-parallel norms over the data-parallel group only.
+            s.zero_skip_axes = s.dp_axes(o) & tp;
+            let input_axes = o.inputs.first().map_or(0, |t| s.tensor_axes(t));
+            let has_seq = o
+                .inputs
+                .first()
+                .is_some_and(|t| t.dims.iter().any(|&d| names[d] == MmDim::Seq));
+            if (o.weight.is_some() || matches!(o.kind, OpKind::Matmul))
+                && s.used_axes() & tp != 0
+                && input_axes & tp == 0
+                && has_seq
+            {
+                s.saved_seq_axes = tp;
+            }
+        }
+        if group_size(mesh, s.zero_axes(o)) <= 1 {
+            s.zero = ZeroStage::Zero0;
+        }
+        if s.zero == ZeroStage::Zero0 {
+            s.zero_skip_axes = 0;
+        }
+        s
+    }
+}
+
+/// Largest micro-batch size (sequences per replica) the peers' searches try.
+pub const MAX_PEER_MICRO_BATCH: u64 = 32;
+
+/// Every configuration of `framework` for `problem` that its rules allow (see the module docs).
+pub fn configurations(problem: &Problem, framework: Framework) -> Vec<PeerConfig> {
+    let n = problem.mesh.num_devices() as u64;
+    let node = problem.mesh.axes.last().map_or(1, |a| a.size as u64);
+    let model = &problem.model;
+    let layers = model.num_layers;
+    let divisors = |x: u64| (1..=x).filter(move |d| x.is_multiple_of(*d));
+    let tps: Vec<u64> = match framework {
+        Framework::DeepSpeed => vec![1],
+        _ => divisors(node)
+            .filter(|&t| {
+                model.num_heads.is_multiple_of(t)
+                    && model.num_kv_heads.is_multiple_of(t)
+                    && n.is_multiple_of(t)
+            })
+            .collect(),
+    };
+    let recomputes = problem.effective_recomputes_of(match framework {
+        // DeepSpeed's activation checkpointing checkpoints whole layers.
+        Framework::DeepSpeed => &[Recompute::None, Recompute::Full],
+        _ => &[Recompute::None, Recompute::Selective, Recompute::Full],
+    });
+    let mut out = Vec::new();
+    for &tp in &tps {
+        let pps: Vec<u64> = match framework {
+            Framework::MegatronLm => divisors(n / tp)
+                .filter(|&p| layers.is_multiple_of(p))
+                .collect(),
+            _ => vec![1],
+        };
+        for pp in pps {
+            let dp = n / (tp * pp);
+            let sps: &[bool] = match framework {
+                Framework::MegatronLm if tp > 1 => &[false, true],
+                Framework::Torchtitan if tp > 1 => &[true],
+                _ => &[false],
+            };
+            let zeros: &[MmZero] = match framework {
+                Framework::MegatronLm if dp > 1 => &[MmZero::Zero0, MmZero::DistributedOptimizer],
+                Framework::MegatronLm => &[MmZero::Zero0],
+                Framework::DeepSpeed => &[MmZero::Zero1, MmZero::Zero2, MmZero::Zero3],
+                Framework::Torchtitan => &[MmZero::Zero3],
+            };
+            let per_replica = problem.global_batch / dp;
+            if per_replica == 0 || !problem.global_batch.is_multiple_of(dp) {
+                continue;
+            }
+            let mut b = 1;
+            while b <= per_replica.min(MAX_PEER_MICRO_BATCH) {
+                let m = per_replica / b;
+                if per_replica.is_multiple_of(b) && m >= pp {
+                    for &sequence_parallel in sps {
+                        for &zero in zeros {
+                            for &recompute in &recomputes {
+                                out.push(PeerConfig {
+                                    framework,
+                                    tp,
+                                    pp,
+                                    dp,
+                                    sequence_parallel,
+                                    zero,
+                                    recompute,
+                                    micro_batch_size: b,
+                                    micro_batches: m,
+                                    schedule: PipelineSchedule::OneFOneB,
+                                });
+                            }
+                        }
+                    }
+                }
+                b *= 2;
+            }
+        }
+    }
+    out
+}
+
+/// `cfg` priced in the planner's cost model: its plan (memory from memory-model, step time from
+/// the cost model), named after the framework and its configuration.
+///
+/// # Errors
+/// [`PlanError::InvalidInput`] when the configuration cannot be laid out on the mesh or a
+/// pinned sharding is invalid for an operator; solver and memory-model errors.
+pub fn evaluate(problem: &Problem, cfg: &PeerConfig) -> Result<Plan> {
+    let cand = cfg.candidate(problem)?;
+    let pinned = *cfg;
+    let pin = move |g: &TransformerGraph, op: usize, s: &Sharding, mesh: &DeviceMesh| {
+        s == &pinned.sharding(g, op, mesh)
+    };
+    let stages = problem.build(&cand, Some(&pin))?;
+    let name = format!("{} {}", cfg.framework, cfg.label());
+    problem.solve(
+        &name,
+        &cand,
+        &stages,
+        IlpObjective::MinTime {
+            memory_budget: None,
+        },
+    )
+}

@@ -1,0 +1,135 @@
+//! `pardis plan` and `pardis memory` end to end: the JSON report, every peer row's memory
+//! reproduced to the byte by the `pardis memory` command the report names, and the defaults a
+//! new user meets.
+
+use std::process::Command;
+
+fn pardis(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_pardis"))
+        .args(args)
+        .output()
+        .expect("run pardis")
+}
+
+fn report(args: &[&str]) -> serde_json::Value {
+    let out = pardis(args);
+    assert!(
+        out.status.success(),
+        "pardis {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+/// A small case: GPT-3 350M on one DGX node, short sequences.
+const CASE: [&str; 9] = [
+    "plan",
+    "--model",
+    "gpt3-350m",
+    "--global-batch",
+    "64",
+    "--seq",
+    "1024",
+    "--ilp-time-limit",
+    "60",
+];
+
+#[test]
+fn every_peer_row_is_reproduced_by_pardis_memory() {
+    let mut args = CASE.to_vec();
+    args.push("--json");
+    let r = report(&args);
+    let mut rows = vec![&r["peer_reference"]];
+    for peer in r["peers"].as_array().expect("peers") {
+        rows.push(&peer["fastest"]);
+        rows.push(&peer["leanest_within_budget"]);
+    }
+    let mut checked = 0;
+    for row in rows.into_iter().filter(|v| !v.is_null()) {
+        let command = row["memory_command"].as_str().expect("memory_command");
+        let words: Vec<&str> = command.split_whitespace().skip(1).collect();
+        let mut memory_args = words.clone();
+        memory_args.push("--json");
+        let m = report(&memory_args);
+        assert_eq!(
+            m["per_device"]["total"], row["plan"]["per_device_memory"]["total"],
+            "{command}"
+        );
+        for (stage, expected) in row["plan"]["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["index"].as_u64().unwrap(), &s["memory"]))
+        {
+            let got = &m["per_stage"][stage as usize];
+            for key in ["parameters", "gradients", "optimizer_states", "activations"] {
+                assert_eq!(got[key], expected[key], "{command}: stage {stage} {key}");
+            }
+            assert_eq!(
+                got["buffers"], expected["buffers"],
+                "{command}: stage {stage}"
+            );
+            assert_eq!(
+                got["transient"], expected["transient"],
+                "{command}: stage {stage}"
+            );
+            assert_eq!(got["total"], expected["total"], "{command}: stage {stage}");
+        }
+        checked += 1;
+    }
+    assert!(checked >= 4, "{checked} rows checked");
+}
+
+#[test]
+fn plan_json_leads_with_the_leanest_plan_at_the_strongest_peers_time() {
+    let mut args = CASE.to_vec();
+    args.push("--json");
+    let r = report(&args);
+    assert_eq!(r["objective"]["kind"], "min-memory");
+    assert_eq!(r["objective"]["reference"]["basis"], "strongest-peer");
+    let budget = r["objective"]["time_budget_s"].as_f64().unwrap();
+    let plan = &r["plan"];
+    assert_eq!(plan["fits"], true);
+    assert!(plan["step_time_s"].as_f64().unwrap() <= budget * (1.0 + 1e-9));
+    assert!(r["memory_saving_vs_peer"].as_f64().unwrap() >= 0.0);
+    assert_eq!(r["model"]["padded_vocab"], 51200);
+    assert_eq!(plan["schedule"], "one_f_one_b");
+    let total = plan["per_device_memory"]["total"].as_u64().unwrap();
+    let sum: u64 = [
+        "parameters",
+        "gradients",
+        "optimizer_states",
+        "activations",
+        "buffers",
+        "transient",
+        "overhead",
+    ]
+    .iter()
+    .map(|k| plan["per_device_memory"][k].as_u64().unwrap())
+    .sum();
+    assert_eq!(total, sum);
+}
+
+#[test]
+fn plan_table_fits_120_columns() {
+    let out = pardis(&CASE);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("pardis: leanest in budget"), "{text}");
+    for line in text.lines().filter(|l| l.starts_with(['┌', '│', '╞', '└'])) {
+        assert!(
+            line.chars().count() <= 120,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+}
+
+#[test]
+fn memory_defaults_to_the_models_context_length() {
+    // GPT-3 has 2048 positions: the default sequence must not exceed them.
+    let r = report(&["memory", "--model", "gpt3-175b", "--tp", "8", "--json"]);
+    assert!(r["per_device"]["total"].as_u64().unwrap() > 0);
+    let long = pardis(&["memory", "--model", "gpt3-175b", "--seq", "4096"]);
+    assert!(!long.status.success());
+}
