@@ -116,11 +116,14 @@ pub struct Config {
     pub threshold_growth: u32,
     /// Cap on the threshold. Default: 4096.
     pub max_threshold: u32,
-    /// Idle rounds (yielding) before the engine parks. Default: 32.
+    /// Idle rounds (each followed by a yield) before the engine parks. A yield that takes
+    /// longer than 10 ms (other work holds the cores) ends the spinning at once, and the
+    /// rank's waiters park without yielding for the next second. Default: 32.
     pub spin_rounds: u32,
     /// Whether a thread waiting for one of this rank's operations (every blocking call,
-    /// `Handle::wait`) runs the engine's rounds itself meanwhile, for up to `spin_rounds` idle
-    /// rounds, instead of sleeping until the engine thread wakes it: two thread hand-offs less
+    /// `Handle::wait`) runs the engine's rounds itself meanwhile — yielding between idle rounds
+    /// as `spin_rounds` says, then parking until a message or submission for this rank wakes
+    /// it — instead of sleeping until the engine thread wakes it: two thread hand-offs less
     /// per operation. Default: true.
     pub caller_drives: bool,
     /// Longest park; messages and submissions wake the engine earlier. Default: 5 ms.

@@ -7,7 +7,8 @@
 //! preempted (its state stays in its [`StepProgram`](crate::program)), moved to the back, and
 //! its threshold is multiplied (stickiness: a collective that keeps failing is given longer
 //! next time, so ranks converge on the same collective). After `spin_rounds` idle rounds the
-//! thread parks until a message, a submission or `park_interval` wakes it — it never spins.
+//! thread parks until a message, a submission or `park_interval` wakes it — it never spins;
+//! it parks at once when a yield shows that the machine is oversubscribed (`yield_gate`).
 //! [`Mode::Ordered`] runs strictly in submission order, as NCCL and MPI do, and reports a
 //! [`Deadlock`](crate::CollectiveError::Deadlock) naming the ranks its head waits for.
 
@@ -26,6 +27,7 @@ use crate::CollectiveError;
 
 mod drive;
 mod rounds;
+mod yield_gate;
 
 pub(crate) use drive::DriveGuard;
 
@@ -40,10 +42,14 @@ pub struct EngineStats {
     pub failed: u64,
     /// Preemptions of a blocked head collective.
     pub context_switches: u64,
-    /// Times the engine thread parked for lack of work.
+    /// Times a thread running this rank's rounds (the engine thread, or a caller waiting for
+    /// its operation) parked for lack of work.
     pub parks: u64,
     /// Longest queue of active collectives seen.
     pub max_queue_len: u64,
+    /// Yields between idle rounds that took longer than a scheduler time slice: the machine
+    /// was oversubscribed, and waiters of this rank parked instead of spinning for a while.
+    pub slow_yields: u64,
 }
 
 #[derive(Debug, Default)]
@@ -67,6 +73,7 @@ struct Shared {
     abort: Mutex<Option<String>>,
     aborted: AtomicBool,
     counters: Counters,
+    yields: yield_gate::YieldGate,
 }
 
 /// A rank's engine; the thread stops when the last reference is dropped.
@@ -97,6 +104,7 @@ impl Engine {
             abort: Mutex::new(None),
             aborted: AtomicBool::new(false),
             counters: Counters::default(),
+            yields: yield_gate::YieldGate::default(),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -164,6 +172,7 @@ impl Engine {
             context_switches: l(&c.context_switches),
             parks: l(&c.parks),
             max_queue_len: l(&c.max_queue_len),
+            slow_yields: self.shared.yields.slow_yields(),
         }
     }
 }

@@ -152,8 +152,11 @@ impl Mailbox {
 pub(crate) struct Inbox {
     map: Mutex<InboxMap>,
     engine: OnceLock<Thread>,
-    /// Application threads driving the engine right now (they poll, so nobody needs waking).
+    /// Number of application threads driving the engine right now (`driver_threads.len()`,
+    /// read without the lock).
     drivers: AtomicUsize,
+    /// The driving application threads: deliveries wake them instead of the engine thread.
+    driver_threads: Mutex<Vec<Thread>>,
     pool: BufPool,
 }
 
@@ -217,29 +220,56 @@ impl Inbox {
         let _ = self.engine.set(t);
     }
 
-    /// Wakes the engine thread (if parked) — unless an application thread is driving the
-    /// engine: it polls anyway, and waking the idle engine thread would cost a context switch
-    /// on the critical path. A driver that stops wakes the engine thread itself.
+    /// Wakes whoever runs this rank's rounds: the engine thread (if parked), or, while
+    /// application threads drive the engine, those threads (if parked) instead — waking the
+    /// idle engine thread would cost a context switch on the critical path. A driver that stops
+    /// wakes the engine thread itself.
     pub(crate) fn wake(&self) {
         if self.drivers.load(Ordering::SeqCst) == 0 {
-            self.wake_always();
+            self.wake_engine();
+        } else {
+            self.wake_drivers();
         }
     }
 
-    /// Wakes the engine thread (if parked), drivers or not (abort, shutdown, lost peers).
+    /// Wakes the engine thread and the drivers (abort, shutdown, lost peers).
     pub(crate) fn wake_always(&self) {
+        self.wake_engine();
+        self.wake_drivers();
+    }
+
+    /// Wakes the engine thread (if parked).
+    pub(crate) fn wake_engine(&self) {
         if let Some(t) = self.engine.get() {
             t.unpark();
         }
     }
 
-    /// Registers a driving application thread; returns the number of drivers before.
+    fn wake_drivers(&self) {
+        // `unpark` of a thread that is not parked only leaves it a token (no system call).
+        let g = self.driver_threads.lock().expect("inbox poisoned");
+        g.iter().for_each(Thread::unpark);
+    }
+
+    /// Whether application threads drive the engine right now.
+    pub(crate) fn has_drivers(&self) -> bool {
+        self.drivers.load(Ordering::SeqCst) > 0
+    }
+
+    /// Registers the calling thread as a driver; returns the number of drivers before.
     pub(crate) fn enter_driver(&self) -> usize {
+        let mut g = self.driver_threads.lock().expect("inbox poisoned");
+        g.push(std::thread::current());
         self.drivers.fetch_add(1, Ordering::SeqCst)
     }
 
-    /// Unregisters a driving application thread; returns the number of drivers left.
+    /// Unregisters the calling thread as a driver; returns the number of drivers left.
     pub(crate) fn leave_driver(&self) -> usize {
+        let mut g = self.driver_threads.lock().expect("inbox poisoned");
+        let me = std::thread::current().id();
+        if let Some(i) = g.iter().position(|t| t.id() == me) {
+            g.swap_remove(i);
+        }
         self.drivers.fetch_sub(1, Ordering::SeqCst) - 1
     }
 

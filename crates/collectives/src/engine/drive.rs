@@ -7,8 +7,11 @@
 //! stickiness and timeouts included — on its own thread; deliveries do not wake the idle engine
 //! thread meanwhile ([`Inbox::wake`](crate::inbox::Inbox::wake)). The caller yields between
 //! idle rounds and stops after [`Config::spin_rounds`](crate::Config::spin_rounds) of them
-//! (bounded spinning: on 2 cores a spinning thread starves the others); it then hands the
-//! queue back to the engine thread and sleeps on its handle.
+//! (bounded spinning: on 2 cores a spinning thread starves the others), or at once when a yield
+//! was slow or recently has been (the machine is oversubscribed: [`yield_gate`](super::yield_gate));
+//! it then parks, still the driver: deliveries and submissions wake it, not the engine thread,
+//! which stands aside while any application thread drives. When its collective is done the
+//! caller stops driving and, if work is left, wakes the engine thread.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -72,8 +75,14 @@ pub(super) fn run(shared: &Shared) {
     let cfg = &shared.config;
     let mut idle_rounds = 0u32;
     loop {
-        let Some(mut queue) = lock_queue(shared) else {
-            // An application thread drives; it wakes us when it stops.
+        // While application threads drive, they run the rounds (deliveries wake them, not us);
+        // the last one to stop wakes us if work is left.
+        let queue = if shared.transport.inbox().has_drivers() {
+            None
+        } else {
+            lock_queue(shared)
+        };
+        let Some(mut queue) = queue else {
             std::thread::park_timeout(cfg.park_interval);
             continue;
         };
@@ -91,9 +100,7 @@ pub(super) fn run(shared: &Shared) {
             idle_rounds = 0;
         } else {
             idle_rounds += 1;
-            if idle_rounds <= cfg.spin_rounds {
-                std::thread::yield_now();
-            } else {
+            if idle_rounds > cfg.spin_rounds || !shared.yields.try_yield() {
                 shared.counters.parks.fetch_add(1, Ordering::Relaxed);
                 std::thread::park_timeout(cfg.park_interval);
             }
@@ -160,7 +167,7 @@ impl Drop for DriveGuard<'_> {
         // per blocking call); a busy queue lock means someone is running rounds — wake anyway.
         let pending = lock_queue(shared).is_none_or(|q| !q.is_empty()) || !no_submissions(shared);
         if pending {
-            shared.transport.inbox().wake_always();
+            shared.transport.inbox().wake_engine();
         }
     }
 }
@@ -172,10 +179,15 @@ impl Engine {
         DriveGuard { engine: self }
     }
 
-    /// Runs rounds on the calling thread until `ready()`, the deadline, or
-    /// [`Config::spin_rounds`](crate::Config::spin_rounds) rounds without progress; the caller
-    /// then sleeps on its handle and the engine thread carries on.
-    /// `guard` (taken by a blocking call before it submitted) is released before returning.
+    /// Runs rounds on the calling thread until `ready()` or the deadline. Between idle rounds
+    /// it yields, up to [`Config::spin_rounds`](crate::Config::spin_rounds) times in a row and
+    /// only while yields are quick (see [`yield_gate`](super::yield_gate)); then it parks until
+    /// a delivery or submission for this rank wakes it (or
+    /// [`Config::park_interval`](crate::Config::park_interval) passes) and carries on: one
+    /// thread hand-off per wait, not two (engine thread, then caller). It returns early — the
+    /// caller then sleeps on its handle — when another thread is running this rank's rounds or
+    /// the queue is empty. `guard` (taken by a blocking call before it submitted) is released
+    /// before returning.
     pub(crate) fn drive(
         &self,
         guard: Option<DriveGuard<'_>>,
@@ -188,27 +200,43 @@ impl Engine {
             return;
         }
         let mut idle_rounds = 0u32;
-        while !ready() && deadline.is_none_or(|d| Instant::now() < d) {
-            let progressed = match lock_queue(shared) {
+        while !ready() {
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return;
+            }
+            let (progressed, busy) = match lock_queue(shared) {
                 Some(mut q) => {
                     let t = turn(shared, &mut q);
                     if t.idle {
                         // Our collective finished in another thread's round.
                         return;
                     }
-                    t.progressed
+                    (t.progressed, false)
                 }
-                None => false,
+                None => (false, true),
             };
             if progressed {
                 idle_rounds = 0;
                 continue;
             }
             idle_rounds += 1;
-            if idle_rounds > shared.config.spin_rounds {
+            if idle_rounds <= shared.config.spin_rounds && shared.yields.try_yield() {
+                continue;
+            }
+            if busy {
+                // Another driver, or the engine thread finishing a round, holds the queue: it
+                // completes our collective or hands the queue on; sleep on the handle.
                 return;
             }
-            std::thread::yield_now();
+            shared.counters.parks.fetch_add(1, Ordering::Relaxed);
+            let nap = deadline.map_or(shared.config.park_interval, |d| {
+                shared
+                    .config
+                    .park_interval
+                    .min(d.saturating_duration_since(now))
+            });
+            std::thread::park_timeout(nap);
         }
     }
 }
