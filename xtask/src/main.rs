@@ -19,6 +19,10 @@ const DEMO_FEATURES: &str = "plan";
 /// Crates that must not appear in a `sparse`-only build of the umbrella.
 const HEAVY: [&str; 3] = ["highs", "highs-sys", "candle-core"];
 
+/// The kernel crates share `sparse-formats` and never depend on each other: the crate that must
+/// not appear in the umbrella built with only the given feature.
+const APART: [(&str, &str); 2] = [("sparse", "graph-kernels"), ("graph", "sparse-kernels")];
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
@@ -315,29 +319,39 @@ fn test() -> Result<(), String> {
             ],
             &[],
         )?;
-        let tree = capture(
-            "cargo",
-            &[
-                "tree",
-                "-p",
-                "pardis",
-                "--no-default-features",
-                "--features",
-                "sparse",
-                "--prefix",
-                "none",
-                "--edges",
-                "normal",
-            ],
-        )?;
+        let tree = |feature: &str| {
+            capture(
+                "cargo",
+                &[
+                    "tree",
+                    "-p",
+                    "pardis",
+                    "--no-default-features",
+                    "--features",
+                    feature,
+                    "--prefix",
+                    "none",
+                    "--edges",
+                    "normal",
+                ],
+            )
+        };
+        let has = |tree: &str, krate: &str| {
+            tree.lines()
+                .any(|l| l.split_whitespace().next() == Some(krate))
+        };
+        let sparse_tree = tree("sparse")?;
         for heavy in HEAVY {
-            if tree
-                .lines()
-                .any(|l| l.split_whitespace().next() == Some(heavy))
-            {
+            if has(&sparse_tree, heavy) {
                 return Err(format!("`pardis --features sparse` pulls in `{heavy}`"));
             }
         }
+        for (feature, other) in APART {
+            if has(&tree(feature)?, other) {
+                return Err(format!("`pardis --features {feature}` pulls in `{other}`"));
+            }
+        }
+        eprintln!("sparse-only and graph-only umbrellas keep the kernel crates apart");
         eprintln!("sparse-only umbrella is free of {}", HEAVY.join(", "));
         Ok(())
     })?;

@@ -68,6 +68,12 @@ pub enum GraphError {
     #[error("graph too large: {0}")]
     TooLarge(String),
 
+    /// A file rejected by the shared formats crate for a reason none of the variants above
+    /// names: a line longer than [`sparse_formats::MAX_LINE_BYTES`], a truncated Matrix Market
+    /// file, an unsupported Matrix Market variant.
+    #[error(transparent)]
+    Format(sparse_formats::FormatError),
+
     /// A BFS result broke one of the five Graph500 validation rules.
     #[error("BFS validation failed, Graph500 rule {rule}: {message}")]
     InvalidBfs {
@@ -76,6 +82,40 @@ pub enum GraphError {
         /// Which vertex or edge broke the rule and how.
         message: String,
     },
+}
+
+impl From<sparse_formats::FormatError> for GraphError {
+    /// Maps the shared readers' and generator's errors onto this crate's variants.
+    fn from(e: sparse_formats::FormatError) -> Self {
+        use sparse_formats::FormatError as F;
+        match e {
+            F::Open { path, error } => GraphError::Open { path, error },
+            F::Read { line, error } => GraphError::Read { line, error },
+            F::Parse { line, message } => GraphError::Parse { line, message },
+            F::OutOfRange {
+                line,
+                row,
+                col,
+                nrows,
+                ..
+            } => {
+                let id = if row == 0 || row > nrows { row } else { col };
+                GraphError::VertexOutOfRange {
+                    line,
+                    id,
+                    num_vertices: nrows,
+                    hint: if id == 0 {
+                        "; ids in this format are 1-based"
+                    } else {
+                        ""
+                    },
+                }
+            }
+            F::TooLarge(message) => GraphError::TooLarge(message),
+            F::InvalidInput(message) => GraphError::InvalidInput(message),
+            other => GraphError::Format(other),
+        }
+    }
 }
 
 /// Result alias of this crate.

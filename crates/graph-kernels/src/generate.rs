@@ -6,102 +6,33 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-/// Edges generated per independent random stream (the unit of parallel work).
-const EDGES_PER_STREAM: u64 = 1 << 16;
+/// Edges generated per independent random stream (the unit of parallel work), as in the shared
+/// R-MAT generator.
+const EDGES_PER_STREAM: u64 = sparse_formats::rmat::EDGES_PER_STREAM;
 
-/// Parameters of the Graph500 Kronecker (R-MAT) generator.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct KroneckerConfig {
-    /// log2 of the vertex count.
-    pub scale: u32,
-    /// Edges per vertex before deduplication. Default 16 (Graph500).
-    pub edge_factor: u32,
-    /// Probability of the top-left quadrant. Default 0.57 (Graph500).
-    pub a: f64,
-    /// Probability of the top-right quadrant. Default 0.19.
-    pub b: f64,
-    /// Probability of the bottom-left quadrant. Default 0.19 (`d = 1 - a - b - c` = 0.05).
-    pub c: f64,
-    /// Seed; the same seed gives the same graph on any thread count. Default 1.
-    pub seed: u64,
-}
+/// Parameters of the Graph500 Kronecker (R-MAT) generator: the shared generator's
+/// configuration (`sparse_formats::rmat`), whose edge list the sparse kernels read as a
+/// matrix; [`kronecker_with`] builds the graph.
+pub use sparse_formats::rmat::RmatConfig as KroneckerConfig;
 
-impl KroneckerConfig {
-    /// Graph500 parameters at `scale`.
-    pub fn graph500(scale: u32) -> Self {
-        KroneckerConfig {
-            scale,
-            edge_factor: 16,
-            a: 0.57,
-            b: 0.19,
-            c: 0.19,
-            seed: 1,
-        }
-    }
+/// A uniformly random permutation of `0..n` (Fisher–Yates), deterministic in `seed` (the one
+/// that permutes Kronecker vertex ids).
+pub use sparse_formats::rmat::random_permutation;
 
-    /// Generates the edge list (vertex ids already permuted), in parallel.
-    ///
-    /// # Errors
-    /// [`GraphError::InvalidInput`] for probabilities outside [0, 1] or summing above 1,
-    /// [`GraphError::TooLarge`] for `scale > 31` or more than 2^40 edges.
-    pub fn edges(&self) -> Result<Vec<(u32, u32)>> {
-        let (a, b, c) = (self.a, self.b, self.c);
-        if [a, b, c].iter().any(|p| !(0.0..=1.0).contains(p)) || a + b + c > 1.0 {
-            return Err(GraphError::InvalidInput(format!(
-                "Kronecker probabilities a={a}, b={b}, c={c} must lie in [0, 1] and sum to at most 1"
-            )));
-        }
-        if self.scale > 31 || (u64::from(self.edge_factor) << self.scale) > 1 << 40 {
-            return Err(GraphError::TooLarge(format!(
-                "Kronecker scale {} with edge factor {}",
-                self.scale, self.edge_factor
-            )));
-        }
-        let m = u64::from(self.edge_factor) << self.scale;
-        let to_u32 = |p: f64| (p * 4_294_967_296.0).min(4_294_967_295.0) as u32;
-        let (ta, tab, tabc) = (to_u32(a), to_u32(a + b), to_u32(a + b + c));
-        let perm = random_permutation(1u32 << self.scale.min(31), self.seed);
-        let streams = m.div_ceil(EDGES_PER_STREAM);
-        let edges = (0..streams)
-            .into_par_iter()
-            .flat_map_iter(|s| {
-                let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
-                rng.set_stream(s);
-                let count = EDGES_PER_STREAM.min(m - s * EDGES_PER_STREAM);
-                let perm = &perm;
-                (0..count).map(move |_| {
-                    let (mut u, mut v) = (0u32, 0u32);
-                    for _ in 0..self.scale {
-                        let r: u32 = rng.random();
-                        let (du, dv) = if r < ta {
-                            (0, 0)
-                        } else if r < tab {
-                            (0, 1)
-                        } else if r < tabc {
-                            (1, 0)
-                        } else {
-                            (1, 1)
-                        };
-                        u = (u << 1) | du;
-                        v = (v << 1) | dv;
-                    }
-                    (perm[u as usize], perm[v as usize])
-                })
-            })
-            .collect();
-        Ok(edges)
-    }
+/// The most edges a generator produces in one call (2^40), shared with the Kronecker generator.
+pub const MAX_GENERATED_EDGES: u64 = sparse_formats::rmat::MAX_EDGES;
 
-    /// Generates the undirected graph (self loops and duplicates removed).
-    ///
-    /// # Errors
-    /// As [`KroneckerConfig::edges`].
-    pub fn build(&self) -> Result<CsrGraph> {
-        let edges = self.edges()?;
-        GraphBuilder::new(1u64 << self.scale)
-            .edge_vec(edges)
-            .build()
-    }
+/// Generates the undirected graph of `config` (self loops and duplicates removed), in
+/// parallel in the caller's rayon pool.
+///
+/// # Errors
+/// [`GraphError::InvalidInput`] for probabilities outside [0, 1] or summing above 1,
+/// [`GraphError::TooLarge`] for `scale > 31` or more than 2^40 edges.
+pub fn kronecker_with(config: &KroneckerConfig) -> Result<CsrGraph> {
+    let edges = config.edges()?;
+    GraphBuilder::new(1u64 << config.scale)
+        .edge_vec(edges)
+        .build()
 }
 
 /// The Graph500 Kronecker graph: 2^`scale` vertices, `edge_factor`·2^`scale` generated edges
@@ -111,23 +42,30 @@ impl KroneckerConfig {
 /// # Errors
 /// [`GraphError::TooLarge`] for `scale > 31`.
 pub fn kronecker(scale: u32, edge_factor: u32, seed: u64) -> Result<CsrGraph> {
-    KroneckerConfig {
+    kronecker_with(&KroneckerConfig {
         edge_factor,
         seed,
         ..KroneckerConfig::graph500(scale)
-    }
-    .build()
+    })
 }
 
 /// Erdős–Rényi G(n, m): `m` edges with endpoints drawn uniformly (self loops and duplicates
 /// then removed, so slightly fewer remain), undirected. Deterministic in `seed`.
 ///
 /// # Errors
-/// [`GraphError::TooLarge`] if `n >= u32::MAX`; [`GraphError::InvalidInput`] if `n == 0`
-/// and `m > 0`.
+/// [`GraphError::TooLarge`] if `n >= u32::MAX`, or if `m` exceeds both `n²` (more draws than
+/// vertex pairs) and 2^20, or exceeds [`MAX_GENERATED_EDGES`] (the message says how much
+/// memory the edge list would need); [`GraphError::InvalidInput`] if `n == 0` and `m > 0`.
 pub fn erdos_renyi(n: u64, m: u64, seed: u64) -> Result<CsrGraph> {
     if n >= u64::from(u32::MAX) {
         return Err(GraphError::TooLarge(format!("{n} vertices")));
+    }
+    if m > MAX_GENERATED_EDGES || (m > n.saturating_mul(n) && m > 1 << 20) {
+        return Err(GraphError::TooLarge(format!(
+            "{m} edges on {n} vertices (at most max(n², 2^20) and 2^40): \
+             the edge list alone would need {}",
+            sparse_formats::human_bytes(m.saturating_mul(8))
+        )));
     }
     if n == 0 && m > 0 {
         return Err(GraphError::InvalidInput(
@@ -176,18 +114,6 @@ pub fn grid_2d(rows: u32, cols: u32) -> CsrGraph {
         .edge_vec(edges)
         .build()
         .expect("grid ids are in range")
-}
-
-/// A uniformly random permutation of `0..n` (Fisher–Yates), deterministic in `seed`.
-pub fn random_permutation(n: u32, seed: u64) -> Vec<u32> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(u64::MAX);
-    let mut perm: Vec<u32> = (0..n).collect();
-    for i in (1..perm.len()).rev() {
-        let j = rng.random_range(0..=i);
-        perm.swap(i, j);
-    }
-    perm
 }
 
 /// A generator named in text, as command lines take it: `kron:SCALE[:EDGE_FACTOR]`,

@@ -72,6 +72,18 @@ fn simd_cap_and_f32() {
 fn bad_input_fails_with_a_message() {
     for args in [
         &["spmm", "--gen", "kron:8", "--k", "0"][..],
+        &["spmm", "--gen", "kron:8", "--k", "100000000000"],
+        &["spmm", "--gen", "stencil27:1626"],
+        &["spmm", "--gen", "stencil5:65536"],
+        &[
+            "spmm",
+            "--gen",
+            "kron:8",
+            "--threads",
+            "18446744073709551615",
+        ],
+        &["spmm", "--matrix", "/dev/zero"],
+        &["spmm", "--gen", "kron:8", "--reps", "0"],
         &["spmm", "--gen", "nosuch:3"],
         &["spmm", "--matrix", "/nonexistent/a.mtx"],
         &["spmm", "--gen", "kron:8", "--simd", "avx9"],
@@ -79,5 +91,27 @@ fn bad_input_fails_with_a_message() {
         let out = pardis(args);
         assert!(!out.status.success(), "pardis {args:?} succeeded");
         assert!(!out.stderr.is_empty(), "pardis {args:?}: no message");
+        assert!(
+            matches!(out.status.code(), Some(1 | 2)),
+            "pardis {args:?}: an error, not a crash ({:?})",
+            out.status
+        );
     }
+}
+
+#[test]
+fn threads_zero_means_all_cores() {
+    let r = report(&[
+        "spmm",
+        "--gen",
+        "kron:6",
+        "--k",
+        "8",
+        "--threads",
+        "0",
+        "--reps",
+        "1",
+        "--json",
+    ]);
+    assert!(r["threads"].as_u64().unwrap() >= 1);
 }

@@ -13,6 +13,7 @@
 //! | `plan` | [`plan`] | `parallel-plan` | memory-minimal automatic parallelism (ILP on HiGHS), Megatron-LM baselines |
 //! | `sparse` | [`sparse`] | `sparse-kernels` | parallel CSR SpMM (LSSM) |
 //! | `graph` | [`graph`] | `graph-kernels` | parallel direction-optimizing BFS, Graph500 validation |
+//! | `sparse` or `graph` | [`formats`] | `sparse-formats` | what both kernel crates read: Matrix Market, gzip-aware capped line reading, the Graph500 R-MAT generator |
 //! | `collectives` | [`collectives`] | `collectives` | deadlock-free collectives over threads, TCP, MPI |
 //! | `ml` | [`ml`] | `ml-models` | NF4/QLoRA, hyperbolic relation extraction, incremental learning, anomaly detection |
 //! | `full` | all of the above | | the default |
@@ -40,6 +41,10 @@ pub use sparse_kernels as sparse;
 #[cfg(feature = "graph")]
 #[doc(inline)]
 pub use graph_kernels as graph;
+
+#[cfg(any(feature = "sparse", feature = "graph"))]
+#[doc(inline)]
+pub use sparse_formats as formats;
 
 #[cfg(feature = "collectives")]
 #[doc(inline)]

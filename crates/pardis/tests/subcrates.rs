@@ -35,6 +35,16 @@ fn graph() {
 }
 
 #[test]
+#[cfg(any(feature = "sparse", feature = "graph"))]
+fn formats() {
+    let text = "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n2 1\n";
+    let mut mm = pardis::formats::matrix_market::MatrixMarketReader::new(text.as_bytes()).unwrap();
+    let entry = mm.next_entry().unwrap().unwrap();
+    assert_eq!((entry.row, entry.col), (1, 0));
+    assert_eq!(pardis::formats::rmat::GRAPH500_EDGE_FACTOR, 16);
+}
+
+#[test]
 #[cfg(feature = "collectives")]
 fn collectives() {
     let sums = pardis::collectives::run_local(3, |comm| {

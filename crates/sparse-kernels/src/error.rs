@@ -82,6 +82,13 @@ pub enum SparseError {
     #[error("unsupported Matrix Market format: {0}")]
     Unsupported(String),
 
+    /// A file or generator argument rejected by the shared formats crate for a reason none of
+    /// the variants above names: a line longer than [`sparse_formats::MAX_LINE_BYTES`], or a
+    /// header or argument asking for more than the data or the index types can back (the
+    /// message says how much memory it would need).
+    #[error(transparent)]
+    Format(sparse_formats::FormatError),
+
     /// Building a dedicated thread pool failed.
     #[error("cannot build a thread pool: {0}")]
     ThreadPool(String),
@@ -93,6 +100,45 @@ impl SparseError {
         Self::Parse {
             line,
             message: message.into(),
+        }
+    }
+}
+
+impl From<sparse_formats::FormatError> for SparseError {
+    /// Maps the shared readers' errors onto this crate's variants (same messages).
+    fn from(e: sparse_formats::FormatError) -> Self {
+        use sparse_formats::FormatError as F;
+        match e {
+            F::Open { path, error } => Self::Io {
+                path,
+                source: error,
+            },
+            F::Read { error, .. } => Self::Stream(error),
+            F::Parse { line, message } => Self::Parse { line, message },
+            F::OutOfRange {
+                line,
+                row,
+                col,
+                nrows,
+                ncols,
+            } => Self::parse(
+                line,
+                format!("entry ({row}, {col}) out of range for a {nrows}×{ncols} matrix (1-based)"),
+            ),
+            F::Truncated {
+                what,
+                expected,
+                found,
+                line,
+            } => Self::Truncated {
+                what,
+                expected,
+                found,
+                line,
+            },
+            F::Unsupported(m) => Self::Unsupported(m),
+            F::InvalidInput(m) => Self::InvalidInput(m),
+            other => Self::Format(other),
         }
     }
 }

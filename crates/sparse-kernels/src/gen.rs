@@ -1,15 +1,21 @@
 //! Sparse matrix generators: stencils, R-MAT/Kronecker power-law graphs, uniform random,
 //! arrow and banded matrices. Every generator is deterministic for a given seed.
+//!
+//! R-MAT edges come from the shared `sparse_formats::rmat` generator, the same edge list the
+//! graph kernels build their Kronecker graphs from.
 
-use crate::{AlignedVec, CsrMatrix, Scalar, SpIndex};
+use crate::{AlignedVec, CsrMatrix, Scalar, SpIndex, SparseError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use sparse_formats::rmat::{RmatConfig, GRAPH500_A, GRAPH500_B, GRAPH500_C};
 
 /// Graph500 R-MAT quadrant probabilities `(a, b, c)`; `d = 1 - a - b - c` (Graph500 spec
-/// §3: A = 0.57, B = 0.19, C = 0.19).
-pub const GRAPH500_ABC: (f64, f64, f64) = (0.57, 0.19, 0.19);
+/// §3: A = 0.57, B = 0.19, C = 0.19; the constants live in `sparse_formats::rmat`).
+pub const GRAPH500_ABC: (f64, f64, f64) = (GRAPH500_A, GRAPH500_B, GRAPH500_C);
 /// Graph500 edge factor (edges per vertex).
-pub const GRAPH500_EDGE_FACTOR: usize = 16;
+pub const GRAPH500_EDGE_FACTOR: usize = sparse_formats::rmat::GRAPH500_EDGE_FACTOR as usize;
+/// The most stored entries [`from_spec`] generates (2^40), whatever the index type.
+pub const MAX_GENERATED_NNZ: u64 = 1 << 40;
 
 /// SplitMix64 finaliser mapped to `[-1, 1)`: the deterministic value of entry `k` for `seed`.
 pub fn unit_hash(seed: u64, k: u64) -> f64 {
@@ -87,13 +93,16 @@ pub fn stencil_3d_27pt<T: Scalar, I: SpIndex>(n: usize) -> CsrMatrix<T, I> {
 }
 
 /// An R-MAT / Kronecker power-law graph with `2^scale` vertices and `edge_factor · 2^scale`
-/// edges (Chakrabarti, Zhan, Faloutsos, SDM 2004; Graph500 generator parameters by default via
-/// [`GRAPH500_ABC`]), as a directed adjacency matrix with duplicate edges merged and values
-/// uniform in `[-1, 1)`. Vertex labels are scrambled by a fixed permutation, as Graph500 does,
-/// so that the long rows are not all at the top.
+/// generated edges (Chakrabarti, Zhan, Faloutsos, SDM 2004; Graph500 generator parameters by
+/// default via [`GRAPH500_ABC`]), as a directed adjacency matrix with duplicate edges merged
+/// (values summed). Edge `k` of the shared generator's list (`sparse_formats::rmat`, vertex
+/// labels permuted as Graph500 does, so the long rows are not all at the top) gets the value
+/// [`unit_hash`]`(seed, k)`, uniform in `[-1, 1)`. Edges are generated in the caller's rayon
+/// pool; the matrix is the same on any thread count.
 ///
 /// # Panics
-/// If the probabilities are not in `[0, 1]` with `a + b + c <= 1`, or `scale >= 48`.
+/// If the probabilities are not in `[0, 1]` with `a + b + c <= 1`, `scale > 31`, more than
+/// 2^40 edges are asked for, or the matrix does not fit the index type `I`.
 pub fn rmat<T: Scalar, I: SpIndex>(
     scale: u32,
     edge_factor: usize,
@@ -101,37 +110,27 @@ pub fn rmat<T: Scalar, I: SpIndex>(
     seed: u64,
 ) -> CsrMatrix<T, I> {
     let (a, b, c) = abc;
-    assert!(scale < 48, "scale {scale} is too large");
-    assert!(
-        a >= 0.0 && b >= 0.0 && c >= 0.0 && a + b + c <= 1.0,
-        "invalid R-MAT probabilities"
-    );
+    let config = RmatConfig {
+        scale,
+        edge_factor: u32::try_from(edge_factor).expect("edge factor fits u32"),
+        a,
+        b,
+        c,
+        seed,
+    };
+    let edges = config.edges().unwrap_or_else(|e| panic!("{e}"));
+    let t: Vec<(usize, usize, T)> = edges
+        .into_iter()
+        .enumerate()
+        .map(|(k, (u, v))| {
+            (
+                u as usize,
+                v as usize,
+                T::from_f64(unit_hash(seed, k as u64)),
+            )
+        })
+        .collect();
     let n = 1usize << scale;
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut perm: Vec<usize> = (0..n).collect();
-    for i in (1..n).rev() {
-        perm.swap(i, rng.random_range(0..=i));
-    }
-    let edges = edge_factor * n;
-    let mut t = Vec::with_capacity(edges);
-    for _ in 0..edges {
-        let (mut r, mut col) = (0usize, 0usize);
-        for bit in (0..scale).rev() {
-            let p: f64 = rng.random();
-            let (down, right) = if p < a {
-                (0, 0)
-            } else if p < a + b {
-                (0, 1)
-            } else if p < a + b + c {
-                (1, 0)
-            } else {
-                (1, 1)
-            };
-            r |= down << bit;
-            col |= right << bit;
-        }
-        t.push((perm[r], perm[col], T::from_f64(rng.random_range(-1.0..1.0))));
-    }
     build(n, n, &t)
 }
 
@@ -213,10 +212,24 @@ pub fn dense<T: Scalar>(rows: usize, cols: usize, seed: u64) -> AlignedVec<T> {
 /// Parses a generator spec used by the CLI and benches: `kron:SCALE`, `rmat:SCALE:EDGE_FACTOR`,
 /// `stencil27:N`, `stencil5:NX`, `uniform:ROWS:PER_ROW`, `arrow:N:DENSE`, `banded:N:HALF_WIDTH`.
 ///
+/// Sizes are checked before anything is allocated: the rows and the entries generated (before
+/// duplicates merge) must fit the index type `I` and stay below [`MAX_GENERATED_NNZ`]; the
+/// error says how much memory the matrix would need.
+///
 /// # Errors
-/// [`crate::SparseError::InvalidInput`] for an unknown generator or malformed numbers.
+/// [`crate::SparseError::InvalidInput`] for an unknown generator, malformed numbers, or sizes
+/// beyond those bounds.
+///
+/// ```
+/// use sparse_kernels::gen::from_spec;
+/// let a = from_spec::<f64, u32>("stencil27:4", 1)?;
+/// assert_eq!(a.nrows(), 64);
+/// let e = from_spec::<f64, u32>("stencil27:1626", 1).unwrap_err();
+/// assert!(e.to_string().contains("u32") && e.to_string().contains("TB"), "{e}");
+/// # Ok::<(), sparse_kernels::SparseError>(())
+/// ```
 pub fn from_spec<T: Scalar, I: SpIndex>(spec: &str, seed: u64) -> crate::Result<CsrMatrix<T, I>> {
-    let bad = |why: &str| crate::SparseError::InvalidInput(format!("generator `{spec}`: {why}"));
+    let bad = |why: &str| SparseError::InvalidInput(format!("generator `{spec}`: {why}"));
     let mut parts = spec.split(':');
     let name = parts.next().unwrap_or_default();
     let nums: Vec<usize> = parts
@@ -238,17 +251,52 @@ pub fn from_spec<T: Scalar, I: SpIndex>(spec: &str, seed: u64) -> crate::Result<
             Err(bad("scale must be 1..=26"))
         }
     };
+    // Rows and an upper bound of the entries generated, in u128 so that nothing overflows.
+    let check = |rows: u128, entries: u128| -> crate::Result<()> {
+        // The index types are u32 and usize (sealed).
+        let index_max = if I::checked_from(usize::MAX).is_some() {
+            usize::MAX as u128
+        } else {
+            u128::from(u32::MAX)
+        };
+        if rows <= index_max && entries <= index_max && entries <= u128::from(MAX_GENERATED_NNZ) {
+            return Ok(());
+        }
+        let bytes = entries
+            .saturating_mul((std::mem::size_of::<T>() + std::mem::size_of::<I>()) as u128)
+            .saturating_add(
+                rows.saturating_add(1)
+                    .saturating_mul(std::mem::size_of::<I>() as u128),
+            );
+        Err(bad(&format!(
+            "{rows} rows and up to {entries} nonzeros exceed the index type {} \
+             (at most {index_max}) or 2^40 nonzeros; the matrix would need {}",
+            I::NAME,
+            sparse_formats::human_bytes(u64::try_from(bytes).unwrap_or(u64::MAX))
+        )))
+    };
+    let w = |x: usize| x as u128;
     Ok(match name {
-        "kron" => kronecker(scale(arg(0, None)?)?, seed),
-        "rmat" => rmat(
-            scale(arg(0, None)?)?,
-            arg(1, Some(GRAPH500_EDGE_FACTOR))?,
-            GRAPH500_ABC,
-            seed,
-        ),
-        "stencil27" => stencil_3d_27pt(arg(0, Some(64))?),
+        "kron" => {
+            let s = scale(arg(0, None)?)?;
+            check(1 << s, w(GRAPH500_EDGE_FACTOR) << s)?;
+            kronecker(s, seed)
+        }
+        "rmat" => {
+            let (s, ef) = (scale(arg(0, None)?)?, arg(1, Some(GRAPH500_EDGE_FACTOR))?);
+            check(1 << s, w(ef) << s)?;
+            rmat(s, ef, GRAPH500_ABC, seed)
+        }
+        "stencil27" => {
+            let n = arg(0, Some(64))?;
+            let cube = w(n).saturating_pow(3);
+            check(cube, cube.saturating_mul(27))?;
+            stencil_3d_27pt(n)
+        }
         "stencil5" => {
             let n = arg(0, Some(512))?;
+            let square = w(n).saturating_pow(2);
+            check(square, square.saturating_mul(5))?;
             stencil_2d_5pt(n, n)
         }
         "uniform" => {
@@ -256,10 +304,20 @@ pub fn from_spec<T: Scalar, I: SpIndex>(spec: &str, seed: u64) -> crate::Result<
             if per_row > rows {
                 return Err(bad("more entries per row than columns"));
             }
+            check(w(rows), w(rows).saturating_mul(w(per_row)))?;
             uniform(rows, rows, per_row, seed)
         }
-        "arrow" => arrow(arg(0, Some(46_500))?, arg(1, Some(1))?, seed),
-        "banded" => banded(arg(0, Some(1 << 16))?, arg(1, Some(8))?, seed),
+        "arrow" => {
+            let (n, dense) = (arg(0, Some(46_500))?, arg(1, Some(1))?);
+            let d = w(dense.min(n));
+            check(w(n), (2 * d + 1).saturating_mul(w(n)))?;
+            arrow(n, dense, seed)
+        }
+        "banded" => {
+            let (n, half) = (arg(0, Some(1 << 16))?, arg(1, Some(8))?);
+            check(w(n), w(n).saturating_mul(2 * w(half) + 1))?;
+            banded(n, half, seed)
+        }
         _ => {
             return Err(bad(
                 "unknown generator (kron, rmat, stencil27, stencil5, uniform, arrow, banded)",

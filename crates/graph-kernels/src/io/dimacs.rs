@@ -45,7 +45,7 @@ pub fn read_dimacs(reader: impl BufRead, directed: bool) -> Result<CsrGraph> {
                 if nv >= u64::from(u32::MAX) {
                     return Err(GraphError::TooLarge(format!("line {line}: {nv} vertices")));
                 }
-                edges.reserve(m.min(1 << 24) as usize);
+                edges.reserve(sparse_formats::reserve_hint(m));
                 n = Some(nv);
             }
             _ => {

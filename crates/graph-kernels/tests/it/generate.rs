@@ -1,7 +1,7 @@
 //! Generators: determinism, sizes, structure.
 
 use graph_kernels::generate::{
-    erdos_renyi, grid_2d, kronecker, random_permutation, KroneckerConfig,
+    erdos_renyi, grid_2d, kronecker, kronecker_with, random_permutation, KroneckerConfig,
 };
 use graph_kernels::GraphError;
 
@@ -53,7 +53,10 @@ fn kronecker_rejects_bad_parameters() {
         b: 0.2,
         ..KroneckerConfig::graph500(4)
     };
-    assert!(matches!(bad.build(), Err(GraphError::InvalidInput(_))));
+    assert!(matches!(
+        kronecker_with(&bad),
+        Err(GraphError::InvalidInput(_))
+    ));
     assert!(matches!(kronecker(40, 16, 1), Err(GraphError::TooLarge(_))));
 }
 
@@ -63,6 +66,16 @@ fn erdos_renyi_and_grid() {
     assert_eq!(g, erdos_renyi(1000, 5000, 7).unwrap());
     assert!(g.num_edges() > 4900 && g.num_edges() <= 5000);
     assert!(erdos_renyi(0, 1, 1).is_err());
+    // `er:10:10^12`: refused before generating (100 vertex pairs), naming the memory.
+    let e = erdos_renyi(10, 1_000_000_000_000, 1).unwrap_err();
+    assert!(
+        matches!(e, GraphError::TooLarge(_)) && e.to_string().contains("8.0 TB"),
+        "{e}"
+    );
+    assert!(
+        erdos_renyi(10, 1 << 20, 1).is_ok(),
+        "small multigraph draws stay allowed"
+    );
     let grid = grid_2d(3, 4);
     assert_eq!((grid.num_vertices(), grid.num_edges()), (12, 3 * 3 + 2 * 4));
     assert_eq!(grid.out_neighbors(5), &[1, 4, 6, 9]);

@@ -5,6 +5,7 @@ use graph_kernels::io::{
     load_graph, read_dimacs, read_matrix_market, read_snap, GraphFormat, LoadOptions,
 };
 use graph_kernels::GraphError;
+use sparse_formats::FormatError;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -106,7 +107,17 @@ fn matrix_market_general_symmetric_and_errors() {
     let e = mm_error("%%MatrixMarket matrix coordinate real general\n2 3 0\n");
     assert_eq!(error_line(&e), Some(2));
     let e = mm_error("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 2 1\n");
-    assert!(matches!(e, GraphError::InvalidInput(_)), "{e}");
+    assert!(
+        matches!(
+            e,
+            GraphError::Format(FormatError::Truncated {
+                expected: 2,
+                found: 1,
+                ..
+            })
+        ),
+        "{e}"
+    );
     let e = mm_error("%%MatrixMarket matrix array real general\n");
     assert_eq!(error_line(&e), Some(1));
     let e = mm_error("%%MatrixMarket matrix coordinate pattern general\n3 3 1\n4 1\n");
@@ -163,4 +174,69 @@ fn format_guess_and_missing_file() {
     );
     let e = load_graph("/nonexistent/graph.txt", LoadOptions::default()).unwrap_err();
     assert!(matches!(e, GraphError::Open { .. }), "{e}");
+}
+
+#[test]
+fn hostile_inputs_fail_fast_without_large_allocations() {
+    // `--graph /dev/zero`: one endless line, stopped at the 1 MiB cap, in every format.
+    let zeros = || std::io::BufReader::new(std::io::Read::take(std::io::repeat(0), 4 << 20));
+    for e in [
+        read_snap(zeros(), false).unwrap_err(),
+        read_dimacs(zeros(), false).unwrap_err(),
+        read_matrix_market(zeros(), false).unwrap_err(),
+    ] {
+        assert!(
+            matches!(
+                e,
+                GraphError::Format(FormatError::LineTooLong { line: 1, .. })
+            ),
+            "{e}"
+        );
+    }
+    let path = temp_file("zeros.txt", &[0u8; 16]);
+    let e = load_graph(&path, LoadOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("zeros.txt"), "{e}");
+    // Tiny files, huge headers: a billion vertices for one edge, a trillion declared edges.
+    let e = mm_error(
+        "%%MatrixMarket matrix coordinate pattern general\n1000000000 1000000000 1\n1 1\n",
+    );
+    assert!(
+        matches!(e, GraphError::TooLarge(_)) && e.to_string().contains("GB"),
+        "{e}"
+    );
+    let e = mm_error("%%MatrixMarket matrix coordinate pattern general\n3 3 1000000000000\n1 2\n");
+    assert!(
+        matches!(
+            e,
+            GraphError::Format(FormatError::Truncated { found: 1, .. })
+        ),
+        "{e}"
+    );
+    let e = read_dimacs("p sp 1000000000 1000000000000\na 1 2\n".as_bytes(), false).unwrap_err();
+    assert!(matches!(e, GraphError::TooLarge(_)), "{e}");
+    // Raw bytes are not echoed: a long binary field is cut and escaped.
+    let e = read_snap(
+        &[b'1', b' ', 0xff, 0x1b, b'[', b'2', b'J', b'\n'][..],
+        false,
+    )
+    .unwrap_err();
+    assert!(!e.to_string().contains('\u{1b}'), "{e}");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+    /// Arbitrary bytes, alone or after a valid first line, are a graph or a typed error for
+    /// every loader, never a panic.
+    #[test]
+    fn arbitrary_bytes_never_panic(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+        let _ = read_snap(body.as_slice(), false);
+        let _ = read_dimacs(body.as_slice(), true);
+        let _ = read_matrix_market(body.as_slice(), false);
+        for first in [&b"p sp 5 4\n"[..], b"%%MatrixMarket matrix coordinate pattern symmetric\n5 5 3\n"] {
+            let mut text = first.to_vec();
+            text.extend_from_slice(&body);
+            let _ = read_dimacs(text.as_slice(), false);
+            let _ = read_matrix_market(text.as_slice(), true);
+        }
+    }
 }

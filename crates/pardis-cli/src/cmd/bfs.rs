@@ -1,7 +1,6 @@
 //! `pardis bfs` (issue #6): Graph500-style BFS runs on a graph file or a generated graph.
 
 use crate::output;
-use anyhow::Context;
 use pardis::graph::bfs::{BfsAlgorithm, BfsConfig, Direction};
 use pardis::graph::generate::GeneratorSpec;
 use pardis::graph::io::{load_graph, LoadOptions};
@@ -31,7 +30,7 @@ pub(crate) struct Args {
     /// Check every result against the five Graph500 rules (not timed).
     #[arg(long)]
     validate: bool,
-    /// Worker threads (default: all cores).
+    /// Worker threads, at most 1024 (0 or omitted: all cores).
     #[arg(long)]
     threads: Option<usize>,
     /// Seed of the generator and of the root sample.
@@ -114,11 +113,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         args.alpha > 0 && args.beta > 0,
         "--alpha and --beta must be positive"
     );
-    let mut builder = rayon::ThreadPoolBuilder::new();
-    if let Some(t) = args.threads {
-        builder = builder.num_threads(t);
-    }
-    let pool = builder.build().context("building the thread pool")?;
+    let pool = super::thread_pool(args.threads)?;
     let threads = pool.current_num_threads();
 
     let start = Instant::now();

@@ -15,6 +15,26 @@ pub(crate) mod plan;
 #[cfg(feature = "sparse")]
 pub(crate) mod spmm;
 
+/// The most worker threads `--threads` accepts (`spmm`, `bfs`).
+#[cfg(any(feature = "sparse", feature = "graph"))]
+pub(crate) const MAX_THREADS: usize = 1024;
+
+/// The `--threads` rule of `spmm` and `bfs`: omitted or 0 means all cores (rayon's default),
+/// otherwise 1 to [`MAX_THREADS`] worker threads in a pool of the command's own.
+#[cfg(any(feature = "sparse", feature = "graph"))]
+pub(crate) fn thread_pool(threads: Option<usize>) -> anyhow::Result<rayon::ThreadPool> {
+    use anyhow::Context;
+    let threads = threads.unwrap_or(0);
+    anyhow::ensure!(
+        threads <= MAX_THREADS,
+        "--threads {threads} is more than {MAX_THREADS} (0 or omitted: all cores)"
+    );
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .context("building the thread pool")
+}
+
 /// Arguments of a subcommand left out of this build: accepted and reported, not parsed.
 #[cfg(not(feature = "full"))]
 #[derive(Debug, clap::Args)]

@@ -21,13 +21,13 @@ pub(crate) struct Args {
     /// arrow:N:DENSE, banded:N:HALF_WIDTH.
     #[arg(long)]
     gen: Option<String>,
-    /// Number of columns of B and C.
+    /// Number of columns of B and C, 1 to 65536.
     #[arg(long, default_value_t = 64)]
     k: usize,
     /// Kernel: auto, lssm, row, merge, rode or reference.
     #[arg(long, default_value = "auto")]
     kernel: String,
-    /// Worker threads (default: all cores).
+    /// Worker threads, at most 1024 (0 or omitted: all cores).
     #[arg(long)]
     threads: Option<usize>,
     /// Element type: f32 or f64.
@@ -50,21 +50,20 @@ pub(crate) struct Args {
     json: bool,
 }
 
+/// The widest B and C `--k` asks for.
+const MAX_K: usize = 1 << 16;
+
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
-    if args.k == 0 {
-        bail!("--k must be at least 1");
+    if !(1..=MAX_K).contains(&args.k) {
+        bail!("--k must be 1 to {MAX_K}, not {}", args.k);
     }
     if args.block == Some(0) {
         bail!("--block must be at least 1");
     }
-    let mut pool = rayon::ThreadPoolBuilder::new();
-    if let Some(t) = args.threads {
-        if t == 0 {
-            bail!("--threads must be at least 1");
-        }
-        pool = pool.num_threads(t);
+    if args.reps == 0 {
+        bail!("--reps must be at least 1");
     }
-    let pool = pool.build().context("building the thread pool")?;
+    let pool = super::thread_pool(args.threads)?;
     set_simd_limit(match args.simd.as_str() {
         "avx2" => SimdLimit::Avx2,
         _ => SimdLimit::Widest,
@@ -87,6 +86,31 @@ fn load<T: Scalar>(args: &Args) -> anyhow::Result<(String, CsrMatrix<T, u32>)> {
     }
 }
 
+/// Refuses dense operands that cannot fit: B (`cols × k`), C and the reference result (each
+/// `rows × k`) against the memory the system reports available (Linux `/proc/meminfo`;
+/// elsewhere only against overflow).
+fn check_dense_memory<T: Scalar>(rows: usize, cols: usize, k: usize) -> anyhow::Result<()> {
+    let elements = (cols as u128 + 2 * rows as u128) * k as u128;
+    let need = elements * std::mem::size_of::<T>() as u128;
+    let available = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
+        let kib: u128 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    });
+    if need > usize::MAX as u128 || available.is_some_and(|a| need > a) {
+        bail!(
+            "B ({cols} × {k}), C and the reference result ({rows} × {k} each) need {}{}; \
+             lower --k",
+            output::bytes(u64::try_from(need).unwrap_or(u64::MAX)),
+            available.map_or(String::new(), |a| format!(
+                ", more than the {} available",
+                output::bytes(u64::try_from(a).unwrap_or(u64::MAX))
+            ))
+        );
+    }
+    Ok(())
+}
+
 fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let (name, a) = load::<T>(args)?;
@@ -103,6 +127,7 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
         block_nnz: args.block,
         ..LssmConfig::default()
     };
+    check_dense_memory::<T>(a.nrows(), a.ncols(), k)?;
     let t1 = Instant::now();
     let plan = SpmmPlan::new(&a, k, &config);
     let plan_s = t1.elapsed().as_secs_f64();
@@ -134,7 +159,7 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
     }
     drop(expected);
 
-    let reps = args.reps.max(1);
+    let reps = args.reps;
     let bar = output::progress(reps as u64, "timing");
     if args.json || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());

@@ -118,6 +118,23 @@ fn generator_specs_parse_and_reject() {
     ));
     assert!(gen::from_spec::<f32, u32>("nope:3", 1).is_err());
     assert!(gen::from_spec::<f32, u32>("kron:40", 1).is_err());
+    // Sizes beyond the index type are refused before allocating, naming the memory needed.
+    for spec in [
+        "stencil27:1626",
+        "stencil5:65536",
+        "rmat:26:1000000",
+        "uniform:4294967296:1",
+        "banded:100000000:100",
+        "arrow:18446744073709551615:2",
+    ] {
+        let e = gen::from_spec::<f32, u32>(spec, 1).unwrap_err();
+        assert!(
+            matches!(e, SparseError::InvalidInput(_)) && e.to_string().contains("would need"),
+            "{spec}: {e}"
+        );
+    }
+    // usize indices: the 2^40-entry bound still applies.
+    assert!(gen::from_spec::<f32, usize>("stencil27:100000", 1).is_err());
     // Same seed, same matrix; another seed, another one.
     assert_eq!(
         gen::kronecker::<f64, u32>(7, 9),

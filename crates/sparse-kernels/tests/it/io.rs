@@ -160,3 +160,102 @@ proptest! {
         prop_assert_eq!(back, a);
     }
 }
+
+#[test]
+fn hostile_headers_fail_fast_without_large_allocations() {
+    let h = "%%MatrixMarket matrix coordinate real general\n";
+    // 69 bytes declaring 10^9 rows and one entry: refused at the size line, naming the memory.
+    let e = mm(&format!("{h}1000000000 1 1\n1 1 1\n")).unwrap_err();
+    assert!(matches!(e, SparseError::Format(_)), "{e:?}");
+    assert!(
+        e.to_string().contains("line 2") && e.to_string().contains("GB"),
+        "{e}"
+    );
+    // A row count above u32 is rejected like the column count, before any entry is read.
+    for size in [
+        "5000000000 1 5000000000",
+        "1 5000000000 1",
+        "1 1 5000000000",
+    ] {
+        let e = mm(&format!("{h}{size}\n1 1 1\n")).unwrap_err();
+        assert!(
+            matches!(e, SparseError::IndexOverflow { .. }),
+            "{size}: {e:?}"
+        );
+    }
+    // A billion declared entries with one present: truncated, nothing reserved up front.
+    let e = mm(&format!("{h}10 10 1000000000\n1 1 1\n")).unwrap_err();
+    assert!(
+        matches!(e, SparseError::Truncated { found: 1, .. }),
+        "{e:?}"
+    );
+    // Values must be finite in the element type: NaN, inf and f32 overflow are parse errors.
+    for value in ["nan", "-inf", "1e400"] {
+        assert_eq!(
+            parse_error_line(mm(&format!("{h}1 1 1\n1 1 {value}\n"))),
+            3,
+            "{value}"
+        );
+    }
+    let f32_overflow = format!("{h}1 1 1\n1 1 1e300\n");
+    assert!(matches!(
+        parse_matrix_market::<f32, u32>(f32_overflow.as_bytes()),
+        Err(SparseError::Parse { line: 3, .. })
+    ));
+    // `--matrix /dev/zero`: one endless line, stopped at the cap.
+    let zeros = || std::io::BufReader::new(std::io::Read::take(std::io::repeat(0), 4 << 20));
+    let e = parse_matrix_market::<f64, u32>(zeros()).unwrap_err();
+    assert!(e.to_string().contains("longer than"), "{e}");
+    let e = parse_smtx::<f64, u32>(zeros(), 0).unwrap_err();
+    assert!(matches!(e, SparseError::Parse { line: 1, .. }), "{e:?}");
+    assert!(
+        e.to_string().len() < 300,
+        "raw bytes are not echoed at length: {e}"
+    );
+    // DLMC: sizes beyond the index type, and offsets lines longer than the header allows.
+    let line = |text: &str| match parse_smtx::<f64, u32>(text.as_bytes(), 0) {
+        Err(SparseError::Parse { line, .. }) => line,
+        other => panic!("expected a parse error, got {other:?}"),
+    };
+    assert_eq!(line("5000000000, 1, 0\n0\n"), 1);
+    assert_eq!(line("1000000000, 10, 1\n0 1\n0\n"), 2);
+    let mut long = String::from("1, 4, 1\n0 1");
+    long.push_str(&" 1".repeat(100_000));
+    assert_eq!(line(&long), 2);
+    assert!(matches!(
+        parse_smtx::<f64, u32>("1000000000, 10, 1000000000\n".as_bytes(), 0),
+        Err(SparseError::Truncated { .. })
+    ));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    /// Arbitrary bytes, alone or after a valid first line, are a matrix or a typed error,
+    /// never a panic, for both readers.
+    #[test]
+    fn arbitrary_bytes_never_panic(body in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let _ = parse_matrix_market::<f64, u32>(body.as_slice());
+        let _ = parse_smtx::<f32, u32>(body.as_slice(), 1);
+        let mut text = b"%%MatrixMarket matrix coordinate real skew-symmetric\n".to_vec();
+        text.extend_from_slice(&body);
+        let _ = parse_matrix_market::<f64, usize>(text.as_slice());
+        let mut text = b"3, 3, 2\n".to_vec();
+        text.extend_from_slice(&body);
+        let _ = parse_smtx::<f64, u32>(text.as_slice(), 1);
+    }
+
+    /// DLMC files written from a random CSR read back exactly (the streaming parser against the
+    /// structure it came from), with spaces, commas and `\r\n` mixed.
+    #[test]
+    fn smtx_round_trip(rows in 0usize..20, cols in 1usize..20, per_row in 0usize..5,
+                       seed in any::<u64>(), crlf in any::<bool>()) {
+        let a = gen::uniform::<f64, u32>(rows, cols, per_row.min(cols), seed);
+        let eol = if crlf { "\r\n" } else { "\n" };
+        let join = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+        let text = format!("{}, {}, {}{eol}{}{eol}{}{eol}", a.nrows(), a.ncols(), a.nnz(),
+                           join(a.offsets()), join(a.indices()));
+        let back: CsrMatrix<f64, u32> = parse_smtx(text.as_bytes(), 3).unwrap();
+        prop_assert_eq!(back.offsets(), a.offsets());
+        prop_assert_eq!(back.indices(), a.indices());
+    }
+}
