@@ -10,9 +10,10 @@ use std::io::BufRead;
 /// `e u v`, or bare `u v`, with 1-based ids `<= n`. Weights are ignored.
 ///
 /// # Errors
-/// [`GraphError::Parse`] for a missing or repeated header, an edge before the header, or a
-/// malformed line; [`GraphError::VertexOutOfRange`] for ids outside `1..=n`;
-/// [`GraphError::Read`] when the stream fails.
+/// [`GraphError::Parse`] for a missing or repeated header, an edge before the header, a
+/// malformed line, or an edge count that differs from the header's `m` (at the header's line);
+/// [`GraphError::VertexOutOfRange`] for ids outside `1..=n`; [`GraphError::Read`] when the
+/// stream fails.
 ///
 /// ```
 /// let text = "c a path\np tw 3 2\n1 2\n2 3\n";
@@ -22,7 +23,9 @@ use std::io::BufRead;
 /// ```
 pub fn read_dimacs(reader: impl BufRead, directed: bool) -> Result<CsrGraph> {
     let mut lines = Lines::new(reader);
+    // Vertices, declared edges and the header's line.
     let mut n: Option<u64> = None;
+    let mut declared: Option<(u64, usize)> = None;
     let mut edges: Vec<(u32, u32)> = Vec::new();
     while let Some((line, text)) = lines.next_line()? {
         let mut it = fields(text);
@@ -47,6 +50,7 @@ pub fn read_dimacs(reader: impl BufRead, directed: bool) -> Result<CsrGraph> {
                 }
                 edges.reserve(sparse_formats::reserve_hint(m));
                 n = Some(nv);
+                declared = Some((m, line));
             }
             _ => {
                 let nv = n.ok_or_else(|| GraphError::Parse {
@@ -69,6 +73,17 @@ pub fn read_dimacs(reader: impl BufRead, directed: bool) -> Result<CsrGraph> {
         message: "no `p <kind> <n> <m>` header found".into(),
     })?;
     check_vertex_count(n, edges.len())?;
+    if let Some((m, line)) = declared {
+        if edges.len() as u64 != m {
+            return Err(GraphError::Parse {
+                line,
+                message: format!(
+                    "`p` header announces {m} edges, the file has {}",
+                    edges.len()
+                ),
+            });
+        }
+    }
     GraphBuilder::new(n)
         .directed(directed)
         .edge_vec(edges)

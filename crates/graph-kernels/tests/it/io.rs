@@ -90,6 +90,10 @@ fn dimacs_and_pace_headers() {
     let e = read_dimacs("p tw 3\n".as_bytes(), false).unwrap_err();
     assert_eq!(error_line(&e), Some(1));
     assert!(read_dimacs("c only comments\n".as_bytes(), false).is_err());
+    // The edge count must match the header (Matrix Market's rule too).
+    let e = read_dimacs("c x\np sp 3 2\na 1 2 1\n".as_bytes(), false).unwrap_err();
+    assert!(matches!(e, GraphError::Parse { line: 2, .. }), "{e}");
+    assert!(read_dimacs("p sp 3 1\na 1 2 1\na 2 3 1\n".as_bytes(), false).is_err());
     let e = read_dimacs("p tw 4000000000 1\n1 2\n".as_bytes(), false).unwrap_err();
     assert!(matches!(e, GraphError::TooLarge(_)), "{e}");
 }
