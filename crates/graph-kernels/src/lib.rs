@@ -6,9 +6,12 @@
 //! - [`CsrGraph`] with `u32` vertex ids and `u64` edge offsets, built by [`GraphBuilder`]
 //!   (symmetrize, drop self loops and duplicates), optionally relabelled by degree
 //!   ([`relabel_by_degree`], permutation kept).
-//! - Loaders in [`io`]: SNAP edge lists, DIMACS/PACE, Matrix Market, plain or gzip, with typed
-//!   errors carrying line numbers. Conversions to and from petgraph in [`convert`].
-//! - Generators in [`generate`]: Graph500 Kronecker, Erdős–Rényi, 2-D grid.
+//! - Loaders in [`io`]: SNAP edge lists, DIMACS/PACE, Matrix Market (the reader shared with the
+//!   sparse kernels, from `sparse_formats`), plain or gzip, with typed errors carrying line
+//!   numbers; lines over 1 MiB and implausible headers fail before allocating. Conversions to
+//!   and from petgraph in [`convert`].
+//! - Generators in [`generate`]: Graph500 Kronecker (the shared R-MAT generator), Erdős–Rényi,
+//!   2-D grid.
 //! - BFS variants in [`bfs`] (the paper anchors are cited there): [`bfs::bfs_serial`],
 //!   [`bfs::bfs_top_down`], [`bfs::bfs_bottom_up`], [`bfs::bfs_direction_optimizing`] (the
 //!   default), all returning parent and depth arrays, all in the caller's rayon pool.

@@ -9,8 +9,11 @@
 //!   [`sprs::CsMatI`]), [`DenseRef`]/[`DenseMut`] row-major views with an explicit leading
 //!   dimension (and ndarray interop).
 //! * I/O: [`io`] reads Matrix Market (coordinate/array, real/integer/pattern,
-//!   general/symmetric/skew-symmetric, gzip) and DLMC `.smtx`, writes Matrix Market.
-//! * Generators: [`gen`] (stencils, R-MAT/Kronecker, uniform, arrow, banded).
+//!   general/symmetric/skew-symmetric, gzip; the reader shared with the graph kernels, from
+//!   `sparse_formats`) and DLMC `.smtx`, writes Matrix Market. Headers are checked against the
+//!   index type and the entry count before anything is allocated.
+//! * Generators: [`gen`] (stencils, R-MAT/Kronecker from the shared Graph500 generator,
+//!   uniform, arrow, banded).
 //! * Kernels, each for `f32` and `f64`: [`spmm_reference`] (serial oracle),
 //!   [`spmm_row_parallel`], [`spmm_merge_path`], [`spmm_rode_like`] and [`spmm_lssm`] /
 //!   [`SpmmPlan`] (symbolic phase once, numeric phase per B).
