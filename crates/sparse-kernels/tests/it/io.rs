@@ -228,6 +228,62 @@ fn hostile_headers_fail_fast_without_large_allocations() {
     ));
 }
 
+/// The hostile cases above, measured: each fails while holding at most 4 MiB (the 1 MiB line
+/// buffer is the largest thing a reader keeps), instead of gigabytes.
+#[test]
+fn hostile_inputs_allocate_little() {
+    use crate::alloc::peak_bytes;
+    let h = "%%MatrixMarket matrix coordinate real general\n";
+    let zeros = || std::io::BufReader::new(std::io::Read::take(std::io::repeat(0), 4 << 20));
+    type Case = Box<dyn Fn() -> bool>;
+    let cases: Vec<(&str, Case)> = vec![
+        (
+            "10^9 rows",
+            Box::new(move || mm(&format!("{h}1000000000 1 1\n1 1 1\n")).is_err()),
+        ),
+        (
+            "10^9 entries",
+            Box::new(move || mm(&format!("{h}10 10 1000000000\n1 1 1\n")).is_err()),
+        ),
+        (
+            "array 10^5 x 10^5",
+            Box::new(|| {
+                mm("%%MatrixMarket matrix array real general\n100000 100000\n1\n").is_err()
+            }),
+        ),
+        (
+            "/dev/zero as .mtx",
+            Box::new(move || parse_matrix_market::<f64, u32>(zeros()).is_err()),
+        ),
+        (
+            "/dev/zero as .smtx",
+            Box::new(move || parse_smtx::<f64, u32>(zeros(), 0).is_err()),
+        ),
+        (
+            "smtx 10^9 rows",
+            Box::new(|| {
+                parse_smtx::<f64, u32>("1000000000, 10, 1000000000\n0 1\n".as_bytes(), 0).is_err()
+            }),
+        ),
+        (
+            "stencil27:1626",
+            Box::new(|| gen::from_spec::<f64, u32>("stencil27:1626", 1).is_err()),
+        ),
+        (
+            "rmat:26:1000000",
+            Box::new(|| gen::from_spec::<f64, u32>("rmat:26:1000000", 1).is_err()),
+        ),
+    ];
+    // Control: the counter sees real allocations (kron:12 holds ~1.8 MB of edges and triplets).
+    let (a, peak) = peak_bytes(|| gen::from_spec::<f64, u32>("kron:12", 1).unwrap());
+    assert!(peak > a.nnz() * 16, "kron:12 measured at {peak} bytes");
+    for (name, case) in cases {
+        let (failed, peak) = peak_bytes(case);
+        assert!(failed, "{name}: accepted");
+        assert!(peak < 4 << 20, "{name}: held {peak} bytes");
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
     /// Arbitrary bytes, alone or after a valid first line, are a matrix or a typed error,

@@ -1,5 +1,6 @@
 //! Integration tests of `sparse_kernels` (one binary; see the modules).
 
+mod alloc;
 mod common;
 mod csr;
 mod data;
