@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use pardis::ml::candle::{Device, Tensor};
-use pardis::ml::core::{ParamStore, SeededInit, TrainConfig, Trainer};
+use pardis::ml::models::{Gpt, GptConfig};
 use pardis::ml::qlora::{
-    fused_matmul_t, BaseFormat, Gpt, GptConfig, LayerKind, LoraConfig, Nf4Matrix, QuantizedMatrix,
+    fused_matmul_t, BaseFormat, LayerKind, LoraConfig, Nf4Matrix, QuantizedMatrix,
 };
+use pardis::ml::train::{ParamStore, SeededInit, TrainConfig, Trainer};
 
 fn normal(n: usize, seed: u64) -> Vec<f32> {
     SeededInit::new(seed)
@@ -110,13 +111,16 @@ fn train_step(c: &mut Criterion) {
 }
 
 fn minilm_forward(c: &mut Criterion) {
-    use pardis::ml::core::data::{pad_batch, SubwordTokenizer};
-    use pardis::ml::qlora::{Bert, BertConfig};
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets/cache/minilm");
-    if !dir.join("model.safetensors").is_file() {
+    use pardis::ml::data::{pad_batch, SubwordTokenizer};
+    use pardis::ml::models::{Bert, BertConfig};
+    let roots = pardis_datasets::DataRoots::from_env();
+    let Some(dir) = roots
+        .locate_path("minilm/model.safetensors")
+        .and_then(|l| l.path.parent().map(std::path::Path::to_path_buf))
+    else {
         eprintln!("minilm_forward: skipped, run scripts/fetch-minilm first");
         return;
-    }
+    };
     let tok = SubwordTokenizer::from_file(&dir.join("tokenizer.json"), 128).unwrap();
     let cfg = BertConfig::from_file(&dir.join("config.json")).unwrap();
     let ids = tok

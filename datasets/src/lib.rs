@@ -52,6 +52,14 @@ pub enum DatasetError {
         /// The roots that were searched.
         searched: String,
     },
+    /// A file named by its path under a data root was not found in any data root.
+    #[error("data file `{path}` not found (searched {searched})")]
+    FileNotFound {
+        /// Relative path inside a data root.
+        path: String,
+        /// The roots that were searched.
+        searched: String,
+    },
     /// The file exists but its size or checksum differs from the manifest.
     #[error("{path}: {what} mismatch (expected {expected}, found {found})")]
     Mismatch {

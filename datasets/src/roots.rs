@@ -103,13 +103,27 @@ impl DataRoots {
         self.locate(dataset).ok_or_else(|| DatasetError::NotFound {
             name: dataset.name.clone(),
             path: dataset.path.clone(),
-            searched: self
-                .roots
-                .iter()
-                .map(|(_, d)| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
+            searched: self.searched(),
         })
+    }
+
+    /// Locates a path relative to a data root (e.g. `minilm/tokenizer.json`, a file the manifest
+    /// may not list) and returns where it is, or an error naming the searched roots.
+    pub fn require_path(&self, rel: &str) -> Result<Located, DatasetError> {
+        self.locate_path(rel)
+            .ok_or_else(|| DatasetError::FileNotFound {
+                path: rel.to_string(),
+                searched: self.searched(),
+            })
+    }
+
+    /// The roots as one comma-separated list, for error messages.
+    fn searched(&self) -> String {
+        self.roots
+            .iter()
+            .map(|(_, d)| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -220,6 +234,32 @@ mod tests {
         let roots = DataRoots::new(vec![(Origin::Cache, PathBuf::from("/nonexistent-root"))]);
         let err = roots.require(&entry(1, "x")).unwrap_err();
         assert!(err.to_string().contains("/nonexistent-root"));
+    }
+
+    #[test]
+    fn require_path_finds_unlisted_files_in_root_order() {
+        let a = tmp_dir("pa");
+        let b = tmp_dir("pb");
+        std::fs::create_dir_all(b.join("m")).unwrap();
+        std::fs::write(b.join("m/f.json"), b"{}").unwrap();
+        let roots = DataRoots::new(vec![(Origin::Env, a.clone()), (Origin::Shared, b.clone())]);
+        let found = roots.require_path("m/f.json").unwrap();
+        assert_eq!(
+            (found.origin, found.path),
+            (Origin::Shared, b.join("m/f.json"))
+        );
+        // A directory of that name is not a file.
+        std::fs::create_dir_all(a.join("m/f.json")).unwrap();
+        assert_eq!(
+            roots.require_path("m/f.json").unwrap().origin,
+            Origin::Shared
+        );
+        let err = roots.require_path("m/g.json").unwrap_err();
+        assert!(matches!(&err, DatasetError::FileNotFound { path, .. } if path == "m/g.json"));
+        let msg = err.to_string();
+        assert!(msg.contains(&a.display().to_string()) && msg.contains(&b.display().to_string()));
+        let _ = std::fs::remove_dir_all(a);
+        let _ = std::fs::remove_dir_all(b);
     }
 
     #[test]

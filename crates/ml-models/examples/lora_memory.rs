@@ -14,9 +14,10 @@
 //! the phase.
 
 use candle_core::{Device, Tensor};
-use ml_models::core::{AdamW, AdamWConfig, CountingAllocator, ParamStore, SeededInit};
-use ml_models::qlora::study::split_config;
-use ml_models::qlora::{BaseFormat, Gpt, GptConfig};
+use ml_models::models::{Gpt, GptConfig};
+use ml_models::qlora::split_config;
+use ml_models::qlora::BaseFormat;
+use ml_models::train::{AdamW, AdamWConfig, CountingAllocator, ParamStore, SeededInit};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

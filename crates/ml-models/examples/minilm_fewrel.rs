@@ -14,10 +14,12 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use ml_models::candle::Device;
-use ml_models::core::data::{data_roots, find_data, pad_batch, read_fewrel, SubwordTokenizer};
-use ml_models::core::{CountingAllocator, StepMetrics, TrainCallback};
-use ml_models::qlora::relation::{encode_fewrel, fine_tune_relations, RelationConfig};
-use ml_models::qlora::{BaseFormat, Bert, BertConfig, LayerKind, LoraConfig};
+use ml_models::data::{encode_fewrel, pad_batch, read_fewrel, SubwordTokenizer};
+use ml_models::models::{Bert, BertConfig};
+use ml_models::qlora::relation::{fine_tune_relations, RelationConfig};
+use ml_models::qlora::{BaseFormat, LayerKind, LoraConfig};
+use ml_models::train::{CountingAllocator, StepMetrics, TrainCallback};
+use pardis_datasets::DataRoots;
 
 #[global_allocator]
 static HEAP: CountingAllocator = CountingAllocator::new();
@@ -44,11 +46,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .and_then(|i| args.get(i + 1).cloned())
             .unwrap_or_else(|| d.to_string())
     };
-    let roots = data_roots(
-        std::env::var_os("PARDIS_DATA").map(PathBuf::from),
-        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."),
-    );
-    let file = |rel: &str| find_data(rel, &roots);
+    let roots = DataRoots::from_env();
+    let file = |rel: &str| -> Result<PathBuf, String> {
+        roots
+            .require_path(rel)
+            .map(|l| l.path)
+            .map_err(|e| format!("{e} (run scripts/fetch-minilm)"))
+    };
     let cfg_path = file("minilm/config.json")?;
     let bcfg = BertConfig::from_file(&cfg_path)?;
     let tok = SubwordTokenizer::from_file(&file("minilm/tokenizer.json")?, 128)?;

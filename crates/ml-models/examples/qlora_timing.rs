@@ -8,10 +8,11 @@
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
-use ml_models::core::{ParamStore, SeededInit, TrainConfig, Trainer};
+use ml_models::models::{Gpt, GptConfig};
 use ml_models::qlora::{
-    fused_matmul_t, BaseFormat, Gpt, GptConfig, LayerKind, LoraConfig, Nf4Matrix, QuantizedMatrix,
+    fused_matmul_t, BaseFormat, LayerKind, LoraConfig, Nf4Matrix, QuantizedMatrix,
 };
+use ml_models::train::{ParamStore, SeededInit, TrainConfig, Trainer};
 
 /// Median seconds of `reps` timed calls of `f`, after one warm-up call.
 fn median_secs(reps: usize, mut f: impl FnMut()) -> f64 {

@@ -68,12 +68,6 @@ pub enum MlError {
     #[cfg(feature = "collectives")]
     #[error("collective failed: {0}")]
     Collective(#[from] collectives::CollectiveError),
-    /// Drawing a plot failed.
-    #[error("plot failed: {0}")]
-    Plot(String),
-    /// A data set file was not found in any of the searched places.
-    #[error("data file `{0}` not found ($PARDIS_DATA, datasets/cache/, ../shared/datasets/)")]
-    DataNotFound(String),
 }
 
 impl MlError {

@@ -1,23 +1,39 @@
 //! # ml_models
 //!
 //! Machine-learning models on [candle](https://github.com/huggingface/candle) (CPU; a `cuda`
-//! feature passes through): a shared training core and, per paper, one module.
+//! feature passes through): a shared training core, shared models and data loaders, and one
+//! module per paper.
 //!
-//! - [`core`]: seeded initialisation (candle's CPU RNG cannot be seeded), differentiable
+//! Shared by every paper:
+//!
+//! - [`train`]: seeded initialisation (candle's CPU RNG cannot be seeded), differentiable
 //!   RMSNorm/LayerNorm/softmax (candle's fused kernels have no backward), named parameters with
 //!   safetensors checkpoints, AdamW with exportable state, a training loop with callbacks, early
-//!   stopping and resume, loaders for `.npy`/`.npz`, CSV, IDX and FewRel JSON, sub-word
-//!   tokenisation through Hugging Face `tokenizers` (pretrained `tokenizer.json`, BPE training),
-//!   differentiable `asin`/`acos`/`acosh`, and a counting allocator for measured peak memory.
+//!   stopping and resume, differentiable `asin`/`acos`/`acosh`, data-parallel gradient
+//!   synchronisation, and a counting allocator for measured peak memory.
+//! - [`models`]: a GPT-style decoder and a BERT encoder that loads all-MiniLM-L6-v2 from
+//!   safetensors, both built from LoRA-capable [`qlora::Linear`] projections.
+//! - [`data`]: loaders for `.npy`/`.npz`, CSV, IDX and FewRel JSON (with entity-marked
+//!   encoding), character text and sub-word tokenisation through Hugging Face `tokenizers`
+//!   (pretrained `tokenizer.json`, BPE training). Loaders take paths; locating data sets on disk
+//!   is the caller's job.
+//!
+//! One module per paper:
+//!
 //! - [`qlora`]: NF4 quantization with double quantization (Dettmers et al., QLoRA, 2023), a fused
 //!   dequantize-and-multiply, LoRA over f32/bf16/NF4/int8 bases with per-layer-type and per-depth
-//!   ranks, a GPT-style decoder, a BERT encoder that loads all-MiniLM-L6-v2 from safetensors,
-//!   QLoRA relation classification on FewRel, and the key-variables study (Shen et al., CMC 2025).
+//!   ranks and equal-budget rank splits, and QLoRA relation classification on FewRel.
+//!
+//! Not present yet, each to be a module next to `qlora` on the same shared core: PO-HRL
+//! (hyperbolic contrastive relation extraction), semi-supervised class-incremental learning, and
+//! `anomaly` (tabular anomaly detection). The experiment drivers
+//! (the key-variables study of Shen et al., CMC 2025, its tables and plots) are not part of this
+//! library: they live in the workspace's unpublished `ml-studies` crate.
 //!
 //! ## Features
 //!
-//! - `collectives`: `core::distributed::DataParallel`, gradient all-reduce over the `collectives`
-//!   crate, so any [`core::Trainer`] runs data-parallel on n ranks.
+//! - `collectives`: `train::distributed::DataParallel`, gradient all-reduce over the
+//!   `collectives` crate, so any [`train::Trainer`] runs data-parallel on n ranks.
 //! - `cuda`: passes through to candle's CUDA backend (the fused NF4 kernel is CPU-only).
 //!
 //! Part of the [pardis](https://github.com/pardis-rs/pardis) workspace; usable on its own.
@@ -35,9 +51,11 @@
 //! # Ok::<(), ml_models::MlError>(())
 //! ```
 
-pub mod core;
+pub mod data;
 mod error;
+pub mod models;
 pub mod qlora;
+pub mod train;
 
 pub use error::{MlError, Result};
 

@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 
 use candle_core::{DType, Tensor, Var};
 
-use crate::core::{ParamStore, SeededInit};
 use crate::qlora::fused::{FrozenLinearOp, QuantLinearOp};
 use crate::qlora::nf4::Nf4Matrix;
 use crate::qlora::quant::Int8Matrix;
+use crate::train::{ParamStore, SeededInit};
 use crate::{MlError, Result};
 
 /// The linear layer types of a transformer block.

@@ -9,8 +9,8 @@
 //! [`DQ_BLOCK`] = 256, to 8 bits with bitsandbytes' signed dynamic map; the storage cost is then
 //! `4 + 8/64 + 32/(64·256) ≈ 4.127` bits per parameter.
 
-use crate::qlora::quant::{dynamic_map_signed, nearest_sorted, QuantizedMatrix};
-use crate::{MlError, Result};
+use crate::qlora::quant::{check_shape, dynamic_map_signed, nearest_sorted, QuantizedMatrix};
+use crate::Result;
 
 /// Values per NF4 block (QLoRA and bitsandbytes default).
 pub const NF4_BLOCK: usize = 64;
@@ -278,21 +278,6 @@ fn double_quantize(absmax: &[f32]) -> Absmax {
         offset,
         map,
     }
-}
-
-pub(crate) fn check_shape(data: &[f32], rows: usize, cols: usize) -> Result<()> {
-    if data.len() != rows * cols || data.is_empty() {
-        return Err(MlError::InvalidInput(format!(
-            "quantize: {} values for a {rows}×{cols} matrix",
-            data.len()
-        )));
-    }
-    if let Some(x) = data.iter().find(|x| !x.is_finite()) {
-        return Err(MlError::InvalidInput(format!(
-            "quantize: non-finite weight {x}"
-        )));
-    }
-    Ok(())
 }
 
 impl QuantizedMatrix for Nf4Matrix {

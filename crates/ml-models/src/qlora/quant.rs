@@ -1,8 +1,7 @@
 //! What every block-quantized weight matrix offers, the 8-bit dynamic map of bitsandbytes, and
 //! the blockwise int8 absmax scheme.
 
-use crate::qlora::nf4::check_shape;
-use crate::Result;
+use crate::{MlError, Result};
 
 /// A row-major `rows × cols` weight matrix stored in a block-quantized format.
 pub trait QuantizedMatrix: Send + Sync + std::fmt::Debug {
@@ -124,4 +123,20 @@ impl QuantizedMatrix for Int8Matrix {
     fn storage_bytes(&self) -> usize {
         self.codes.len() + 4 * self.absmax.len()
     }
+}
+
+/// Checks that `data` holds a non-empty, finite `rows × cols` matrix (shared by every format).
+pub(crate) fn check_shape(data: &[f32], rows: usize, cols: usize) -> Result<()> {
+    if data.len() != rows * cols || data.is_empty() {
+        return Err(MlError::InvalidInput(format!(
+            "quantize: {} values for a {rows}×{cols} matrix",
+            data.len()
+        )));
+    }
+    if let Some(x) = data.iter().find(|x| !x.is_finite()) {
+        return Err(MlError::InvalidInput(format!(
+            "quantize: non-finite weight {x}"
+        )));
+    }
+    Ok(())
 }

@@ -1,85 +1,20 @@
 //! Supervised relation classification on FewRel (Han et al., EMNLP 2018) with a QLoRA-adapted
 //! BERT encoder (all-MiniLM-L6-v2): the "real pretrained model" half of the key-variables study.
 //!
-//! Entities are marked in the text with typed-marker punctuation (`@ head @`, `# tail #`, Zhou &
-//! Chen, "An Improved Baseline for Sentence-level Relation Extraction", AACL 2022); the encoder
-//! states at the two opening markers are concatenated and classified by a trainable linear head.
-//! Instances of every relation are shuffled with a seed and split 80/20 into train and test.
+//! Instances are marked and encoded by [`crate::data::encode_fewrel`] (typed entity markers,
+//! Zhou & Chen, AACL 2022); the encoder states at the two opening markers are concatenated and
+//! classified by a trainable linear head. Instances of every relation are shuffled with a seed
+//! and split 80/20 into train and test.
 
 use candle_core::{DType, Device, Tensor, Var};
 use rand::seq::SliceRandom;
 
-use crate::core::data::{pad_batch, FewRel, FewRelInstance, SubwordTokenizer};
-use crate::core::ops::{accuracy, cross_entropy};
-use crate::core::{ParamStore, SeededInit, TrainCallback, TrainConfig, Trainer};
-use crate::qlora::bert::Bert;
+use crate::data::{pad_batch, RelationExample};
+use crate::models::bert::Bert;
 use crate::qlora::lora::LoraConfig;
+use crate::train::ops::{accuracy, cross_entropy};
+use crate::train::{ParamStore, SeededInit, TrainCallback, TrainConfig, Trainer};
 use crate::{MlError, Result};
-
-/// One tokenised, marked instance.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RelationExample {
-    /// Token ids (`[CLS] … [SEP]`).
-    pub ids: Vec<u32>,
-    /// Position of the opening head marker.
-    pub head: usize,
-    /// Position of the opening tail marker.
-    pub tail: usize,
-    /// Relation index (position of the relation in the file's sorted order).
-    pub label: u32,
-}
-
-/// Words of `inst` with `@`/`#` around the first mention of the head/tail, and the indices of
-/// the two opening markers among the returned words.
-pub fn mark_entities(inst: &FewRelInstance) -> (Vec<&str>, usize, usize) {
-    let span = |pos: &[Vec<usize>]| -> (usize, usize) {
-        let first = pos.first().map(Vec::as_slice).unwrap_or(&[]);
-        let lo = first.iter().copied().min().unwrap_or(0);
-        (lo, first.iter().copied().max().unwrap_or(lo))
-    };
-    let (hs, he) = span(&inst.h.2);
-    let (ts, te) = span(&inst.t.2);
-    let mut words = Vec::with_capacity(inst.tokens.len() + 4);
-    let (mut h_at, mut t_at) = (0, 0);
-    for (i, w) in inst.tokens.iter().enumerate() {
-        if i == hs {
-            h_at = words.len();
-            words.push("@");
-        }
-        if i == ts {
-            t_at = words.len();
-            words.push("#");
-        }
-        words.push(w.as_str());
-        if i == te {
-            words.push("#");
-        }
-        if i == he {
-            words.push("@");
-        }
-    }
-    (words, h_at, t_at)
-}
-
-/// Tokenises every instance; marker positions cut off by truncation fall back to `[CLS]` (0).
-pub fn encode_fewrel(data: &FewRel, tok: &SubwordTokenizer) -> Result<Vec<Vec<RelationExample>>> {
-    let mut out = Vec::with_capacity(data.relations.len());
-    for (label, (_, insts)) in data.relations.iter().enumerate() {
-        let mut rel = Vec::with_capacity(insts.len());
-        for inst in insts {
-            let (words, h, t) = mark_entities(inst);
-            let enc = tok.encode_words(&words)?;
-            rel.push(RelationExample {
-                head: enc.word_start[h].unwrap_or(0),
-                tail: enc.word_start[t].unwrap_or(0),
-                ids: enc.ids,
-                label: label as u32,
-            });
-        }
-        out.push(rel);
-    }
-    Ok(out)
-}
 
 /// Settings of a fine-tuning run.
 #[derive(Debug, Clone, PartialEq)]

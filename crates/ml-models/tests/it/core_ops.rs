@@ -1,9 +1,9 @@
 //! Differentiable compositions against candle's fused kernels, seeded init.
 
 use candle_core::{Device, Tensor, Var};
-use ml_models::core::inverse_trig::{acos, acosh, asin};
-use ml_models::core::ops::{cross_entropy, layer_norm, log_softmax, rms_norm, softmax};
-use ml_models::core::SeededInit;
+use ml_models::train::inverse_trig::{acos, acosh, asin};
+use ml_models::train::ops::{cross_entropy, layer_norm, log_softmax, rms_norm, softmax};
+use ml_models::train::SeededInit;
 
 use crate::common::{max_abs, max_rel_diff};
 

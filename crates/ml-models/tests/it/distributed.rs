@@ -1,8 +1,8 @@
 //! Data-parallel training over `collectives` follows the single-rank loss curve.
 
 use candle_core::{Device, Tensor};
-use ml_models::core::distributed::DataParallel;
-use ml_models::core::{NoCallback, ParamStore, SeededInit, TrainConfig, Trainer};
+use ml_models::train::distributed::DataParallel;
+use ml_models::train::{NoCallback, ParamStore, SeededInit, TrainConfig, Trainer};
 
 /// Trains `w` on rows `rows` of a fixed 32×4 least-squares problem; returns (losses, w).
 fn train(rows: std::ops::Range<usize>, sync: Option<DataParallel>) -> (Vec<f32>, Vec<f32>) {

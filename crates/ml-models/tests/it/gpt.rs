@@ -1,8 +1,9 @@
 //! The decoder: every parameter trains, overfitting, QLoRA on a micro model, checkpoints.
 
 use candle_core::{Device, Tensor};
-use ml_models::core::{NoCallback, ParamStore, SeededInit, TrainConfig, Trainer};
+use ml_models::models::*;
 use ml_models::qlora::*;
+use ml_models::train::{NoCallback, ParamStore, SeededInit, TrainConfig, Trainer};
 
 use crate::common::{max_abs, max_rel_diff, scratch};
 
@@ -170,7 +171,7 @@ fn detached_view_matches_and_builds_no_graph() {
 
 #[test]
 fn budget_splits_keep_the_trainable_parameter_budget() {
-    use ml_models::qlora::variants::budget_splits;
+    use ml_models::qlora::budget_splits;
     for (r, per_rank) in [
         (8usize, (2048usize, 2880usize)),
         (8, (3072, 3840)),

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use ml_models::core::data::*;
+use ml_models::data::*;
 use ml_models::MlError;
 
 use crate::common::{data_file, scratch};

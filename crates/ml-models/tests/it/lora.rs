@@ -1,8 +1,8 @@
 //! LoRA layer: exactness at B = 0, merge/unmerge, finite differences, configuration rules.
 
 use candle_core::{Device, Tensor};
-use ml_models::core::{ParamStore, SeededInit};
 use ml_models::qlora::*;
+use ml_models::train::{ParamStore, SeededInit};
 
 use crate::common::max_rel_diff;
 

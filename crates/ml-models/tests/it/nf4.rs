@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use candle_core::{Device, Tensor, Var};
-use ml_models::core::SeededInit;
 use ml_models::qlora::nf4::nf4_code_from_normal_quantiles;
 use ml_models::qlora::*;
+use ml_models::train::SeededInit;
 use proptest::prelude::*;
 
 use crate::common::max_rel_diff;

@@ -1,7 +1,7 @@
 //! Training loop, AdamW resume, early stopping, checkpoint errors.
 
 use candle_core::{Device, Tensor};
-use ml_models::core::{NoCallback, ParamStore, SeededInit, TrainConfig, Trainer};
+use ml_models::train::{NoCallback, ParamStore, SeededInit, TrainConfig, Trainer};
 use ml_models::MlError;
 
 use crate::common::scratch;
@@ -43,11 +43,11 @@ fn cfg(steps: usize) -> TrainConfig {
 fn training_reduces_loss_and_calls_back() {
     let (store, x, y) = regression();
     struct Count(usize, usize);
-    impl ml_models::core::TrainCallback for Count {
-        fn on_step(&mut self, _: &ml_models::core::StepMetrics) {
+    impl ml_models::train::TrainCallback for Count {
+        fn on_step(&mut self, _: &ml_models::train::StepMetrics) {
             self.0 += 1;
         }
-        fn on_epoch(&mut self, _: &ml_models::core::EpochMetrics) {
+        fn on_epoch(&mut self, _: &ml_models::train::EpochMetrics) {
             self.1 += 1;
         }
     }

@@ -2,16 +2,17 @@
 
 use std::path::PathBuf;
 
-use pardis::ml::core::data::{find_data, read_fewrel, SubwordTokenizer};
-use pardis::ml::core::{StepMetrics, TrainCallback};
-use pardis::ml::qlora::plot::plot_rank_sweep;
-use pardis::ml::qlora::relation::{encode_fewrel, fine_tune_relations, RelationConfig};
-use pardis::ml::qlora::relation_study::{
+use ml_studies::plot::plot_rank_sweep;
+use ml_studies::relation_study::{
     plot_relation_rank_sweep, relation_summary, relation_variants, run_relation_study,
     RelationStudyConfig,
 };
-use pardis::ml::qlora::study::{run_study, StudyConfig, StudyData, StudyHooks};
-use pardis::ml::qlora::{BaseFormat, Bert, BertConfig, LayerKind, LoraConfig};
+use ml_studies::study::{run_study, StudyConfig, StudyData, StudyHooks};
+use pardis::ml::data::{encode_fewrel, read_fewrel, RelationExample, SubwordTokenizer};
+use pardis::ml::models::{Bert, BertConfig};
+use pardis::ml::qlora::relation::{fine_tune_relations, RelationConfig};
+use pardis::ml::qlora::{BaseFormat, LayerKind, LoraConfig};
+use pardis::ml::train::{StepMetrics, TrainCallback};
 use pardis_datasets::DataRoots;
 
 use crate::output::{bytes, progress, table};
@@ -191,8 +192,7 @@ fn qlora_study(a: StudyArgs) -> anyhow::Result<()> {
         "pretrained-{}-{}.safetensors",
         cfg.preset, cfg.pretrain_steps
     )));
-    let roots = data_roots();
-    let data = StudyData::load(&roots)?;
+    let data = StudyData::load(&DataRoots::from_env())?;
     if let Some(path) = &a.save_report {
         // A child of `--jobs`: progress goes to the parent as lines on stderr.
         let rep = run_study(&cfg, &data, &mut seeds::ChildHooks)?;
@@ -267,31 +267,28 @@ fn qlora_study(a: StudyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn data_roots() -> Vec<PathBuf> {
-    DataRoots::from_env()
-        .dirs()
-        .map(|(_, p)| p.clone())
-        .collect()
-}
-
 /// MiniLM files, its tokenizer and the encoded FewRel relations.
 struct Minilm {
     cfg: BertConfig,
     weights: PathBuf,
     tok: SubwordTokenizer,
-    per_class: Vec<Vec<pardis::ml::qlora::relation::RelationExample>>,
+    per_class: Vec<Vec<RelationExample>>,
 }
 
 fn load_minilm() -> anyhow::Result<Minilm> {
-    let roots = data_roots();
+    let roots = DataRoots::from_env();
     let file = |rel: &str| {
-        find_data(rel, &roots).map_err(|e| anyhow::anyhow!("{e} (run scripts/fetch-minilm)"))
+        roots
+            .require_path(rel)
+            .map(|l| l.path)
+            .map_err(|e| anyhow::anyhow!("{e} (run scripts/fetch-minilm)"))
     };
     let tok = SubwordTokenizer::from_file(&file("minilm/tokenizer.json")?, 128)?;
-    let data = read_fewrel(&find_data(
-        "relation-extraction/fewrel/val_wiki.json",
-        &roots,
-    )?)?;
+    let data = read_fewrel(
+        &roots
+            .require_path("relation-extraction/fewrel/val_wiki.json")?
+            .path,
+    )?;
     Ok(Minilm {
         cfg: BertConfig::from_file(&file("minilm/config.json")?)?,
         weights: file("minilm/model.safetensors")?,

@@ -11,10 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use indicatif::MultiProgress;
-use pardis::ml::qlora::relation_study::{RelationStudyConfig, RelationStudyRow};
-use pardis::ml::qlora::study::{
-    run_study, StudyConfig, StudyData, StudyHooks, StudyReport, StudyRow,
-};
+use ml_studies::relation_study::{RelationStudyConfig, RelationStudyRow};
+use ml_studies::study::{run_study, StudyConfig, StudyData, StudyHooks, StudyReport, StudyRow};
 
 use super::{vm_hwm, Bar};
 use crate::output::progress;

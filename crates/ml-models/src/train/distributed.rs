@@ -6,7 +6,7 @@ use candle_core::backprop::GradStore;
 use candle_core::{Tensor, Var};
 use collectives::{Communicator, ReduceOp};
 
-use crate::core::train::GradSync;
+use crate::train::trainer::GradSync;
 use crate::Result;
 
 /// Averages gradients over the ranks of a communicator with one fused all-reduce per step.

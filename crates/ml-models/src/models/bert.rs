@@ -7,7 +7,7 @@
 //! layer kind and depth exactly like the GPT of the study ([`Bert::apply_lora`]). The attention
 //! projections of MiniLM have 384×384 = 147k weights and the MLP projections 384×1536 = 590k,
 //! so layer sizes differ as in Shen et al. (CMC 2025). All normalisations are the
-//! differentiable compositions of [`crate::core::ops`].
+//! differentiable compositions of [`crate::train::ops`].
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use candle_core::{DType, Device, Tensor, D};
 use serde::Deserialize;
 
-use crate::core::ops::{layer_norm, softmax};
-use crate::core::{ParamStore, SeededInit};
 use crate::qlora::lora::{base_bytes, LayerKind, Linear, LoraConfig};
+use crate::train::ops::{layer_norm, softmax};
+use crate::train::{ParamStore, SeededInit};
 use crate::{MlError, Result};
 
 /// The fields of a Hugging Face BERT `config.json` the encoder uses.

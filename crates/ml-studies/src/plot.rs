@@ -6,8 +6,8 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::qlora::study::StudyReport;
-use crate::{MlError, Result};
+use crate::study::StudyReport;
+use crate::{Result, StudyError};
 
 /// Mean perplexity over seeds per (target, rank) of the rank sweep.
 pub fn rank_curves(rep: &StudyReport) -> BTreeMap<String, Vec<(usize, f32)>> {
@@ -70,7 +70,7 @@ pub fn plot_metric_vs_rank(
     y_desc: &str,
     path: &Path,
 ) -> Result<()> {
-    let e = |x: String| MlError::Plot(x);
+    let e = |x: String| StudyError::Plot(x);
     let ys = curves
         .values()
         .flatten()
@@ -78,7 +78,9 @@ pub fn plot_metric_vs_rank(
         .chain(reference.as_ref().map(|r| r.1));
     let (lo, hi) = ys.fold((f32::MAX, f32::MIN), |(a, b), y| (a.min(y), b.max(y)));
     if lo > hi {
-        return Err(MlError::InvalidInput("no rank-sweep rows to plot".into()));
+        return Err(StudyError::InvalidInput(
+            "no rank-sweep rows to plot".into(),
+        ));
     }
     let max_rank = curves.values().flatten().map(|p| p.0).max().unwrap_or(1);
     let xmax = (max_rank as f64).log2().max(1.0);
@@ -147,7 +149,7 @@ pub fn plot_metric_vs_rank(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qlora::study::StudyRow;
+    use crate::study::StudyRow;
 
     fn row(group: &str, target: &str, seed: u64, perplexity: f32) -> StudyRow {
         StudyRow {

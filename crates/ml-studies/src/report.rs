@@ -1,11 +1,11 @@
 //! Loading the study's corpora and summarising its rows over seeds.
 
+use ml_models::data::read_fewrel_unlabelled;
+use pardis_datasets::DataRoots;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
-use crate::core::data::{find_data, read_fewrel_unlabelled};
-use crate::qlora::study::{StudyData, StudyReport};
-use crate::{MlError, Result};
+use crate::study::{StudyData, StudyReport};
+use crate::{Result, StudyError};
 
 /// Source corpus of the study, relative to a data root.
 pub const SOURCE_TEXT: &str = "text/tinyshakespeare.txt";
@@ -14,10 +14,13 @@ pub const TARGET_SENTENCES: &str = "relation-extraction/fewrel/pubmed_unsupervis
 
 impl StudyData {
     /// Reads Tiny Shakespeare and the PubMed sentences from the first of `roots` holding each.
-    pub fn load(roots: &[PathBuf]) -> Result<Self> {
-        let src = find_data(SOURCE_TEXT, roots)?;
-        let text = std::fs::read_to_string(&src).map_err(|e| MlError::io(&src, e))?;
-        let tgt = find_data(TARGET_SENTENCES, roots)?;
+    pub fn load(roots: &DataRoots) -> Result<Self> {
+        let src = roots.require_path(SOURCE_TEXT)?.path;
+        let text = std::fs::read_to_string(&src).map_err(|source| StudyError::Io {
+            path: src.clone(),
+            source,
+        })?;
+        let tgt = roots.require_path(TARGET_SENTENCES)?.path;
         let sentences: Vec<String> = read_fewrel_unlabelled(&tgt)?
             .iter()
             .map(|i| i.sentence())
@@ -54,7 +57,7 @@ impl StudyReport {
     pub fn summary(&self) -> Vec<SummaryRow> {
         type Key<'a> = (&'a str, &'a str);
         let mut order: Vec<Key<'_>> = Vec::new();
-        let mut by: BTreeMap<Key<'_>, Vec<&crate::qlora::study::StudyRow>> = BTreeMap::new();
+        let mut by: BTreeMap<Key<'_>, Vec<&crate::study::StudyRow>> = BTreeMap::new();
         for r in &self.rows {
             let key = (r.group.as_str(), r.variant.as_str());
             if !by.contains_key(&key) {

@@ -1,16 +1,17 @@
 //! The key-variables study of Shen, Lai, Li, Hu (CMC 2025) on a real pretrained model:
 //! all-MiniLM-L6-v2, NF4 + double quantization of every projection, LoRA adapters on attention
 //! only / MLP only / both over a rank grid plus equal-budget splits, fine-tuned for FewRel
-//! relation classification ([`crate::qlora::relation`]); held-out accuracy.
+//! relation classification ([`ml_models::qlora::relation`]); held-out accuracy.
 //!
 //! MiniLM's attention projections are 384×384 and its MLP projections 384×1536, so, as in the
 //! paper, the two layer types differ in size by 4×.
 
-use crate::qlora::bert::{Bert, BertConfig};
-use crate::qlora::lora::{BaseFormat, LoraConfig};
-use crate::qlora::relation::{fine_tune_relations, RelationConfig, RelationExample};
-use crate::qlora::study::{StepHook, StudyHooks};
-use crate::qlora::variants::{budget_splits, split_config};
+use ml_models::data::RelationExample;
+use ml_models::models::{Bert, BertConfig};
+use ml_models::qlora::relation::{fine_tune_relations, RelationConfig};
+use ml_models::qlora::{budget_splits, split_config, BaseFormat, LoraConfig};
+
+use crate::study::{StepHook, StudyHooks};
 use crate::Result;
 
 /// Settings of the MiniLM study.
@@ -132,12 +133,12 @@ pub struct RelationStudyRow {
 /// Runs `variants` (all of [`relation_variants`], or a subset to split a study over processes),
 /// each once per seed of `cfg.seeds`:
 /// `load` gives a fresh f32 encoder each time (quantized and adapted per variant); `per_class`
-/// are the relations from [`crate::qlora::relation::encode_fewrel`], padded with `pad_id`.
+/// are the relations from [`ml_models::data::encode_fewrel`], padded with `pad_id`.
 /// Each finished row is also passed to [`StudyHooks::note`] as a Markdown table line.
 pub fn run_relation_study(
     cfg: &RelationStudyConfig,
     variants: Vec<RelationVariant>,
-    load: &mut dyn FnMut() -> Result<Bert>,
+    load: &mut dyn FnMut() -> ml_models::Result<Bert>,
     per_class: &[Vec<RelationExample>],
     pad_id: u32,
     hooks: &mut dyn StudyHooks,
@@ -305,7 +306,7 @@ pub fn relation_summary_markdown(rows: &[RelationStudyRow]) -> String {
 }
 
 /// Mean accuracy over seeds per (target, rank) of the rank sweep, for
-/// [`crate::qlora::plot::plot_metric_vs_rank`].
+/// [`crate::plot::plot_metric_vs_rank`].
 pub fn relation_rank_curves(
     rows: &[RelationStudyRow],
 ) -> std::collections::BTreeMap<String, Vec<(usize, f32)>> {
@@ -335,7 +336,7 @@ pub fn plot_relation_rank_sweep(rows: &[RelationStudyRow], path: &std::path::Pat
     let caption = format!(
         "all-MiniLM-L6-v2, QLoRA (NF4+DQ), FewRel: held-out accuracy vs rank ({seeds} seeds)"
     );
-    crate::qlora::plot::plot_metric_vs_rank(
+    crate::plot::plot_metric_vs_rank(
         &relation_rank_curves(rows),
         None,
         &caption,

@@ -5,9 +5,9 @@
 
 use candle_core::{Device, Tensor, D};
 
-use crate::core::ops::{cross_entropy, rms_norm, silu, softmax};
-use crate::core::{ParamStore, SeededInit};
 use crate::qlora::lora::{base_bytes, Base, LayerKind, Linear, LoraConfig};
+use crate::train::ops::{cross_entropy, rms_norm, silu, softmax};
+use crate::train::{ParamStore, SeededInit};
 use crate::Result;
 
 /// Model dimensions.

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use candle_core::backprop::GradStore;
 use candle_core::{Tensor, Var};
 
-use crate::core::params::ParamStore;
+use crate::train::params::ParamStore;
 use crate::{MlError, Result};
 
 /// AdamW hyper-parameters (defaults: β = (0.9, 0.999), ε = 1e-8, no weight decay).

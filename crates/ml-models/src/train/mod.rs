@@ -1,8 +1,8 @@
-//! The ML core shared by every model of the crate: seeded initialisation, differentiable
-//! normalisations, parameters and checkpoints, AdamW, the training loop, data loaders.
+//! The training core shared by every model of the crate: seeded initialisation, differentiable
+//! normalisations and inverse trigonometric functions, parameters and checkpoints, AdamW, the
+//! training loop, data-parallel gradient synchronisation and a counting allocator.
 
 pub mod alloc_count;
-pub mod data;
 #[cfg(feature = "collectives")]
 pub mod distributed;
 pub mod inverse_trig;
@@ -10,13 +10,13 @@ pub mod ops;
 pub mod optim;
 pub mod params;
 pub mod rng;
-pub mod train;
+pub mod trainer;
 
 pub use alloc_count::CountingAllocator;
 pub use optim::{AdamW, AdamWConfig};
 pub use params::{Param, ParamStore};
 pub use rng::SeededInit;
-pub use train::{
+pub use trainer::{
     EpochMetrics, GradSync, NoCallback, StepMetrics, TrainCallback, TrainConfig, TrainReport,
     Trainer,
 };

@@ -3,12 +3,12 @@
 //! `--model minilm`, on the real pretrained all-MiniLM-L6-v2 (FewRel relation classification).
 //!
 //! ```text
-//! cargo run --release -p ml-models --example qlora_study -- [--quick] [--out DIR] [--preset P] \
+//! cargo run --release -p ml-studies --example qlora_study -- [--quick] [--out DIR] [--preset P] \
 //!     [--seeds N] [--steps N] [--pretrain-steps N]
-//! cargo run --release -p ml-models --example qlora_study -- --model minilm [--quick] \
+//! cargo run --release -p ml-studies --example qlora_study -- --model minilm [--quick] \
 //!     [--seeds N] [--first-seed S] [--train-per-class N] [--test-per-class N] [--ranks 1,4,16,64] \
 //!     [--only 0,1,2] [--save-rows F] [--out DIR]
-//! cargo run --release -p ml-models --example qlora_study -- --model minilm --merge-rows F1 F2 ...
+//! cargo run --release -p ml-studies --example qlora_study -- --model minilm --merge-rows F1 F2 ...
 //! ```
 //!
 //! MiniLM: the default is the whole grid (ranks 1–64 × layer type + equal budgets, seeds 0–2);
@@ -22,19 +22,18 @@ use memory_model::{
     estimate, BaseQuant, LoraRanks, MlpKind, ModelConfig, NormKind, Peft, PositionKind, Precision,
     TrainingSetup,
 };
-use ml_models::core::data::{data_roots, find_data, read_fewrel, SubwordTokenizer};
-use ml_models::core::CountingAllocator;
-use ml_models::qlora::plot::plot_rank_sweep;
-use ml_models::qlora::relation::encode_fewrel;
-use ml_models::qlora::relation_study::{
+use ml_models::data::{encode_fewrel, read_fewrel, SubwordTokenizer};
+use ml_models::models::{Bert, BertConfig, GptConfig};
+use ml_models::qlora::{BaseFormat, LayerKind};
+use ml_models::train::CountingAllocator;
+use ml_studies::plot::plot_rank_sweep;
+use ml_studies::relation_study::{
     plot_relation_rank_sweep, relation_markdown, relation_summary_markdown, relation_variants,
     run_relation_study, RelationStudyConfig, RelationStudyRow,
 };
-use ml_models::qlora::study::{
-    run_study, StudyConfig, StudyData, StudyHooks, StudyReport, StudyRow, Variant,
-};
-use ml_models::qlora::variants::Method;
-use ml_models::qlora::{BaseFormat, Bert, BertConfig, GptConfig, LayerKind};
+use ml_studies::study::{run_study, StudyConfig, StudyData, StudyHooks, StudyReport, StudyRow};
+use ml_studies::variants::{Method, Variant};
+use pardis_datasets::DataRoots;
 
 #[global_allocator]
 static HEAP: CountingAllocator = CountingAllocator::new();
@@ -157,10 +156,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let number = |f: &str| -> Result<Option<usize>, std::num::ParseIntError> {
         flag(f).map(|v| v.parse()).transpose()
     };
-    let roots = data_roots(
-        std::env::var_os("PARDIS_DATA").map(PathBuf::from),
-        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."),
-    );
+    let roots = DataRoots::from_env();
     if flag("--model").as_deref() == Some("minilm") {
         let out = PathBuf::from(flag("--out").unwrap_or_else(|| "qlora-study-out".into()));
         std::fs::create_dir_all(&out)?;
@@ -284,9 +280,9 @@ fn report(rep: &StudyReport, out: &std::path::Path) -> Result<(), Box<dyn std::e
 fn minilm(
     cfg: &RelationStudyConfig,
     only: Option<Vec<usize>>,
-    roots: &[PathBuf],
+    roots: &DataRoots,
 ) -> Result<Vec<RelationStudyRow>, Box<dyn std::error::Error>> {
-    let file = |rel: &str| find_data(rel, roots);
+    let file = |rel: &str| roots.require_path(rel).map(|l| l.path);
     let bert_cfg = BertConfig::from_file(&file("minilm/config.json")?)?;
     let weights = file("minilm/model.safetensors")?;
     let tok = SubwordTokenizer::from_file(&file("minilm/tokenizer.json")?, 128)?;

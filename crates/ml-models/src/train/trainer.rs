@@ -10,8 +10,8 @@ use std::time::Instant;
 use candle_core::backprop::GradStore;
 use candle_core::{Device, Tensor, Var};
 
-use crate::core::optim::{AdamW, AdamWConfig};
-use crate::core::params::ParamStore;
+use crate::train::optim::{AdamW, AdamWConfig};
+use crate::train::params::ParamStore;
 use crate::{MlError, Result};
 
 /// Training-loop settings. Defaults follow the QLoRA authors' reference setup where one exists
@@ -140,7 +140,7 @@ impl Trainer {
         })
     }
 
-    /// Synchronises gradients through `sync` before every update (see `core::distributed`).
+    /// Synchronises gradients through `sync` before every update (see `train::distributed`).
     pub fn set_grad_sync(&mut self, sync: Box<dyn GradSync>) {
         self.sync = Some(sync);
     }

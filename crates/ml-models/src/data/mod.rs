@@ -1,0 +1,23 @@
+//! Data loaders shared by every paper's module: NumPy `.npy`/`.npz`, numeric CSV, IDX (MNIST and
+//! Fashion-MNIST), FewRel JSON and its entity-marked encoding, character text and language-model
+//! batches, sub-word tokenisation through Hugging Face `tokenizers`.
+//!
+//! Every loader takes a path; finding a data set on disk (`$PARDIS_DATA`, the workspace cache,
+//! the shared directory) is the caller's job (the workspace's `pardis-datasets` crate does it for
+//! the CLI, examples and tests).
+
+mod csv;
+mod fewrel;
+mod idx;
+mod marked;
+mod npy;
+mod text;
+mod tokenize;
+
+pub use csv::{parse_csv, read_csv, CsvTable};
+pub use fewrel::{read_fewrel, read_fewrel_unlabelled, Entity, FewRel, FewRelInstance};
+pub use idx::{parse_idx, read_idx, IdxArray, IdxData};
+pub use marked::{encode_fewrel, mark_entities, RelationExample};
+pub use npy::{parse_npy, read_npy, read_npz, NpyArray};
+pub use text::{lm_batch, lm_eval_batches, CharTokenizer};
+pub use tokenize::{pad_batch, Encoded, SubwordTokenizer};

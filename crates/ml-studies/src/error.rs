@@ -1,0 +1,36 @@
+//! The studies' error type.
+
+use ml_models::MlError;
+
+/// What can go wrong in a study run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StudyError {
+    /// A model, loader or training error of `ml-models`.
+    #[error(transparent)]
+    Ml(#[from] MlError),
+    /// A tensor operation failed.
+    #[error("tensor operation failed: {0}")]
+    Candle(#[from] ml_models::candle::Error),
+    /// Reading a file failed.
+    #[error("i/o error on {path}: {source}")]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A setting or argument out of range.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// Drawing a plot failed.
+    #[error("plot failed: {0}")]
+    Plot(String),
+    /// A data set file was not found under any data root.
+    #[error(transparent)]
+    Data(#[from] pardis_datasets::DatasetError),
+}
+
+/// `Result` with [`StudyError`].
+pub type Result<T> = std::result::Result<T, StudyError>;
