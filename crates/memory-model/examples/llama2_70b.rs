@@ -133,7 +133,7 @@ fn main() -> Result<(), memory_model::MemoryError> {
             ..TrainingSetup::default()
         },
     );
-    let hits = search(&model, &space)?;
+    let hits = search(&model, &space)?.hits;
     println!(
         "\n6. {} configurations fit 64 × 80 GiB; the first five:",
         hits.len()

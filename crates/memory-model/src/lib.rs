@@ -71,7 +71,7 @@ pub use operator::{
     Shape, Workload,
 };
 pub use options::{BaseQuant, BufferConfig, HostConfig, Offload, OffloadTarget, Peft};
-pub use search::{search, SearchHit, SearchSpace};
+pub use search::{search, Rejection, SearchHit, SearchOutcome, SearchSpace};
 pub use setup::{
     Optimizer, Parallelism, PipelineSchedule, Precision, Recompute, TrainingSetup, ZeroStage,
     MAX_DEVICES,

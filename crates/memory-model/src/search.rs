@@ -111,16 +111,73 @@ fn divisors(n: u64) -> Vec<u64> {
     small
 }
 
-/// Every `(dp, tp, pp, sp, zero, recompute, micro-batch)` with `dp·tp·pp = devices` whose peak
-/// device fits the budget, best first (see [`SearchHit`]'s ordering: least recomputation, then
-/// least model parallelism, lowest ZeRO stage, largest micro-batch, least memory).
-///
-/// Configurations the setup rejects (tp not dividing the heads, ZeRO-3 with pp > 1, …) are
-/// skipped, not reported.
+/// Configurations [`search`] examined and did not report, counted by reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rejection {
+    /// Why, without the configuration's numbers (e.g. "tp does not divide num_heads").
+    pub reason: String,
+    /// Configurations rejected for it.
+    pub count: u64,
+    /// The first such configuration and its full error message.
+    pub example: String,
+}
+
+/// What [`search`] found: the configurations that fit, best first, and why the others did not.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchOutcome {
+    /// Configurations that fit the budget, best first (see [`SearchHit`]'s ordering).
+    pub hits: Vec<SearchHit>,
+    /// Distinct configurations examined (fitting or not).
+    pub examined: u64,
+    /// The others, by reason, most frequent first.
+    pub rejected: Vec<Rejection>,
+}
+
+/// The reason of a rejection without the configuration's own numbers.
+fn reason(e: &MemoryError) -> String {
+    match e {
+        MemoryError::NotDivisible {
+            what, dimension, ..
+        } => format!("{what} does not divide {dimension}"),
+        MemoryError::TooManyStages { .. } => "more pipeline stages than layers".into(),
+        MemoryError::NonPositive { field, .. } => format!("{field} is zero"),
+        other => {
+            let text = other.to_string();
+            match text.find(" (") {
+                Some(i) => text[..i].to_string(),
+                None => text,
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Rejections(Vec<Rejection>);
+
+impl Rejections {
+    fn add(&mut self, reason: String, example: impl FnOnce() -> String) {
+        match self.0.iter_mut().find(|r| r.reason == reason) {
+            Some(r) => r.count += 1,
+            None => self.0.push(Rejection {
+                reason,
+                count: 1,
+                example: example(),
+            }),
+        }
+    }
+}
+
+/// Every `(dp, tp, pp, sp, zero, recompute, micro-batch)` with `dp·tp·pp = devices`, split into
+/// those whose peak device fits the budget, best first (see [`SearchHit`]'s ordering: least
+/// recomputation, then least model parallelism, lowest ZeRO stage, largest micro-batch, least
+/// memory), and the others counted by reason: over the budget, global batch not divisible,
+/// rejected by the setup's validation (tp not dividing the heads, more stages than layers, …).
+/// Equivalent spellings (sequence parallelism at tp 1, ZeRO at dp 1, ZeRO-3 with pp > 1, which
+/// no framework runs) are not enumerated.
 ///
 /// # Errors
 /// [`crate::MemoryError`] when the model is invalid or `devices`/`budget` are zero.
-pub fn search(model: &ModelConfig, space: &SearchSpace) -> Result<Vec<SearchHit>> {
+pub fn search(model: &ModelConfig, space: &SearchSpace) -> Result<SearchOutcome> {
     model.validate()?;
     positive("devices", space.devices)?;
     positive("budget", space.budget_bytes)?;
@@ -131,6 +188,8 @@ pub fn search(model: &ModelConfig, space: &SearchSpace) -> Result<Vec<SearchHit>
         )));
     }
     let mut hits = Vec::new();
+    let mut rejected = Rejections::default();
+    let mut examined = 0u64;
     let mut lists: HashMap<(u64, bool), OperatorLists> = HashMap::new();
     let zeros = [
         ZeroStage::Zero0,
@@ -140,20 +199,9 @@ pub fn search(model: &ModelConfig, space: &SearchSpace) -> Result<Vec<SearchHit>
     ];
     let recomputes = [Recompute::None, Recompute::Selective, Recompute::Full];
     for tp in divisors(space.devices) {
-        if !model.num_heads.is_multiple_of(tp) || !model.num_kv_heads.is_multiple_of(tp) {
-            continue;
-        }
-        for pp in divisors(space.devices / tp)
-            .into_iter()
-            .filter(|&pp| pp <= model.num_layers)
-        {
+        for pp in divisors(space.devices / tp) {
             let dp = space.devices / (tp * pp);
             for &mb in &space.micro_batches {
-                let m = match space.global_batch {
-                    Some(g) if g % (dp * mb) != 0 => continue,
-                    Some(g) => g / (dp * mb),
-                    None => pp,
-                };
                 for sp in [false, true] {
                     if sp && tp == 1 {
                         continue;
@@ -167,6 +215,22 @@ pub fn search(model: &ModelConfig, space: &SearchSpace) -> Result<Vec<SearchHit>
                             continue;
                         }
                         for recompute in recomputes {
+                            examined += 1;
+                            let m = match space.global_batch {
+                                Some(g) if g % (dp * mb) != 0 => {
+                                    rejected.add(
+                                        "global batch not divisible by dp × micro-batch".into(),
+                                        || {
+                                            format!(
+                                                "dp {dp} × micro-batch {mb} does not divide {g}"
+                                            )
+                                        },
+                                    );
+                                    continue;
+                                }
+                                Some(g) => g / (dp * mb),
+                                None => pp,
+                            };
                             let mut setup = space.base.clone();
                             setup.micro_batch = mb;
                             setup.num_microbatches = m;
@@ -180,7 +244,10 @@ pub fn search(model: &ModelConfig, space: &SearchSpace) -> Result<Vec<SearchHit>
                                 par.sequence_parallel,
                                 par.zero,
                             ) = (dp, tp, pp, 1, sp, zero);
-                            if setup.validate(model, Some(space.devices)).is_err() {
+                            if let Err(e) = setup.validate(model, Some(space.devices)) {
+                                rejected.add(reason(&e), || {
+                                    format!("dp {dp} tp {tp} pp {pp} b {mb}: {e}")
+                                });
                                 continue;
                             }
                             let key = (mb, model.tied_embeddings && pp > 1);
@@ -188,17 +255,22 @@ pub fn search(model: &ModelConfig, space: &SearchSpace) -> Result<Vec<SearchHit>
                                 .entry(key)
                                 .or_insert_with(|| OperatorLists::new(model, &setup));
                             let report = estimate_validated(model, &setup, ops)?;
+                            let hit = SearchHit {
+                                dp,
+                                tp,
+                                pp,
+                                sequence_parallel: sp,
+                                zero,
+                                recompute,
+                                micro_batch: mb,
+                                num_microbatches: m,
+                                per_device: report.per_device,
+                            };
                             if report.fits(space.budget_bytes) {
-                                hits.push(SearchHit {
-                                    dp,
-                                    tp,
-                                    pp,
-                                    sequence_parallel: sp,
-                                    zero,
-                                    recompute,
-                                    micro_batch: mb,
-                                    num_microbatches: m,
-                                    per_device: report.per_device,
+                                hits.push(hit);
+                            } else {
+                                rejected.add("over the memory budget".into(), || {
+                                    format!("{hit}: {} bytes", hit.per_device.total())
                                 });
                             }
                         }
@@ -208,5 +280,11 @@ pub fn search(model: &ModelConfig, space: &SearchSpace) -> Result<Vec<SearchHit>
         }
     }
     hits.sort_by_key(SearchHit::rank);
-    Ok(hits)
+    let mut rejected = rejected.0;
+    rejected.sort_by_key(|r| std::cmp::Reverse(r.count));
+    Ok(SearchOutcome {
+        hits,
+        examined,
+        rejected,
+    })
 }

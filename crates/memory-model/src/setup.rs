@@ -384,8 +384,10 @@ impl TrainingSetup {
             )));
         }
         positive("gpus_per_node", self.host.gpus_per_node)?;
-        // Largest activation tensor of one micro-batch, times the micro-batches and devices that
-        // may hold it, must stay far below 2^64 bytes.
+        // Largest activation tensor of one micro-batch, times the micro-batches one device may
+        // hold and the devices of one node (host memory sums per-device bytes over a node),
+        // must stay far below 2^64 bytes. The device count itself does not enter: per-device
+        // bytes shrink or stay as devices grow.
         let topk = model.moe.map_or(1, |m| m.top_k) as u128;
         let widest = [
             model.padded_vocab() as u128,
@@ -402,7 +404,9 @@ impl TrainingSetup {
             * 8
             * (model.num_layers as u128 + 2)
             * 32;
-        let bound = per_mb * self.num_microbatches as u128 * p.devices() as u128;
+        let bound = per_mb
+            * self.num_microbatches as u128
+            * self.host.gpus_per_node.min(p.devices()) as u128;
         if bound > u64::MAX as u128 / 16 {
             return Err(MemoryError::InvalidInput(format!(
                 "sizes too large to count in 64-bit bytes (micro_batch {}, seq_len {}, {} micro-batches)",

@@ -7,18 +7,28 @@
 //!   all-reduce `2(p−1)α + 2(p−1)/p · n/β`, all-gather and reduce-scatter `(p−1)α + (p−1)/p · n/β`,
 //!   all-to-all `(p−1)α + (p−1)/p · n/β` (each device sends `(p−1)/p` of its data), where `n` is
 //!   the size of the whole (unsharded over those axes) buffer.
-//! - Compute time is FLOPs divided by the sustained FLOP/s (`peak × efficiency`); element-wise
-//!   operators are memory-bound and charged their bytes read and written at [`HBM_BYTES_PER_S`].
-//! - Communication does not overlap computation (a conservative, order-independent model, as in
-//!   Alpa's ILP); the backward pass repeats each forward resharding once (its conjugate).
+//! - A matrix multiplication of `f` FLOPs on one device takes `(f + f½) / (peak × e)`: it runs
+//!   at `e · f / (f + f½)` of peak, reaching `e` ([`DeviceMesh::efficiency`], 0.70 by default,
+//!   fitted to Narayanan et al. SC'21 Table 1: see [`crate::narayanan`]) for large GEMMs and half of it at `f½` ([`DeviceMesh::gemm_half_flops`]: a fixed
+//!   cost per GEMM for launch, tile and wave quantisation). Small micro-batches and narrow
+//!   tensor-parallel shards therefore cost time, as they do on GPUs. Element-wise operators are
+//!   memory-bound and charged their bytes read and written at the device's sustained
+//!   memory bandwidth ([`DeviceMesh::memory_bandwidth_bytes_per_s`]).
+//! - Tensor- and sequence-parallel collectives (resharding between operators) do not overlap
+//!   computation; the backward pass repeats each forward resharding once (its conjugate).
+//! - Data-parallel gradient synchronisation and ZeRO's per-micro-batch collectives overlap the
+//!   operator's own computation when [`DeviceMesh::overlap_grad_reduce`] is set (bucketed
+//!   reduction during the backward pass, prefetched ZeRO-3 gathers): an operator is charged only
+//!   the part of its collective longer than its backward pass (once-per-step synchronisation)
+//!   or than its whole forward and backward pass (per-micro-batch collectives). Without it,
+//!   every collective is exposed.
+//! - Pipeline point-to-point transfers are not charged (they overlap computation in 1F1B).
 //! - The backward pass costs [`BACKWARD_FLOP_FACTOR`] times the forward FLOPs.
 
 use crate::mesh::DeviceMesh;
 
 /// Backward FLOPs per forward FLOP (weight and input gradients).
 pub const BACKWARD_FLOP_FACTOR: f64 = 2.0;
-/// HBM bandwidth used for memory-bound (element-wise) operators, bytes/s (A100 80GB: 2.0 TB/s).
-pub const HBM_BYTES_PER_S: f64 = 2.0e12;
 
 /// A collective communication pattern.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -88,14 +98,28 @@ pub fn collective_time(
     }
 }
 
-/// Time of `flops` floating-point operations on one device, seconds.
+/// Time of one matrix multiplication of `flops` floating-point operations on one device,
+/// seconds: `(flops + gemm_half_flops) / (peak × efficiency)`; 0 for no FLOPs.
 pub fn compute_time(mesh: &DeviceMesh, flops: f64) -> f64 {
-    flops / mesh.sustained_flops()
+    if flops <= 0.0 {
+        return 0.0;
+    }
+    (flops + mesh.gemm_half_flops) / mesh.sustained_flops()
 }
 
-/// Time to stream `bytes` through HBM once (read or write), seconds.
-pub fn memory_bound_time(bytes: f64) -> f64 {
-    bytes / HBM_BYTES_PER_S
+/// The part of a collective of `comm` seconds that computation of `window` seconds does not
+/// hide: all of it unless the mesh overlaps gradient reduction.
+pub fn exposed(mesh: &DeviceMesh, comm: f64, window: f64) -> f64 {
+    if mesh.overlap_grad_reduce {
+        (comm - window).max(0.0)
+    } else {
+        comm
+    }
+}
+
+/// Time to stream `bytes` through device memory once (read or write), seconds.
+pub fn memory_bound_time(mesh: &DeviceMesh, bytes: f64) -> f64 {
+    bytes / mesh.memory_bandwidth_bytes_per_s
 }
 
 #[cfg(test)]
@@ -108,10 +132,29 @@ mod tests {
         let ar = collective_time(&mesh, Collective::AllReduce, 0b10, 1e9);
         let rs = collective_time(&mesh, Collective::ReduceScatter, 0b10, 1e9);
         assert!((ar - 2.0 * rs).abs() < 1e-12);
-        // 8 GPUs on NVLink 300 GB/s: 7/8 GB / 300 GB/s + 7 × 5 µs.
-        assert!((rs - (7.0 / 8.0 / 300.0 + 7.0 * 5e-6)).abs() < 1e-9);
+        // 8 GPUs on NVLink at 230 GB/s: 7/8 GB / 230 GB/s + 7 × 5 µs.
+        assert!((rs - (7.0 / 8.0 / 230.0 + 7.0 * 5e-6)).abs() < 1e-9);
         assert_eq!(collective_time(&mesh, Collective::AllGather, 0, 1e9), 0.0);
         // Over both axes the slow inter-node link dominates.
         assert!(collective_time(&mesh, Collective::AllGather, 0b11, 1e9) > 10.0 * rs);
+    }
+
+    #[test]
+    fn gemm_rate_reaches_half_at_the_half_flops_and_efficiency_when_large() {
+        let mesh = DeviceMesh::preset("dgx-a100-80g", 1).unwrap();
+        let rate = |f: f64| f / compute_time(&mesh, f) / mesh.sustained_flops();
+        assert!((rate(mesh.gemm_half_flops) - 0.5).abs() < 1e-12);
+        assert!(rate(1e15) > 0.999);
+        assert!(rate(1e8) < 0.1);
+        assert_eq!(compute_time(&mesh, 0.0), 0.0);
+    }
+
+    #[test]
+    fn only_the_collective_longer_than_its_window_is_exposed() {
+        let mut mesh = DeviceMesh::preset("dgx-a100-80g", 1).unwrap();
+        assert_eq!(exposed(&mesh, 3.0, 2.0), 1.0);
+        assert_eq!(exposed(&mesh, 1.0, 2.0), 0.0);
+        mesh.overlap_grad_reduce = false;
+        assert_eq!(exposed(&mesh, 1.0, 2.0), 1.0);
     }
 }

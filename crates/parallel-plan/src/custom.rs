@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::cost_model::group_size;
 use crate::error::{PlanError, Result};
 use crate::graph::ComputationGraph;
-use crate::ilp::{IlpStats, SolverConfig};
+use crate::ilp::{IlpObjective, IlpStats, SolverConfig};
 use crate::mesh::DeviceMesh;
 use crate::plan::{add_operator, bytes_with_total, DeviceBreakdown, OperatorPlan};
 use crate::search::operator_plan;
@@ -113,14 +113,20 @@ pub struct GraphPlan {
     pub per_device_memory: DeviceBreakdown,
     /// Step time of the plan, seconds.
     pub step_time_s: f64,
-    /// Step time of the fastest plan (the min-time ILP), seconds.
+    /// Step time of the fastest plan that fits the device memory (the min-time ILP), seconds.
     pub fastest_step_time_s: f64,
     /// Statistics of the min-time and min-memory solves (largest size, worst status, total time).
     pub ilp: IlpStats,
 }
 
-/// Lexicographic min-memory plan of a custom graph: minimise step time, then per-device memory
-/// within `(1 + slack)` of it, with [`StateBytes::default`] per parameter.
+/// Lexicographic min-memory plan of a custom graph: minimise step time among the plans that fit
+/// the mesh's device memory, then per-device memory within `(1 + slack)` of that time, with
+/// [`StateBytes::default`] per parameter.
+///
+/// # Errors
+/// [`PlanError::Infeasible`] (with the smallest achievable memory) when no plan fits
+/// [`DeviceMesh::device_memory_bytes`]; [`PlanError::InvalidGraph`] for a graph that fails
+/// [`ComputationGraph::validate`]; solver errors.
 pub fn plan_graph(
     graph: &ComputationGraph,
     mesh: &DeviceMesh,
@@ -140,7 +146,19 @@ pub fn plan_graph(
     };
     let bytes = StateBytes::default();
     let space = graph_space(graph, mesh, &ctx, &bytes)?;
-    let (fast, lean) = space.ilp.solve_min_memory(slack, solver)?;
+    let fast = space.ilp.solve(
+        IlpObjective::MinTime {
+            memory_budget: Some(mesh.device_memory_bytes as f64),
+        },
+        solver,
+    )?;
+    let lean = space.ilp.solve_from(
+        IlpObjective::MinMemory {
+            time_limit: fast.time * (1.0 + slack),
+        },
+        solver,
+        Some(&fast.choice),
+    )?;
     let mut memory = DeviceBreakdown::default();
     for (op, &c) in lean.choice.iter().enumerate() {
         let m = generic_breakdown(graph, mesh, &bytes, op, &space.shardings[op][c]);

@@ -142,6 +142,12 @@ pub struct GraphEdge {
     pub copies: u32,
 }
 
+/// Largest forward FLOPs one operator may declare (10²¹: a thousand times a GPT-3 175B layer's
+/// matmul on a 2048-token micro-batch of 64 sequences); larger counts are input errors.
+pub const MAX_OPERATOR_FLOPS: f64 = 1e21;
+/// Largest tensor one operator may declare, elements (2⁴⁸, 512 TiB in bf16).
+pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 48;
+
 /// Operators and edges.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ComputationGraph {
@@ -160,8 +166,11 @@ impl ComputationGraph {
         Ok(g)
     }
 
-    /// Checks dimension indices, positive sizes, copies and that each edge joins an output to
-    /// an input of the same number of elements and rank.
+    /// Checks dimension indices, positive sizes, units that divide their dimension, copies,
+    /// FLOPs and tensor sizes within [`MAX_OPERATOR_FLOPS`] and [`MAX_TENSOR_ELEMENTS`], that
+    /// each tensor's element count is a whole multiple of the product of its dimensions (a spec
+    /// may stand for several tensors of one layout, e.g. a norm's scale and bias), and that
+    /// each edge joins an output to an input of the same number of elements and rank.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(PlanError::InvalidGraph(m));
         if self.ops.is_empty() {
@@ -180,15 +189,66 @@ impl ComputationGraph {
             if !(op.flops.is_finite() && op.flops >= 0.0) {
                 return bad(format!("operator `{}` has bad FLOPs", op.name));
             }
+            if op.flops > MAX_OPERATOR_FLOPS {
+                return bad(format!(
+                    "operator `{}`: {:e} FLOPs exceeds the bound of {MAX_OPERATOR_FLOPS:e} per operator",
+                    op.name, op.flops
+                ));
+            }
+            if let Some(d) = op
+                .dims
+                .iter()
+                .find(|d| d.units() > d.size || !d.size.is_multiple_of(d.units()))
+            {
+                return bad(format!(
+                    "operator `{}`: dimension `{}` of size {} is not a whole number of its {} units",
+                    op.name,
+                    d.name,
+                    d.size,
+                    d.units()
+                ));
+            }
             let tensors = op
                 .inputs
                 .iter()
                 .chain([&op.output])
                 .chain(&op.weight)
                 .chain(&op.saved);
-            for t in tensors.chain(std::iter::empty()) {
+            for t in tensors {
                 if t.dims.iter().any(|&d| d >= op.dims.len()) {
                     return bad(format!("operator `{}` names a dimension it lacks", op.name));
+                }
+                let mut seen = 0u128;
+                let mut laid_out: u128 = 1;
+                for &d in &t.dims {
+                    if seen & (1 << d.min(127)) != 0 {
+                        return bad(format!(
+                            "operator `{}`: a tensor names dimension `{}` twice",
+                            op.name, op.dims[d].name
+                        ));
+                    }
+                    seen |= 1 << d.min(127);
+                    laid_out = laid_out.saturating_mul(op.dims[d].size as u128);
+                }
+                if laid_out.max(t.numel as u128) > MAX_TENSOR_ELEMENTS as u128 {
+                    return bad(format!(
+                        "operator `{}`: a tensor of {laid_out} elements exceeds the bound of {MAX_TENSOR_ELEMENTS}",
+                        op.name
+                    ));
+                }
+                // A spec may stand for several tensors of one layout (a norm's scale and
+                // bias), so its size is a whole multiple of what its dimensions lay out.
+                if t.numel == 0 || !(t.numel as u128).is_multiple_of(laid_out) {
+                    return bad(format!(
+                        "operator `{}`: a tensor over dimensions [{}] (product {laid_out}) declares {} elements",
+                        op.name,
+                        t.dims
+                            .iter()
+                            .map(|&d| op.dims[d].name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        t.numel
+                    ));
                 }
             }
             if op

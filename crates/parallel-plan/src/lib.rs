@@ -13,6 +13,7 @@
 //! |---|---|
 //! | device mesh (1–3 axes, presets, JSON) | [`mesh`] |
 //! | alpha-beta communication and compute costs | [`cost_model`] |
+//! | the time model against Narayanan et al. (SC'21) Table 1 | [`narayanan`] |
 //! | computation graph and its JSON format | [`graph`] |
 //! | a transformer (stage) as a graph, from memory-model | [`transformer`] |
 //! | shardings, layouts, resharding | [`sharding`] |
@@ -56,6 +57,7 @@ mod error;
 pub mod graph;
 pub mod ilp;
 pub mod mesh;
+pub mod narayanan;
 pub mod peers;
 pub mod plan;
 pub mod planner;

@@ -16,15 +16,24 @@ const GBIT_PER_S: f64 = 1e9 / 8.0;
 /// Bytes in one GiB.
 const GIB: u64 = 1 << 30;
 
-/// NVLink-3 bandwidth per A100 direction used for collectives (NVIDIA: 600 GB/s bidirectional).
-pub const A100_NVLINK_BYTES_PER_S: f64 = 300.0 * GB_PER_S;
-/// NVLink-4 bandwidth per H100 direction (NVIDIA: 900 GB/s bidirectional).
-pub const H100_NVLINK_BYTES_PER_S: f64 = 450.0 * GB_PER_S;
-/// DGX A100 inter-node bandwidth per GPU-pair: 4 × 200 Gb/s HDR InfiniBand per 8 GPUs = 100 GB/s
-/// per node; a ring over nodes uses all of it.
-pub const DGX_A100_IB_BYTES_PER_S: f64 = 4.0 * 200.0 * GBIT_PER_S;
-/// DGX H100 inter-node bandwidth: 8 × 400 Gb/s NDR InfiniBand per node.
-pub const DGX_H100_IB_BYTES_PER_S: f64 = 8.0 * 400.0 * GBIT_PER_S;
+/// NVLink-3 bandwidth per A100 that collectives reach: nccl-tests `all_reduce_perf` bus
+/// bandwidth on a DGX A100 is about 230 GB/s of the 300 GB/s per direction (600 bidirectional).
+pub const A100_NVLINK_BYTES_PER_S: f64 = 230.0 * GB_PER_S;
+/// NVLink-4 bandwidth per H100 that collectives reach: about 360 GB/s bus bandwidth of the
+/// 450 GB/s per direction (900 bidirectional); the same 80 % as on A100.
+pub const H100_NVLINK_BYTES_PER_S: f64 = 360.0 * GB_PER_S;
+/// DGX A100 inter-node bandwidth: 8 × 200 Gb/s HDR InfiniBand compute ports per node (one per
+/// GPU; NVIDIA DGX A100 datasheet) = 200 GB/s per node, of which NCCL reaches about 95 %.
+pub const DGX_A100_IB_BYTES_PER_S: f64 = 0.95 * 8.0 * 200.0 * GBIT_PER_S;
+/// DGX H100 inter-node bandwidth: 8 × 400 Gb/s NDR InfiniBand per node, 95 % reached.
+pub const DGX_H100_IB_BYTES_PER_S: f64 = 0.95 * 8.0 * 400.0 * GBIT_PER_S;
+/// A100-80GB memory bandwidth element-wise kernels sustain: about 1.75 of the 2.04 TB/s peak
+/// (BabelStream copy/triad on A100-80GB).
+pub const A100_HBM_BYTES_PER_S: f64 = 1.75e12;
+/// H100 SXM memory bandwidth sustained: about 85 % of the 3.35 TB/s peak.
+pub const H100_HBM_BYTES_PER_S: f64 = 2.85e12;
+/// RTX 4090 memory bandwidth sustained: about 85 % of the 1.01 TB/s peak.
+pub const RTX4090_HBM_BYTES_PER_S: f64 = 0.86e12;
 /// PCIe 4.0 x16 effective bandwidth between consumer GPUs (no NVLink, through the host).
 pub const PCIE4_BYTES_PER_S: f64 = 25.0 * GB_PER_S;
 /// 100 Gb/s Ethernet between consumer-GPU nodes.
@@ -43,8 +52,18 @@ pub const A100_PEAK_FLOPS: f64 = 312e12;
 pub const H100_PEAK_FLOPS: f64 = 989e12;
 /// RTX 4090 dense bf16 tensor-core peak (fp32 accumulate), FLOP/s.
 pub const RTX4090_PEAK_FLOPS: f64 = 165e12;
-/// Fraction of peak that large transformer matmuls reach (Megatron-LM reports 0.5–0.55 MFU).
-pub const DEFAULT_EFFICIENCY: f64 = 0.5;
+/// Fraction of peak that large bf16 GEMMs sustain inside training (clocks under sustained power
+/// load, fused kernels around them). Fitted, as the only free parameter of the time model, to
+/// Narayanan et al. SC'21 Table 1 on A100 (every row then within ±8 %; see
+/// [`crate::narayanan`]); isolated cuBLAS GEMMs reach 0.8–0.9. Used for every preset.
+pub const DEFAULT_EFFICIENCY: f64 = 0.70;
+/// FLOPs at which a GEMM reaches half the large-GEMM rate on A100 (a 1024³ GEMM, 2.1 GFLOP,
+/// runs at about half of peak): 1.5 GFLOP, i.e. about 5.7 µs of fixed cost per GEMM.
+pub const A100_GEMM_HALF_FLOPS: f64 = 1.5e9;
+/// The same for H100 (3.2× A100's peak, similar fixed cost): 4.8 GFLOP.
+pub const H100_GEMM_HALF_FLOPS: f64 = 4.8e9;
+/// The same for RTX 4090.
+pub const RTX4090_GEMM_HALF_FLOPS: f64 = 0.8e9;
 
 /// One axis of the mesh.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -70,8 +89,31 @@ pub struct DeviceMesh {
     pub device_memory_bytes: u64,
     /// Peak FLOP/s of one device for the training precision.
     pub peak_flops: f64,
-    /// Fraction of `peak_flops` that operators reach, in (0, 1].
+    /// Fraction of `peak_flops` that large matrix multiplications reach, in (0, 1].
     pub efficiency: f64,
+    /// A GEMM of `f` FLOPs runs at `efficiency · f / (f + gemm_half_flops)` of peak: the FLOPs
+    /// at which a GEMM reaches half of the large-GEMM rate (launch, tile and wave quantisation
+    /// costs; see [`crate::cost_model`]). 0 disables the size dependence.
+    #[serde(default)]
+    pub gemm_half_flops: f64,
+    /// Sustained memory bandwidth of one device for memory-bound (element-wise) operators,
+    /// bytes/s. Default [`A100_HBM_BYTES_PER_S`].
+    #[serde(default = "default_hbm")]
+    pub memory_bandwidth_bytes_per_s: f64,
+    /// The engine overlaps data-parallel gradient reduction (and ZeRO's per-micro-batch
+    /// collectives) with computation, as Megatron-LM's `--overlap-grad-reduce`, DeepSpeed's
+    /// `overlap_comm` and PyTorch DDP/FSDP do; only the part longer than the computation it
+    /// overlaps costs time. Default true.
+    #[serde(default = "default_true")]
+    pub overlap_grad_reduce: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_hbm() -> f64 {
+    A100_HBM_BYTES_PER_S
 }
 
 /// Names of the built-in mesh presets.
@@ -83,7 +125,7 @@ impl DeviceMesh {
     ///
     /// A single node gives a 1-axis mesh; more nodes give `[node, gpu]`.
     pub fn preset(name: &str, nodes: usize) -> Result<Self> {
-        let (node_bw, node_lat, gpu_bw, gpu_lat, mem, flops) = match name {
+        let (node_bw, node_lat, gpu_bw, gpu_lat, mem, flops, half, hbm) = match name {
             "dgx-a100-80g" => (
                 DGX_A100_IB_BYTES_PER_S / 8.0,
                 IB_LATENCY_S,
@@ -91,6 +133,8 @@ impl DeviceMesh {
                 NVLINK_LATENCY_S,
                 80 * GIB,
                 A100_PEAK_FLOPS,
+                A100_GEMM_HALF_FLOPS,
+                A100_HBM_BYTES_PER_S,
             ),
             "dgx-h100" => (
                 DGX_H100_IB_BYTES_PER_S / 8.0,
@@ -99,6 +143,8 @@ impl DeviceMesh {
                 NVLINK_LATENCY_S,
                 80 * GIB,
                 H100_PEAK_FLOPS,
+                H100_GEMM_HALF_FLOPS,
+                H100_HBM_BYTES_PER_S,
             ),
             "pcie-4090" => (
                 ETH_100G_BYTES_PER_S / 8.0,
@@ -107,6 +153,8 @@ impl DeviceMesh {
                 PCIE_LATENCY_S,
                 24 * GIB,
                 RTX4090_PEAK_FLOPS,
+                RTX4090_GEMM_HALF_FLOPS,
+                RTX4090_HBM_BYTES_PER_S,
             ),
             other => {
                 return Err(PlanError::UnknownMesh {
@@ -144,6 +192,9 @@ impl DeviceMesh {
             device_memory_bytes: mem,
             peak_flops: flops,
             efficiency: DEFAULT_EFFICIENCY,
+            gemm_half_flops: half,
+            memory_bandwidth_bytes_per_s: hbm,
+            overlap_grad_reduce: true,
         };
         mesh.validate()?;
         Ok(mesh)
@@ -187,6 +238,14 @@ impl DeviceMesh {
         }
         if !(self.efficiency > 0.0 && self.efficiency <= 1.0) {
             return bad(format!("efficiency {} is not in (0, 1]", self.efficiency));
+        }
+        if !(self.memory_bandwidth_bytes_per_s > 0.0
+            && self.memory_bandwidth_bytes_per_s.is_finite())
+        {
+            return bad("memory bandwidth must be positive".into());
+        }
+        if !(self.gemm_half_flops >= 0.0 && self.gemm_half_flops.is_finite()) {
+            return bad("gemm_half_flops must be finite and ≥ 0".into());
         }
         Ok(())
     }

@@ -358,7 +358,9 @@ fn sort_plans(plans: &mut [Plan], by_memory: bool) {
 /// Min-memory: the reference is the strongest peer's step time (its fastest fitting
 /// configuration), or pardis's own fastest plan when no peer configuration fits; the chosen plan
 /// is the leanest within `(1 + slack) ×` that, and [`PlanReport::peer_reference`] is the leanest
-/// peer configuration within the same budget. When no pardis plan meets the budget, the chosen
+/// peer configuration within the same budget. The peers' configurations are points of pardis's
+/// space and are candidates too: when one beats every plan the search found (the per-stage ILPs
+/// do not see buffers and transients), it is the chosen plan, named `pardis … (= <peer>)`. When no pardis plan meets the budget, the chosen
 /// plan is pardis's fastest. Min-time: the fastest plan; the budget is its step time.
 ///
 /// # Errors
@@ -401,8 +403,22 @@ pub fn plan(problem: &Problem, objective: Objective, progress: Progress<'_>) -> 
         },
     };
     let budget = reference.step_time_s() * (1.0 + slack);
-    let mut pardis_fastest = fastest[0].clone();
-    pardis_fastest.name = "pardis fastest".into();
+    // The peers' configurations are points of pardis's own space (a sharding per operator, a
+    // pipeline, a micro-batch, a schedule, a recomputation mode), priced by the same model. The
+    // per-stage ILPs see the operators' memory but not the buffers and transients that depend
+    // on the whole choice, so a peer's configuration can be a better plan than any the ILPs
+    // found; it is then pardis's answer too, named after it.
+    let as_candidate = |p: &PeerPlan| {
+        let mut plan = p.plan.clone();
+        plan.name = format!("{PEER_CONFIGURATION}{}", p.plan.name);
+        plan
+    };
+    let mut pardis_fastest = match strongest {
+        Some(s) if by_time(&s.plan, &fastest[0]).is_lt() => as_candidate(s),
+        _ => fastest[0].clone(),
+    };
+    pardis_fastest.name = chosen_name("pardis fastest", &pardis_fastest.name);
+    let within = |p: &Plan| p.fits && p.step_time_s <= budget * (1.0 + 1e-9);
     let (mut plans, by_memory) = match objective {
         Objective::MinTime => (fastest, false),
         Objective::MinMemory { .. } => {
@@ -415,14 +431,39 @@ pub fn plan(problem: &Problem, objective: Objective, progress: Progress<'_>) -> 
         }
     };
     sort_plans(&mut plans, by_memory);
+    // A peer's configuration replaces pardis's plan only when strictly better: leaner within
+    // the budget, or faster by more than the tie tolerance.
+    let better_peer = fitting_peers()
+        .filter(|p| !by_memory || within(&p.plan))
+        .map(as_candidate)
+        .filter(|c| {
+            if by_memory {
+                c.per_device_memory.total() < plans[0].per_device_memory.total()
+            } else {
+                by_time(c, &plans[0]).is_lt()
+            }
+        })
+        .min_by(|a, b| {
+            if by_memory {
+                by_memory_then_time(a, b)
+            } else {
+                by_time(a, b)
+            }
+        });
+    if let Some(c) = better_peer {
+        plans.insert(0, c);
+    }
     let mut best = plans.remove(0);
-    best.name = if by_memory {
-        "pardis min-memory".into()
-    } else {
-        "pardis fastest".into()
-    };
+    best.name = chosen_name(
+        if by_memory {
+            "pardis min-memory"
+        } else {
+            "pardis fastest"
+        },
+        &best.name,
+    );
+    plans.retain(|p| !p.name.starts_with(PEER_CONFIGURATION));
     plans.truncate(RUNNERS_UP);
-    let within = |p: &Plan| p.fits && p.step_time_s <= budget * (1.0 + 1e-9);
     let peers: Vec<PeerSummary> = peer_plans
         .iter()
         .map(|(framework, plans, configurations)| PeerSummary {
@@ -470,6 +511,17 @@ pub fn plan(problem: &Problem, objective: Objective, progress: Progress<'_>) -> 
 const SAME_TIME: f64 = 1e-9;
 
 /// Faster first; equal times (within [`SAME_TIME`]): leaner first.
+/// Name prefix of a peer's configuration taken as a pardis candidate.
+const PEER_CONFIGURATION: &str = "= ";
+
+/// `base`, or `base (= peer configuration)` when the chosen plan is a peer's configuration.
+fn chosen_name(base: &str, plan_name: &str) -> String {
+    match plan_name.strip_prefix(PEER_CONFIGURATION) {
+        Some(peer) => format!("{base} (= {peer})"),
+        None => base.to_string(),
+    }
+}
+
 fn by_time(a: &Plan, b: &Plan) -> std::cmp::Ordering {
     if (a.step_time_s - b.step_time_s).abs() <= SAME_TIME * a.step_time_s.max(b.step_time_s) {
         a.per_device_memory

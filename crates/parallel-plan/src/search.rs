@@ -340,8 +340,11 @@ pub fn balanced_layers(model: &ModelConfig, pp: u64) -> Vec<u64> {
     best.map_or_else(|| layers_per_stage(total, pp), |(_, s)| s)
 }
 
-/// Most sequences one device processes per micro-batch in the search.
-pub const MAX_SEQUENCES_PER_DEVICE: u64 = 4;
+/// Most sequences one device processes per micro-batch in the search: the peers' largest
+/// micro-batch ([`crate::peers::MAX_PEER_MICRO_BATCH`]), so that every peer configuration's
+/// micro-batch count is in pardis's space too (large micro-batches run GEMMs nearer their full
+/// rate; see [`crate::cost_model`]).
+pub const MAX_SEQUENCES_PER_DEVICE: u64 = crate::peers::MAX_PEER_MICRO_BATCH;
 
 /// Default sequences per training step (GPT-3's 1.3B run: 0.5 M tokens of 2048 = 256 sequences).
 pub const DEFAULT_GLOBAL_BATCH: u64 = 256;

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cost_model::{
-    collective_time, compute_time, group_size, memory_bound_time, AxisMask, Collective,
+    collective_time, compute_time, exposed, group_size, memory_bound_time, AxisMask, Collective,
     BACKWARD_FLOP_FACTOR,
 };
 use crate::graph::{OpKind, Operator, TensorSpec};
@@ -141,11 +141,10 @@ impl Sharding {
         })
     }
 
-    /// Per-micro-batch time of the operator itself (forward + backward compute, plus the
-    /// parameter collectives ZeRO-2/3 repeat every micro-batch), seconds.
-    pub fn micro_batch_time(&self, mesh: &DeviceMesh, op: &Operator) -> f64 {
+    /// One forward pass of the operator's own computation on one device, seconds.
+    fn forward_time(&self, mesh: &DeviceMesh, op: &Operator) -> f64 {
         let parallel = group_size(mesh, self.used_axes()) as f64;
-        let compute = match op.kind {
+        match op.kind {
             OpKind::Matmul => compute_time(mesh, op.flops / parallel),
             OpKind::Elementwise => {
                 let bytes: u64 = op
@@ -154,11 +153,19 @@ impl Sharding {
                     .chain([&op.output])
                     .map(|t| self.local_numel(mesh, t))
                     .sum();
-                memory_bound_time((bytes * ACTIVATION_BYTES) as f64)
+                memory_bound_time(mesh, (bytes * ACTIVATION_BYTES) as f64)
             }
-        };
+        }
+    }
+
+    /// Per-micro-batch time of the operator itself (forward + backward compute, plus the
+    /// parameter collectives ZeRO-2/3 repeat every micro-batch, less what overlaps the
+    /// computation; see [`crate::cost_model`]), seconds.
+    pub fn micro_batch_time(&self, mesh: &DeviceMesh, op: &Operator) -> f64 {
+        let compute = self.forward_time(mesh, op);
         let recompute = if op.recomputed { 1.0 } else { 0.0 };
-        let mut time = compute * (1.0 + BACKWARD_FLOP_FACTOR + recompute);
+        let busy = compute * (1.0 + BACKWARD_FLOP_FACTOR + recompute);
+        let mut time = busy;
         if self.saved_seq_axes != 0 {
             let input = &op.inputs[0];
             let bytes = (self.local_numel(mesh, input) * ACTIVATION_BYTES) as f64;
@@ -167,19 +174,22 @@ impl Sharding {
         if let Some(w) = &op.weight {
             let dp = self.zero_axes(op);
             let bytes = (self.local_numel(mesh, w) * ACTIVATION_BYTES) as f64;
+            let mut zero = 0.0;
             if self.zero >= ZeroStage::Zero2 {
-                time += collective_time(mesh, Collective::ReduceScatter, dp, bytes);
+                zero += collective_time(mesh, Collective::ReduceScatter, dp, bytes);
             }
             if self.zero == ZeroStage::Zero3 {
-                time += 2.0 * collective_time(mesh, Collective::AllGather, dp, bytes);
+                zero += 2.0 * collective_time(mesh, Collective::AllGather, dp, bytes);
             }
+            time += exposed(mesh, zero, busy);
         }
         time
     }
 
     /// Once-per-step time: gradient synchronisation over the data-parallel axes (all-reduce for
     /// ZeRO-0; reduce-scatter + all-gather of updated parameters for ZeRO-1; the all-gather
-    /// alone for ZeRO-2, whose reduce-scatters are per micro-batch; nothing more for ZeRO-3).
+    /// alone for ZeRO-2, whose reduce-scatters are per micro-batch; nothing more for ZeRO-3),
+    /// less what overlaps the last micro-batch's backward pass.
     pub fn step_time(&self, mesh: &DeviceMesh, op: &Operator) -> f64 {
         let Some(w) = &op.weight else { return 0.0 };
         let dp = self.zero_axes(op);
@@ -190,14 +200,16 @@ impl Sharding {
         } else {
             0.0
         };
-        skipped_sync
+        let sync = skipped_sync
             + match self.zero {
                 ZeroStage::Zero0 | ZeroStage::Zero1 => {
                     collective_time(mesh, Collective::AllReduce, dp, bytes)
                 }
                 ZeroStage::Zero2 => collective_time(mesh, Collective::AllGather, dp, bytes),
                 ZeroStage::Zero3 => 0.0,
-            }
+            };
+        let backward = self.forward_time(mesh, op) * BACKWARD_FLOP_FACTOR;
+        exposed(mesh, sync, backward)
     }
 }
 

@@ -188,7 +188,13 @@ fn convert(op: &MmOperator, model: &ModelConfig, copies: u32) -> (Operator, Vec<
             (OpKind::Matmul, flops)
         }
         MmKind::AttentionScores | MmKind::AttentionContext => {
-            let q = inputs[0];
+            // The query-shaped tensor `[b, s, a, d]`: the scores' first input, the context's
+            // output (its first input is the `[b, a, s, s]` probabilities).
+            let q = if op.kind == MmKind::AttentionContext {
+                outputs[0]
+            } else {
+                inputs[0]
+            };
             let s = q.size(MmDim::Seq).unwrap_or(1) as f64;
             let per_product = 2.0 * q.elements() as f64 * s;
             let fused = op.name == "flash_attention";

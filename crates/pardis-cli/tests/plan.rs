@@ -133,3 +133,35 @@ fn memory_defaults_to_the_models_context_length() {
     let long = pardis(&["memory", "--model", "gpt3-175b", "--seq", "4096"]);
     assert!(!long.status.success());
 }
+
+#[test]
+fn memory_search_says_why_nothing_fits() {
+    // 1 GiB fits no configuration of GPT-3 175B: the command names the reasons, not just "0".
+    let out = pardis(&[
+        "memory",
+        "--model",
+        "gpt3-175b",
+        "--search",
+        "--devices",
+        "64",
+        "--gpu-mem",
+        "1GiB",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("0 of "), "{text}");
+    assert!(text.contains("over the memory budget"), "{text}");
+    assert!(text.contains("tp does not divide num_heads"), "{text}");
+    let r = report(&[
+        "memory",
+        "--model",
+        "llama2-70b",
+        "--search",
+        "--devices",
+        "8192",
+        "--gpu-mem",
+        "80GiB",
+        "--json",
+    ]);
+    assert!(!r["configurations"].as_array().unwrap().is_empty(), "{r}");
+}

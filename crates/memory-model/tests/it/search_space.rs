@@ -70,7 +70,7 @@ fn search_equals_brute_force() {
                 ..TrainingSetup::default()
             },
         );
-        let hits = search(&model, &space).unwrap();
+        let hits = search(&model, &space).unwrap().hits;
         let mut got: Vec<_> = hits
             .iter()
             .map(|h| {
@@ -100,7 +100,9 @@ fn search_finds_megatron_style_configuration_and_respects_budget() {
         seq_len: 4096,
         ..TrainingSetup::default()
     };
-    let hits = search(&model, &SearchSpace::new(64, 80 << 30, base.clone())).unwrap();
+    let hits = search(&model, &SearchSpace::new(64, 80 << 30, base.clone()))
+        .unwrap()
+        .hits;
     assert!(hits
         .iter()
         .any(|h| (h.dp, h.tp, h.pp, h.sequence_parallel, h.zero)
@@ -108,13 +110,58 @@ fn search_finds_megatron_style_configuration_and_respects_budget() {
     // Best first: recomputation never decreases along the list.
     assert!(hits.windows(2).all(|w| w[0].recompute <= w[1].recompute));
     // 1 GiB per device fits nothing; the global batch constrains the micro-batch count.
-    assert!(search(&model, &SearchSpace::new(64, 1 << 30, base.clone()))
-        .unwrap()
-        .is_empty());
+    let none = search(&model, &SearchSpace::new(64, 1 << 30, base.clone())).unwrap();
+    assert!(none.hits.is_empty());
+    assert_eq!(none.rejected[0].reason, "over the memory budget");
     let mut space = SearchSpace::new(64, 80 << 30, base);
     space.global_batch = Some(512);
-    let hits = search(&model, &space).unwrap();
+    let hits = search(&model, &space).unwrap().hits;
     assert!(hits
         .iter()
         .all(|h| h.dp * h.micro_batch * h.num_microbatches == 512));
+}
+
+/// Every examined configuration is either a hit or counted under one reason, and the reasons
+/// name what went wrong (not a bare "0 configurations fit").
+#[test]
+fn search_accounts_for_every_rejected_configuration() {
+    let model = ModelConfig::preset("gpt3-13b").unwrap();
+    let mut space = SearchSpace::new(
+        48,
+        40 << 30,
+        TrainingSetup {
+            seq_len: 2048,
+            ..TrainingSetup::default()
+        },
+    );
+    space.global_batch = Some(96);
+    let out = search(&model, &space).unwrap();
+    let rejected: u64 = out.rejected.iter().map(|r| r.count).sum();
+    assert_eq!(out.hits.len() as u64 + rejected, out.examined);
+    let reasons: Vec<&str> = out.rejected.iter().map(|r| r.reason.as_str()).collect();
+    // 40 heads: tp 3, 6, 12, 16, 24, 48 do not divide them; dp·b does not always divide 96.
+    assert!(
+        reasons.contains(&"tp does not divide num_heads"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.contains(&"global batch not divisible by dp × micro-batch"),
+        "{reasons:?}"
+    );
+    assert!(out.rejected.windows(2).all(|w| w[0].count >= w[1].count));
+}
+
+/// A real large setup is counted, not rejected by the 64-bit guard: Llama-2 70B on 8,192
+/// devices (dp 128 × tp 8 × pp 8) and on 65,536.
+#[test]
+fn search_handles_thousands_of_devices() {
+    let model = ModelConfig::preset("llama2-70b").unwrap();
+    let base = TrainingSetup {
+        seq_len: 4096,
+        ..TrainingSetup::default()
+    };
+    let out = search(&model, &SearchSpace::new(8192, 80 << 30, base.clone())).unwrap();
+    assert!(out.hits.iter().any(|h| (h.dp, h.tp, h.pp) == (128, 8, 8)));
+    let out = search(&model, &SearchSpace::new(65_536, 80 << 30, base)).unwrap();
+    assert!(!out.hits.is_empty(), "{:?}", out.rejected);
 }

@@ -95,3 +95,46 @@ fn malformed_graphs_are_typed_errors() {
     let mesh = DeviceMesh::preset("dgx-a100-80g", 1).unwrap();
     assert!(plan_graph(&example_graph(), &mesh, 0, 0.05, &SolverConfig::default()).is_err());
 }
+
+/// Tensor sizes must agree with their dimensions, counts are bounded, and the plan honours the
+/// device memory: a budget below the leanest plan is an `Infeasible` error naming it.
+#[test]
+fn graph_sizes_are_checked_and_the_budget_is_honoured() {
+    let reject = |g: &ComputationGraph| {
+        matches!(
+            ComputationGraph::from_json(&serde_json::to_string(g).unwrap()),
+            Err(PlanError::InvalidGraph(_))
+        )
+    };
+    let mut g = example_graph();
+    g.ops[1].dims[0].size *= 2; // the tensors now disagree with the dimension
+    assert!(reject(&g));
+    let mut g = example_graph();
+    g.ops[0].output.numel += 1;
+    assert!(reject(&g));
+    let mut g = example_graph();
+    g.ops[0].flops = 1e300;
+    assert!(reject(&g));
+    let mut g = example_graph();
+    g.ops[0].output.dims = vec![0, 0, 2];
+    assert!(reject(&g));
+    let mut g = example_graph();
+    g.ops[0].dims[2].units = Some(3); // 1024 is not a whole number of 3 units
+    assert!(reject(&g));
+
+    let mut mesh = DeviceMesh::preset("dgx-a100-80g", 1).unwrap();
+    let solver = SolverConfig::default();
+    let plan = plan_graph(&example_graph(), &mesh, 4, 0.05, &solver).unwrap();
+    assert!(plan.per_device_memory.total() <= mesh.device_memory_bytes);
+    mesh.device_memory_bytes = 1 << 20;
+    match plan_graph(&example_graph(), &mesh, 4, 0.05, &solver) {
+        Err(PlanError::Infeasible {
+            budget,
+            min_achievable,
+        }) => {
+            assert_eq!(budget, 1 << 20);
+            assert!(min_achievable > budget);
+        }
+        other => panic!("expected Infeasible, got {other:?}"),
+    }
+}

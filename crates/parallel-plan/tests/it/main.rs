@@ -2,4 +2,5 @@
 
 mod graph;
 mod ilp;
+mod narayanan;
 mod planner;

@@ -149,8 +149,8 @@ fn one_device_gives_the_trivial_plan() {
     let plan = &report.plan;
     assert_eq!(plan.pipeline_stages, 1);
     for op in &plan.stages[0].operators {
-        assert_eq!(op.sharding, "replicated", "{}", op.name);
-        assert_eq!(op.zero, 0);
+        assert_eq!(op.sharding, "replicated", "{} in {}", op.name, plan.name);
+        assert_eq!(op.zero, 0, "{} in {}", op.name, plan.name);
         assert!(
             op.collectives.is_empty(),
             "{}: {:?}",

@@ -454,24 +454,39 @@ fn run_search(args: &Args, model: &ModelConfig, base: TrainingSetup) -> anyhow::
     let mut space = SearchSpace::new(devices, budget, base);
     space.global_batch = args.global_batch;
     let start = std::time::Instant::now();
-    let hits = search(model, &space)?;
+    let outcome = search(model, &space)?;
     let elapsed = start.elapsed();
+    let hits = &outcome.hits;
     if args.json {
         let rows: Vec<_> = hits.iter().map(hit_json).collect();
         println!(
             "{}",
-            serde_json::to_string_pretty(&json!({ "configurations": rows }))?
+            serde_json::to_string_pretty(&json!({
+                "configurations": rows,
+                "examined": outcome.examined,
+                "rejected": outcome.rejected,
+            }))?
         );
         return Ok(());
     }
     println!(
-        "{}: {} configurations fit {} on {} devices (searched in {:.1} ms), best first:",
+        "{}: {} of {} configurations fit {} on {} devices (searched in {:.1} ms){}",
         model.name,
         hits.len(),
+        outcome.examined,
         output::bytes(budget),
         devices,
-        elapsed.as_secs_f64() * 1e3
+        elapsed.as_secs_f64() * 1e3,
+        if hits.is_empty() { "" } else { ", best first:" }
     );
+    if hits.is_empty() {
+        let mut t = output::table(["rejected", "reason", "for example"]);
+        for r in &outcome.rejected {
+            t.add_row([r.count.to_string(), r.reason.clone(), r.example.clone()]);
+        }
+        println!("{t}");
+        return Ok(());
+    }
     let mut t = output::table([
         "dp",
         "tp",

@@ -326,15 +326,21 @@ fn print_table(report: &PlanReport, problem: &Problem) {
             format!("{:.3}", p.step_time_s / budget),
         ]);
     };
-    let headline = if report.objective.kind == "min-memory" && report.plan.name.ends_with("memory")
+    let headline = if report.objective.kind == "min-memory"
+        && report.plan.name.starts_with("pardis min-memory")
     {
         "pardis: leanest in budget"
     } else {
         "pardis: fastest"
     };
+    let peer_chosen = report.plan.name.contains("(= ");
     row(
         &mut t,
-        headline.into(),
+        if peer_chosen {
+            format!("{headline} (= peer)")
+        } else {
+            headline.into()
+        },
         pardis_shape(&report.plan),
         &report.plan,
     );
@@ -382,6 +388,12 @@ fn print_table(report: &PlanReport, problem: &Problem) {
         }
     }
     println!("{t}");
+    if peer_chosen {
+        println!(
+            "the chosen plan is a peer's configuration ({}): no plan of pardis's own search is leaner in this model.",
+            report.plan.name
+        );
+    }
     match reference {
         Some(r) => println!(
             "saved: memory per device against the leanest peer configuration within the budget ({}, {}); time ×: step time over the reference.",
