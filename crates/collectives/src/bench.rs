@@ -114,13 +114,44 @@ pub fn bus_factor(op: OpKind, n: usize) -> f64 {
     }
 }
 
-/// Runs one benchmark point.
-pub fn run_bench(cfg: &BenchConfig) -> Result<BenchResult> {
-    if cfg.ranks == 0 || cfg.iters == 0 {
-        return Err(CollectiveError::InvalidInput(
-            "bench needs ranks >= 1 and iters >= 1".into(),
-        ));
+/// Most bytes of buffers a benchmark point may hold, summed over its ranks (ranks × size): 8 GiB.
+pub const MAX_BENCH_BYTES: u64 = 8 << 30;
+
+impl BenchConfig {
+    /// Checks the point before anything runs: 1 to [`MAX_LOCAL_RANKS`](crate::MAX_LOCAL_RANKS)
+    /// ranks (over TCP also within the open-file limit, checked when it starts), at least
+    /// one iteration, a size of at least one f32 (4 bytes), and ranks × size at most
+    /// [`MAX_BENCH_BYTES`].
+    pub fn validate(&self) -> Result<()> {
+        crate::launch::check_local_ranks(self.ranks)?;
+        let bad = |m: String| Err(CollectiveError::InvalidInput(m));
+        if self.iters == 0 {
+            return bad("a benchmark needs at least one iteration".into());
+        }
+        if self.bytes < 4 {
+            return bad(format!(
+                "size {} bytes: need at least 4 (one f32 element)",
+                self.bytes
+            ));
+        }
+        let total = (self.ranks as u128) * (self.bytes as u128);
+        if total > u128::from(MAX_BENCH_BYTES) {
+            return bad(format!(
+                "{} ranks × {} bytes would hold {:.1} GiB of buffers, above the limit of {} GiB",
+                self.ranks,
+                self.bytes,
+                total as f64 / (1u64 << 30) as f64,
+                MAX_BENCH_BYTES >> 30
+            ));
+        }
+        Ok(())
     }
+}
+
+/// Runs one benchmark point; invalid parameters ([`BenchConfig::validate`]) are an error
+/// before anything runs.
+pub fn run_bench(cfg: &BenchConfig) -> Result<BenchResult> {
+    cfg.validate()?;
     let body =
         |comm: Communicator| bench_communicator(&comm, cfg.op, cfg.bytes, cfg.iters, cfg.warmup);
     let outcomes = match cfg.transport {

@@ -71,14 +71,50 @@ pub fn permutation(seed: u64, rank: usize, n: usize) -> Vec<usize> {
     p
 }
 
+/// Most sub-communicators (all-reduces per rank) of a chaos run: 1024.
+pub const MAX_CHAOS_COLLECTIVES: usize = 1024;
+/// Most bytes of all-reduce buffers a chaos run may hold at once (ranks × collectives ×
+/// elements × 8): 1 GiB. Each all-reduce needs its buffer plus messages of about the same size.
+pub const MAX_CHAOS_BYTES: u64 = 1 << 30;
+
+impl ChaosConfig {
+    /// Checks the parameters before anything runs: 1 to [`MAX_LOCAL_RANKS`](crate::MAX_LOCAL_RANKS)
+    /// ranks, 1 to [`MAX_CHAOS_COLLECTIVES`] collectives, at most [`MAX_CHAOS_BYTES`] of
+    /// buffers, and non-zero engine timeouts (a zero deadlock timeout would report every wait
+    /// in ordered mode as a deadlock).
+    pub fn validate(&self) -> Result<()> {
+        crate::launch::check_local_ranks(self.ranks)?;
+        let bad = |m: String| Err(CollectiveError::InvalidInput(m));
+        if self.collectives == 0 || self.collectives > MAX_CHAOS_COLLECTIVES {
+            return bad(format!(
+                "{} collectives: need 1 to {MAX_CHAOS_COLLECTIVES}",
+                self.collectives
+            ));
+        }
+        let bytes = (self.ranks as u128) * (self.collectives as u128) * (self.elements as u128) * 8;
+        if bytes > u128::from(MAX_CHAOS_BYTES) {
+            return bad(format!(
+                "{} ranks × {} collectives × {} elements would hold {:.1} GiB of all-reduce \
+                 buffers (8 bytes an element), above the limit of {} GiB",
+                self.ranks,
+                self.collectives,
+                self.elements,
+                bytes as f64 / (1u64 << 30) as f64,
+                MAX_CHAOS_BYTES >> 30
+            ));
+        }
+        if self.engine.deadlock_timeout.is_zero() || self.engine.op_timeout.is_zero() {
+            return bad("the deadlock and operation timeouts must be positive".into());
+        }
+        Ok(())
+    }
+}
+
 /// Runs the chaos workload on `cfg.ranks` local ranks. Sub-communicator `c` spans all ranks
 /// with a rotated rank order; rank `r` contributes `r + c` to each element of its all-reduce.
+/// Invalid parameters ([`ChaosConfig::validate`]) are an error before anything runs.
 pub fn run_chaos(cfg: &ChaosConfig) -> Result<Vec<ChaosRank>> {
-    if cfg.ranks == 0 || cfg.collectives == 0 {
-        return Err(CollectiveError::InvalidInput(
-            "chaos needs at least one rank and one collective".into(),
-        ));
-    }
+    cfg.validate()?;
     let outcomes = run_local_with(&cfg.engine, cfg.ranks, |world| chaos_rank(cfg, &world));
     outcomes.into_iter().map(|o| o.and_then(|r| r)).collect()
 }

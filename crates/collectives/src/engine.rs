@@ -94,7 +94,9 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    pub(crate) fn start(transport: Arc<dyn Transport>, config: Config) -> EngineRef {
+    /// Starts the engine thread of a rank; an error if the thread cannot be spawned (thread or
+    /// memory limit), after which the rank counts as lost for its peers.
+    pub(crate) fn start(transport: Arc<dyn Transport>, config: Config) -> crate::Result<EngineRef> {
         let shared = Arc::new(Shared {
             transport,
             config,
@@ -107,15 +109,25 @@ impl Engine {
             yields: yield_gate::YieldGate::default(),
         });
         let s = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name(format!("pardis-engine-{}", shared.transport.world_rank()))
+        let rank = shared.transport.world_rank();
+        let thread = match std::thread::Builder::new()
+            .name(format!("pardis-engine-{rank}"))
             .spawn(move || drive::run(&s))
-            .expect("spawning the progress engine thread");
+        {
+            Ok(t) => t,
+            Err(e) => {
+                shared.transport.mark_self_lost();
+                return Err(CollectiveError::io(
+                    format!("spawning the progress engine thread of rank {rank}"),
+                    e,
+                ));
+            }
+        };
         shared.transport.inbox().set_engine(thread.thread().clone());
-        Arc::new(Engine {
+        Ok(Arc::new(Engine {
             shared,
             thread: Some(thread),
-        })
+        }))
     }
 
     pub(crate) fn transport(&self) -> &Arc<dyn Transport> {

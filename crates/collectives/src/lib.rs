@@ -94,7 +94,7 @@ pub use frame::OpKind;
 /// The bfloat16 element type (from the `half` crate).
 pub use half::bf16;
 pub use handle::{Handle, OpStats};
-pub use launch::{run_local, run_local_with};
+pub use launch::{run_local, run_local_with, MAX_LOCAL_RANKS};
 pub use program::Poll;
 #[cfg(feature = "mpi")]
 pub use transport::mpi;

@@ -199,7 +199,7 @@ impl MpiJob {
         }
         let comm = SharedComm(ManuallyDrop::new(universe.world().duplicate()));
         let transport = MpiTransport::start(comm, cfg)?;
-        let world = Communicator::world(Engine::start(transport.clone(), cfg.engine.clone()));
+        let world = Communicator::world(Engine::start(transport.clone(), cfg.engine.clone())?);
         Ok(Self {
             world: Some(world),
             transport,

@@ -135,13 +135,57 @@ pub fn join(cfg: &TcpConfig) -> Result<Communicator> {
     join_with(cfg, listener)
 }
 
+/// File descriptors that `n` ranks in one process need over loopback TCP: both ends of the
+/// `n(n-1)/2` connections, one listener per rank.
+pub fn local_descriptors(n: usize) -> u64 {
+    let n = n as u64;
+    n.saturating_mul(n.saturating_sub(1)).saturating_add(n)
+}
+
+/// The soft limit on open files of this process (`Max open files` in `/proc/self/limits`),
+/// where the system tells it.
+fn open_file_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+/// Files this process has open (entries of `/proc/self/fd`), where the system tells it.
+fn open_files() -> Option<u64> {
+    Some(std::fs::read_dir("/proc/self/fd").ok()?.count() as u64)
+}
+
+/// `Ok` if `n` ranks fit in this process over loopback TCP: 1 to
+/// [`MAX_LOCAL_RANKS`](crate::MAX_LOCAL_RANKS), and their descriptors
+/// ([`local_descriptors`]) within the open-file limit.
+fn check_tcp_local(n: usize) -> Result<()> {
+    crate::launch::check_local_ranks(n)?;
+    let need = local_descriptors(n);
+    if let Some(limit) = open_file_limit() {
+        let open = open_files().unwrap_or(0);
+        if need.saturating_add(open) > limit {
+            return Err(CollectiveError::InvalidInput(format!(
+                "too many open files: {n} ranks over loopback TCP in one process need {need} \
+                 file descriptors ({open} already open), limit {limit} (raise it with `ulimit -n`)"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Runs `f` on `n` ranks that are threads of this process but talk over loopback TCP (for
-/// benchmarks and tests of the transport without spawning processes).
+/// benchmarks and tests of the transport without spawning processes). If `n` is 0, above
+/// [`MAX_LOCAL_RANKS`](crate::MAX_LOCAL_RANKS), or needs more file descriptors than the
+/// process may open ([`local_descriptors`]), the result is a single
+/// [`CollectiveError::InvalidInput`] and nothing runs.
 pub fn run_tcp_local<R, F>(config: &Config, n: usize, f: F) -> Vec<Result<R>>
 where
     R: Send,
     F: Fn(Communicator) -> R + Send + Sync,
 {
+    if let Err(e) = check_tcp_local(n) {
+        return vec![Err(e)];
+    }
     let listener = match TcpListener::bind("127.0.0.1:0") {
         Ok(l) => l,
         Err(e) => {
@@ -169,14 +213,20 @@ where
                 };
                 let l = if rank == 0 { listener.take() } else { None };
                 let f = &f;
-                s.spawn(move || join_with(&cfg, l).map(f))
+                // A rank that cannot be spawned fails; its peers' rendezvous times out.
+                std::thread::Builder::new()
+                    .name(format!("pardis-tcp-rank-{rank}"))
+                    .spawn_scoped(s, move || join_with(&cfg, l).map(f))
+                    .map_err(|e| {
+                        CollectiveError::io(format!("spawning the thread of rank {rank}"), e)
+                    })
             })
             .collect();
         threads
             .into_iter()
             .enumerate()
             .map(|(rank, t)| {
-                t.join().unwrap_or_else(|_| {
+                t?.join().unwrap_or_else(|_| {
                     Err(CollectiveError::RankPanicked {
                         rank,
                         message: "panicked".into(),

@@ -177,3 +177,129 @@ fn invalid_arguments_are_typed_errors() {
         assert!(out.into_iter().all(|o| o.unwrap()));
     });
 }
+
+/// Resource bounds (issue 30): world sizes, chaos and benchmark parameters that would spawn
+/// threads or allocate without bound are typed errors before anything runs.
+#[test]
+fn resource_bounds_are_typed_errors_before_anything_runs() {
+    use collectives::bench::{run_bench, BenchConfig, BenchTransport, MAX_BENCH_BYTES};
+    use collectives::chaos::{run_chaos, ChaosConfig, MAX_CHAOS_COLLECTIVES};
+    use collectives::tcp::run_tcp_local;
+    use collectives::{run_local, OpKind, MAX_LOCAL_RANKS};
+
+    let invalid = |r: Result<(), CollectiveError>, what: &str| match r {
+        Err(CollectiveError::InvalidInput(m)) => m,
+        other => panic!("{what}: expected InvalidInput, got {other:?}"),
+    };
+    with_timeout(Duration::from_secs(20), move || {
+        // World sizes: nothing is spawned for 0, MAX + 1 or usize::MAX ranks.
+        for n in [0, MAX_LOCAL_RANKS + 1, usize::MAX] {
+            let calls = std::sync::atomic::AtomicUsize::new(0);
+            let r = run_local(n, |_| {
+                calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            });
+            let m = invalid(r.map(drop), "run_local");
+            assert!(m.contains("local ranks"), "{m}");
+            assert_eq!(calls.into_inner(), 0);
+            let out = run_local_with(&quick(), n, |_| ());
+            assert_eq!(out.len(), 1);
+            let out = run_tcp_local(&quick(), n, |_| ());
+            assert!(matches!(out[..], [Err(CollectiveError::InvalidInput(_))]));
+        }
+
+        // Chaos: collectives, elements (memory), ranks, zero timeouts.
+        let chaos = |f: &dyn Fn(&mut ChaosConfig)| {
+            let mut c = ChaosConfig::default();
+            f(&mut c);
+            run_chaos(&c).map(drop)
+        };
+        invalid(chaos(&|c| c.collectives = 0), "0 collectives");
+        invalid(
+            chaos(&|c| c.collectives = MAX_CHAOS_COLLECTIVES + 1),
+            "too many collectives",
+        );
+        invalid(chaos(&|c| c.collectives = 100_000), "--collectives 100000");
+        let m = invalid(chaos(&|c| c.elements = 4_000_000_000), "--elements 4e9");
+        assert!(m.contains("GiB"), "{m}");
+        invalid(chaos(&|c| c.elements = usize::MAX), "usize::MAX elements");
+        invalid(chaos(&|c| c.ranks = 0), "0 ranks");
+        invalid(chaos(&|c| c.ranks = usize::MAX), "usize::MAX ranks");
+        invalid(
+            chaos(&|c| c.engine.deadlock_timeout = Duration::ZERO),
+            "zero deadlock timeout",
+        );
+        // The bounds themselves are accepted.
+        let edge = ChaosConfig {
+            collectives: MAX_CHAOS_COLLECTIVES,
+            elements: 1,
+            ranks: 2,
+            ..ChaosConfig::default()
+        };
+        edge.validate().unwrap();
+
+        // Benchmarks: sizes (0 and 1 TiB), ranks, iterations.
+        let bench = |ranks: usize, bytes: usize, iters: usize| {
+            let cfg = BenchConfig::new(
+                BenchTransport::Local,
+                ranks,
+                OpKind::AllReduce,
+                bytes,
+                iters,
+                quick(),
+            );
+            run_bench(&cfg).map(drop)
+        };
+        invalid(bench(2, 0, 5), "--sizes 0");
+        let m = invalid(bench(2, 1 << 40, 5), "--sizes 1T");
+        assert!(m.contains("GiB"), "{m}");
+        invalid(bench(2, usize::MAX, 5), "usize::MAX bytes");
+        invalid(bench(0, 1024, 5), "0 ranks");
+        invalid(bench(usize::MAX, 1024, 5), "usize::MAX ranks");
+        invalid(bench(2, 1024, 0), "0 iterations");
+        assert!(BenchConfig::new(
+            BenchTransport::Local,
+            2,
+            OpKind::AllReduce,
+            (MAX_BENCH_BYTES / 2) as usize,
+            1,
+            quick()
+        )
+        .validate()
+        .is_ok());
+    });
+}
+
+/// Loopback TCP ranks in one process are refused up front, naming the need and the limit, when
+/// their sockets would exceed the open-file limit (200 ranks used to fail after 30 s with a
+/// misleading "peer rank 129 was lost").
+#[test]
+fn tcp_ranks_beyond_the_open_file_limit_are_refused_up_front() {
+    use collectives::tcp::{local_descriptors, run_tcp_local};
+    use collectives::MAX_LOCAL_RANKS;
+
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    let Some(limit) = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse::<u64>().ok())
+    else {
+        eprintln!("skipped: no open-file limit to test against");
+        return;
+    };
+    let Some(n) = (2..=MAX_LOCAL_RANKS).find(|&n| local_descriptors(n) > limit) else {
+        eprintln!("skipped: the open-file limit {limit} fits {MAX_LOCAL_RANKS} ranks");
+        return;
+    };
+    with_timeout(Duration::from_secs(10), move || {
+        // Refused before any rendezvous (which would take its 30 s timeout: the watchdog).
+        let out = run_tcp_local(&quick(), n, |_| ());
+        match &out[..] {
+            [Err(CollectiveError::InvalidInput(m))] => {
+                assert!(m.contains("too many open files"), "{m}");
+                assert!(m.contains(&limit.to_string()), "{m}");
+            }
+            other => panic!("expected one InvalidInput, got {other:?}"),
+        }
+    });
+}

@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::Context;
 use pardis::collectives::bench::{self, BenchConfig, BenchTransport};
 use pardis::collectives::chaos::{self, ChaosConfig};
-use pardis::collectives::{AllReduceAlgorithm, Config, Mode, OpKind};
+use pardis::collectives::{AllReduceAlgorithm, CollectiveError, Config, Mode, OpKind};
 use serde_json::json;
 
 use crate::output;
@@ -25,6 +25,9 @@ enum Sub {
     /// Bandwidth and latency of one collective over a size sweep (nccl-tests algbw/busbw).
     Bench(BenchArgs),
     /// Ranks submit all-reduces on sub-communicators in random orders: deadlock or not?
+    ///
+    /// Exit status 0 when every rank completed every all-reduce correctly; 1 otherwise —
+    /// including ordered mode's deadlock, unless `--expect-deadlock` says it is expected.
     Chaos(ChaosArgs),
 }
 
@@ -105,9 +108,14 @@ struct ChaosArgs {
     /// f64 elements per all-reduce.
     #[arg(long, default_value_t = 1024)]
     elements: usize,
-    /// Ordered mode: report a deadlock after this many milliseconds without progress.
-    #[arg(long, default_value_t = 1000)]
+    /// Ordered mode: report a deadlock after this many milliseconds without progress (≥ 1).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     deadlock_timeout_ms: u64,
+    /// Exit with status 0 when the ranks that did not finish stopped on a reported deadlock
+    /// (ordered mode's expected outcome: NCCL/MPI semantics). Without it, any rank that does
+    /// not complete every all-reduce correctly makes the exit status 1.
+    #[arg(long)]
+    expect_deadlock: bool,
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
@@ -144,6 +152,8 @@ fn lower(v: impl std::fmt::Debug) -> String {
     format!("{v:?}").to_lowercase()
 }
 
+/// Sizes of `--sizes` (each at least 4 bytes, one f32; bounds against the rank count are the
+/// library's, [`BenchConfig::validate`]).
 fn parse_sizes(spec: &str, factor: u64) -> anyhow::Result<Vec<usize>> {
     let parse = |s: &str| output::parse_bytes(s).map_err(anyhow::Error::msg);
     let sizes: Vec<u64> = if let Some((lo, hi)) = spec.split_once("..") {
@@ -156,11 +166,16 @@ fn parse_sizes(spec: &str, factor: u64) -> anyhow::Result<Vec<usize>> {
     } else {
         spec.split(',').map(parse).collect::<anyhow::Result<_>>()?
     };
-    Ok(sizes.into_iter().map(|s| s as usize).collect())
+    if let Some(s) = sizes.iter().find(|&&s| s < 4) {
+        anyhow::bail!("sizes `{spec}`: {s} bytes is below one f32 element (4 bytes)");
+    }
+    sizes
+        .into_iter()
+        .map(|s| usize::try_from(s).map_err(|_| anyhow::anyhow!("size {s} bytes: too large here")))
+        .collect()
 }
 
 fn run_bench(a: &BenchArgs, json: bool) -> anyhow::Result<()> {
-    anyhow::ensure!(a.ranks >= 1, "--ranks must be at least 1");
     let op = match a.op {
         OpArg::AllReduce => OpKind::AllReduce,
         OpArg::ReduceScatter => OpKind::ReduceScatter,
@@ -175,14 +190,26 @@ fn run_bench(a: &BenchArgs, json: bool) -> anyhow::Result<()> {
         TransportArg::Tcp => BenchTransport::Tcp,
     };
     let sizes = parse_sizes(&a.sizes, a.factor)?;
+    let iters = |bytes: usize| {
+        a.iters
+            .unwrap_or_else(|| ((256 << 20) / bytes.max(1)).clamp(5, 1000))
+    };
+    let configs: Vec<BenchConfig> = sizes
+        .iter()
+        .map(|&bytes| {
+            let e = engine(a.mode, a.algo);
+            BenchConfig::new(transport, a.ranks, op, bytes, iters(bytes), e)
+        })
+        .collect();
+    // Every point is checked before the first one runs (a bad last size fails at once).
+    for cfg in &configs {
+        cfg.validate()?;
+    }
     let pb = output::progress(sizes.len() as u64, "benchmarking");
     let mut rows = Vec::new();
-    for &bytes in &sizes {
-        let iters = a
-            .iters
-            .unwrap_or_else(|| ((256 << 20) / bytes.max(1)).clamp(5, 1000));
-        let cfg = BenchConfig::new(transport, a.ranks, op, bytes, iters, engine(a.mode, a.algo));
-        let r = bench::run_bench(&cfg)
+    for cfg in &configs {
+        let (bytes, iters) = (cfg.bytes, cfg.iters);
+        let r = bench::run_bench(cfg)
             .with_context(|| format!("benchmark at {}", output::bytes(bytes as u64)))?;
         let limit_iters = ((64 << 20) / bytes.max(1)).clamp(3, 200);
         let limit = match transport {
@@ -226,7 +253,11 @@ fn run_bench(a: &BenchArgs, json: bool) -> anyhow::Result<()> {
             format!("{:.3}", r.algbw_gbs),
             format!("{:.3}", r.busbw_gbs),
             format!("{limit:.3}"),
-            format!("{:.0}%", 100.0 * r.busbw_gbs / limit),
+            if *limit > 0.0 {
+                format!("{:.0}%", 100.0 * r.busbw_gbs / limit)
+            } else {
+                "-".into()
+            },
         ]);
     }
     println!(
@@ -255,6 +286,26 @@ fn run_chaos(a: &ChaosArgs, json: bool) -> anyhow::Result<()> {
         .iter()
         .filter(|r| r.first_error.is_none() && r.correct == a.collectives)
         .count();
+    // Ranks that stopped on a deadlock: the one that reported it, and those failed because of
+    // it (told by a peer, or aborted behind a deadlocked collective).
+    let stopped_by_deadlock = ranks
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.first_error,
+                Some(
+                    CollectiveError::Deadlock { .. }
+                        | CollectiveError::Remote { .. }
+                        | CollectiveError::Aborted(_)
+                )
+            )
+        })
+        .count();
+    let reported = ranks
+        .iter()
+        .any(|r| matches!(r.first_error, Some(CollectiveError::Deadlock { .. })));
+    let success = finished == ranks.len()
+        || (a.expect_deadlock && reported && finished + stopped_by_deadlock == ranks.len());
     let verdict = if finished == ranks.len() {
         format!(
             "all {} ranks completed {} all-reduces with correct results: no deadlock",
@@ -264,12 +315,7 @@ fn run_chaos(a: &ChaosArgs, json: bool) -> anyhow::Result<()> {
     } else {
         let dead = ranks
             .iter()
-            .filter(|r| {
-                matches!(
-                    r.first_error,
-                    Some(pardis::collectives::CollectiveError::Deadlock { .. })
-                )
-            })
+            .filter(|r| matches!(r.first_error, Some(CollectiveError::Deadlock { .. })))
             .count();
         format!(
             "{} of {} ranks did not finish; {dead} reported a deadlock",
@@ -290,8 +336,9 @@ fn run_chaos(a: &ChaosArgs, json: bool) -> anyhow::Result<()> {
             })
             .collect();
         let out = json!({"mode": lower(a.mode), "seed": a.seed, "verdict": verdict,
-                         "ranks": per_rank});
-        return print_json(out);
+                         "success": success, "ranks": per_rank});
+        print_json(out)?;
+        return chaos_status(success, &verdict, a);
     }
     let mut t = output::table([
         "rank",
@@ -329,5 +376,19 @@ fn run_chaos(a: &ChaosArgs, json: bool) -> anyhow::Result<()> {
     );
     println!("{t}");
     println!("{verdict}");
-    Ok(())
+    chaos_status(success, &verdict, a)
+}
+
+/// The exit status of `chaos`: an error (exit status 1) unless every rank finished, or the
+/// deadlock was expected (`--expect-deadlock`) and is all that stopped the others.
+fn chaos_status(success: bool, verdict: &str, a: &ChaosArgs) -> anyhow::Result<()> {
+    if success {
+        return Ok(());
+    }
+    let hint = if matches!(a.mode, ModeArg::Ordered) && !a.expect_deadlock {
+        " (ordered mode: pass --expect-deadlock if a deadlock is the expected outcome)"
+    } else {
+        ""
+    };
+    anyhow::bail!("chaos: {verdict}{hint}")
 }

@@ -90,7 +90,7 @@ pub(super) fn join_with(cfg: &TcpConfig, listener: Option<TcpListener>) -> Resul
     Ok(Communicator::world(Engine::start(
         Arc::new(transport),
         cfg.engine.clone(),
-    )))
+    )?))
 }
 
 fn connect(addr: &str, deadline: Instant) -> std::io::Result<TcpStream> {
