@@ -11,7 +11,15 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 /// Umbrella features that must each build alone.
-const FEATURES: [&str; 6] = ["memory", "plan", "sparse", "graph", "collectives", "ml"];
+const FEATURES: [&str; 7] = [
+    "memory",
+    "plan",
+    "mesh",
+    "sparse",
+    "graph",
+    "collectives",
+    "ml",
+];
 
 /// The pardis-cli features `cargo xtask demo` builds.
 const DEMO_FEATURES: &str = "plan";

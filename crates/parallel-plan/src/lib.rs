@@ -23,6 +23,7 @@
 //! | custom JSON graphs on a mesh | [`custom`] |
 //! | the peers at their strongest: Megatron-LM, DeepSpeed ZeRO, torchtitan FSDP + TP | [`peers`] |
 //! | objectives, report | [`planner`], [`plan`] |
+//! | unstructured-mesh programs (OP2 model) run sequentially, threaded or distributed (MARO) | [`unstructured`] |
 //!
 //! ## Example
 //!
@@ -65,5 +66,6 @@ pub mod search;
 pub mod sharding;
 pub mod strategy;
 pub mod transformer;
+pub mod unstructured;
 
 pub use error::{PlanError, Result};

@@ -53,6 +53,8 @@ subcommands! {
     Memory(memory, "memory", "memory"),
     /// Memory-minimal parallel plan for training a model on a cluster, beside Megatron-LM's.
     Plan(plan, "plan", "plan"),
+    /// Unstructured-mesh programs (OP2 Airfoil, Jacobi) run sequentially, threaded or distributed.
+    Mesh(mesh, "mesh", "mesh"),
     /// Parallel sparse × dense matrix multiplication (LSSM) on a matrix file or generator.
     Spmm(spmm, "sparse", "spmm"),
     /// Parallel breadth-first search with Graph500 validation and TEPS.

@@ -11,6 +11,7 @@
 //! |---|---|---|---|
 //! | `memory` | [`memory`] | `memory-model` | training memory per device and per operator, with redundancy |
 //! | `plan` | [`plan`] | `parallel-plan` | memory-minimal automatic parallelism (ILP on HiGHS), Megatron-LM baselines |
+//! | `mesh` | [`plan::unstructured`] | `parallel-plan` + `collectives` | unstructured-mesh programs (OP2 model) distributed automatically over threads, TCP, MPI (MARO) |
 //! | `sparse` | [`sparse`] | `sparse-kernels` | parallel CSR SpMM (LSSM) |
 //! | `graph` | [`graph`] | `graph-kernels` | parallel direction-optimizing BFS, Graph500 validation |
 //! | `sparse` or `graph` | [`formats`] | `sparse-formats` | what both kernel crates read: Matrix Market, gzip-aware capped line reading, the Graph500 R-MAT generator |

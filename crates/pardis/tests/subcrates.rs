@@ -17,6 +17,22 @@ fn plan() {
 }
 
 #[test]
+#[cfg(feature = "mesh")]
+fn mesh() {
+    use pardis::plan::unstructured::{Backend, Context, DistConfig};
+    let sizes = pardis::collectives::run_local(2, |comm| {
+        let mut ctx = Context::new(Backend::distributed(comm, DistConfig::default()));
+        let s = ctx.decl_set("s", 5).unwrap();
+        let d = ctx.decl_dat("d", s, 1, vec![1i64; 5]).unwrap();
+        ctx.par_loop("double", s, &[d.rw()], |_, w| w[0][0] *= 2)
+            .unwrap();
+        ctx.dat_values(d).unwrap()
+    })
+    .unwrap();
+    assert!(sizes.iter().all(|v| v == &vec![2i64; 5]));
+}
+
+#[test]
 #[cfg(feature = "sparse")]
 fn sparse() {
     let err = pardis::sparse::CsrMatrix::<f64, u32>::try_new(2, 2, vec![0, 1], vec![0], vec![1.0]);

@@ -4,3 +4,4 @@ mod graph;
 mod ilp;
 mod narayanan;
 mod planner;
+mod unstructured;

@@ -8,6 +8,8 @@ pub(crate) mod collectives;
 pub(crate) mod datasets;
 #[cfg(feature = "memory")]
 pub(crate) mod memory;
+#[cfg(feature = "mesh")]
+pub(crate) mod mesh;
 #[cfg(feature = "ml")]
 pub(crate) mod ml;
 #[cfg(feature = "plan")]

@@ -1,0 +1,389 @@
+//! The distributed runtime (cargo feature `distributed`): MARO's generated MPI pre-processing,
+//! done at run time over a `collectives` communicator on any of its transports.
+//!
+//! At the first loop every rank, holding the same global declarations, computes the same
+//! partition ([`Partitioner`]) and ownership of every set, builds its own layout (owned, exec
+//! halo, non-exec halo), learns from its neighbours which of its elements they import
+//! (all-to-all of counts, then their global numbers point to point), and keeps only its local
+//! part of every map and dat. Afterwards a dat's halo is exchanged before a loop that reads it
+//! only if the dat was written since its last exchange (dirty bit), and reductions are
+//! all-reduced.
+
+use std::time::Instant;
+
+use collectives::{CollectiveError, Communicator, ReduceOp};
+
+use super::context::{Backend, Context, SetDecl};
+use super::decl::Access;
+use super::error::{Result, UnstructuredError};
+use super::layout::{global_to_local, layout, localise_map, SetLayout};
+use super::ownership;
+use super::partition::Partitioner;
+use super::scalar::{Scalar, Storage};
+
+/// Settings of a distributed run.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DistConfig {
+    /// How the primary set is partitioned. Default: [`Partitioner::Graph`].
+    pub partitioner: Partitioner,
+    /// For [`Partitioner::Rcb`]: the name of the dat of coordinates on the primary set.
+    /// Default `None`: the first 2-D or 3-D `f64` dat declared on it.
+    pub coordinates: Option<String>,
+}
+
+/// Per-rank sizes of one set in the distribution plan.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SetPlan {
+    /// The set's name.
+    pub name: String,
+    /// Owned elements per rank.
+    pub owned: Vec<usize>,
+    /// Exec-halo elements per rank (executed redundantly by indirectly writing loops).
+    pub exec_halo: Vec<usize>,
+    /// Non-exec-halo elements per rank (only read).
+    pub nonexec_halo: Vec<usize>,
+}
+
+/// The distribution plan of a run, the same on every rank.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PlanReport {
+    /// Ranks.
+    pub ranks: usize,
+    /// The partitioner used.
+    pub partitioner: String,
+    /// The partitioned (primary) set.
+    pub primary: Option<String>,
+    /// Edges of the primary set's connectivity graph cut by the partition.
+    pub edge_cut: usize,
+    /// Seconds to partition (on rank 0).
+    pub partition_seconds: f64,
+    /// Seconds for the whole setup: partition, layouts, import/export lists, localisation (on
+    /// rank 0).
+    pub setup_seconds: f64,
+    /// Sizes per set.
+    pub sets: Vec<SetPlan>,
+}
+
+/// Import and export lists of one set on one rank.
+#[derive(Debug, Clone, Default)]
+struct Exchange {
+    /// `(owner rank, local indices of halo elements it sends)`.
+    imports: Vec<(usize, Vec<u32>)>,
+    /// `(rank, local indices of owned elements to send it)`.
+    exports: Vec<(usize, Vec<u32>)>,
+}
+
+#[derive(Debug)]
+struct Layout {
+    sets: Vec<SetLayout>,
+    exchanges: Vec<Exchange>,
+}
+
+/// One rank of a distributed run: its communicator and, once the mesh is distributed, its
+/// layout.
+#[derive(Debug)]
+pub struct Runtime {
+    comm: Communicator,
+    config: DistConfig,
+    layout: Option<Layout>,
+    report: Option<PlanReport>,
+}
+
+impl Backend {
+    /// The distributed backend on `comm` (every rank of it runs the same program).
+    pub fn distributed(comm: Communicator, config: DistConfig) -> Backend {
+        Backend::Distributed(Box::new(Runtime {
+            comm,
+            config,
+            layout: None,
+            report: None,
+        }))
+    }
+}
+
+impl Runtime {
+    fn comm_err(&self, source: CollectiveError) -> UnstructuredError {
+        UnstructuredError::Comm {
+            rank: self.comm.rank(),
+            source,
+        }
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.comm.rank()
+    }
+
+    /// Number of ranks.
+    pub fn world_size(&self) -> usize {
+        self.comm.world_size()
+    }
+
+    pub(crate) fn global_id(&self, set: usize, e: usize) -> usize {
+        self.layout
+            .as_ref()
+            .map_or(e, |l| l.sets[set].global[e] as usize)
+    }
+
+    /// The lexicographically smallest triple any rank found.
+    pub(crate) fn agree(
+        &self,
+        hit: Option<(usize, usize, usize)>,
+        _step: &str,
+    ) -> Result<Option<(usize, usize, usize)>> {
+        let mine = match hit {
+            Some((a, b, t)) => vec![a as i64, b as i64, t as i64],
+            None => vec![i64::MAX; 3],
+        };
+        let all = self.comm.all_gather(mine).map_err(|e| self.comm_err(e))?;
+        Ok(all
+            .chunks(3)
+            .filter(|c| c[0] != i64::MAX)
+            .map(|c| (c[0] as usize, c[1] as usize, c[2] as usize))
+            .min())
+    }
+
+    /// Sends owned values to the ranks that import them and receives this rank's halo of
+    /// `set`; returns the bytes sent.
+    pub(crate) fn exchange<T: Scalar>(
+        &self,
+        set: usize,
+        dim: usize,
+        values: &mut [T],
+    ) -> Result<u64> {
+        let Some(layout) = &self.layout else {
+            return Ok(0);
+        };
+        let x = &layout.exchanges[set];
+        let mut bytes = 0u64;
+        let mut sends = Vec::with_capacity(x.exports.len());
+        for (q, list) in &x.exports {
+            let mut buf = Vec::with_capacity(list.len() * dim);
+            for &i in list {
+                buf.extend_from_slice(&values[i as usize * dim..(i as usize + 1) * dim]);
+            }
+            bytes += (buf.len() * std::mem::size_of::<T>()) as u64;
+            sends.push(self.comm.isend(buf, *q).map_err(|e| self.comm_err(e))?);
+        }
+        let recvs = x
+            .imports
+            .iter()
+            .map(|(q, list)| self.comm.irecv::<T>(*q, list.len() * dim))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.comm_err(e))?;
+        for ((_, list), h) in x.imports.iter().zip(recvs) {
+            let buf = h.wait().map_err(|e| self.comm_err(e))?;
+            for (k, &i) in list.iter().enumerate() {
+                values[i as usize * dim..(i as usize + 1) * dim]
+                    .copy_from_slice(&buf[k * dim..(k + 1) * dim]);
+            }
+        }
+        for h in sends {
+            h.wait().map_err(|e| self.comm_err(e))?;
+        }
+        Ok(bytes)
+    }
+
+    /// All-reduces reduction accumulators, one all-reduce per reduction kind present.
+    pub(crate) fn all_reduce<T: Scalar>(&self, mut acc: Vec<T>, ops: &[Access]) -> Result<Vec<T>> {
+        for (mode, op) in [
+            (Access::Inc, ReduceOp::Sum),
+            (Access::Min, ReduceOp::Min),
+            (Access::Max, ReduceOp::Max),
+        ] {
+            let idx: Vec<usize> = (0..ops.len()).filter(|&i| ops[i] == mode).collect();
+            if idx.is_empty() {
+                continue;
+            }
+            let part: Vec<T> = idx.iter().map(|&i| acc[i]).collect();
+            let red = self
+                .comm
+                .all_reduce(part, op)
+                .map_err(|e| self.comm_err(e))?;
+            idx.iter().zip(red).for_each(|(&i, v)| acc[i] = v);
+        }
+        Ok(acc)
+    }
+
+    /// The owned values of every rank, assembled in global numbering on every rank.
+    pub(crate) fn gather<T: Scalar>(
+        &self,
+        set: &SetDecl,
+        set_id: usize,
+        dim: usize,
+        local: &[T],
+    ) -> Result<Vec<T>> {
+        let Some(layout) = &self.layout else {
+            return Ok(local.to_vec());
+        };
+        let l = &layout.sets[set_id];
+        let counts = self
+            .comm
+            .all_gather(vec![l.owned as i64])
+            .map_err(|e| self.comm_err(e))?;
+        let max = counts.iter().copied().max().unwrap_or(0) as usize;
+        let mut out = vec![T::default(); set.size * dim];
+        if max == 0 {
+            return Ok(out);
+        }
+        let mut ids = vec![-1i64; max];
+        ids.iter_mut()
+            .zip(&l.global[..l.owned])
+            .for_each(|(i, &g)| *i = g as i64);
+        let mut vals = vec![T::default(); max * dim];
+        vals[..l.owned * dim].copy_from_slice(&local[..l.owned * dim]);
+        let all_ids = self.comm.all_gather(ids).map_err(|e| self.comm_err(e))?;
+        let all_vals = self.comm.all_gather(vals).map_err(|e| self.comm_err(e))?;
+        for (k, &g) in all_ids.iter().enumerate() {
+            if g >= 0 {
+                let g = g as usize;
+                out[g * dim..(g + 1) * dim].copy_from_slice(&all_vals[k * dim..(k + 1) * dim]);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The import/export lists of one set: imports grouped by owner, exports learnt from the
+    /// importers.
+    fn exchange_lists(&self, l: &SetLayout, owner: &[u32], g2l: &[u32]) -> Result<Exchange> {
+        let n = self.world_size();
+        let mut imports: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (i, &g) in l.global.iter().enumerate().skip(l.owned) {
+            imports[owner[g as usize] as usize].push(i as u32);
+        }
+        let counts: Vec<i64> = imports.iter().map(|v| v.len() as i64).collect();
+        let theirs = self.comm.all_to_all(counts).map_err(|e| self.comm_err(e))?;
+        let mut sends = Vec::new();
+        for (q, list) in imports.iter().enumerate() {
+            if !list.is_empty() {
+                let ids: Vec<i64> = list.iter().map(|&i| l.global[i as usize] as i64).collect();
+                sends.push(self.comm.isend(ids, q).map_err(|e| self.comm_err(e))?);
+            }
+        }
+        let mut exports = Vec::new();
+        for (q, &c) in theirs.iter().enumerate() {
+            if c > 0 {
+                let ids = self
+                    .comm
+                    .recv::<i64>(q, c as usize)
+                    .map_err(|e| self.comm_err(e))?;
+                exports.push((q, ids.iter().map(|&g| g2l[g as usize]).collect()));
+            }
+        }
+        for h in sends {
+            h.wait().map_err(|e| self.comm_err(e))?;
+        }
+        let imports = imports
+            .into_iter()
+            .enumerate()
+            .filter(|(_, v)| !v.is_empty())
+            .collect();
+        Ok(Exchange { imports, exports })
+    }
+}
+
+impl Context {
+    /// The distribution plan, once the first loop has distributed the mesh (distributed
+    /// backend only).
+    pub fn plan_report(&self) -> Option<&PlanReport> {
+        match &self.backend {
+            Backend::Distributed(rt) => rt.report.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Partitions the mesh and localises every map and dat on this rank.
+    pub(crate) fn distribute(&mut self) -> Result<()> {
+        let t0 = Instant::now();
+        let Backend::Distributed(rt) = &mut self.backend else {
+            return Ok(());
+        };
+        let (nparts, rank) = (rt.world_size(), rt.rank());
+        let (owners, primary, edge_cut) = ownership::owners(
+            &self.sets,
+            &self.maps,
+            &self.dats,
+            rt.config.partitioner,
+            rt.config.coordinates.as_deref(),
+            nparts,
+        )?;
+        let partition_seconds = t0.elapsed().as_secs_f64();
+        let sizes: Vec<usize> = self.sets.iter().map(|s| s.size).collect();
+        let layouts = layout(&self.maps, &owners, rank as u32);
+        let g2l: Vec<Vec<u32>> = layouts
+            .iter()
+            .zip(&sizes)
+            .map(|(l, &n)| global_to_local(n, l))
+            .collect();
+        let mut exchanges = Vec::with_capacity(layouts.len());
+        for (s, l) in layouts.iter().enumerate() {
+            exchanges.push(rt.exchange_lists(l, &owners[s], &g2l[s])?);
+        }
+        for m in &mut self.maps {
+            m.values = localise_map(m, &layouts[m.from], &g2l[m.to]);
+        }
+        for d in &mut self.dats {
+            let (global, dim) = (&layouts[d.set].global, d.dim);
+            fn pick<T: Copy>(v: &[T], global: &[u32], dim: usize) -> Vec<T> {
+                global
+                    .iter()
+                    .flat_map(|&g| &v[g as usize * dim..(g as usize + 1) * dim])
+                    .copied()
+                    .collect()
+            }
+            d.data = match &d.data {
+                Storage::F64(v) => Storage::F64(pick(v, global, dim)),
+                Storage::I64(v) => Storage::I64(pick(v, global, dim)),
+            };
+            // Every rank started from the global values, so every halo is current.
+            d.dirty = false;
+        }
+        for (s, l) in self.sets.iter_mut().zip(&layouts) {
+            s.owned = l.owned;
+            s.exec = l.exec;
+            s.local = l.global.len();
+        }
+        let mine: Vec<i64> = layouts
+            .iter()
+            .flat_map(|l| [l.owned, l.exec - l.owned, l.global.len() - l.exec])
+            .map(|v| v as i64)
+            .collect();
+        let all = rt.comm.all_gather(mine).map_err(|e| rt.comm_err(e))?;
+        let per = 3 * self.sets.len();
+        let col = |s: usize, k: usize| {
+            (0..nparts)
+                .map(|r| all[r * per + 3 * s + k] as usize)
+                .collect()
+        };
+        let setup_seconds = t0.elapsed().as_secs_f64();
+        // Rank 0's timings for everyone.
+        let times = rt
+            .comm
+            .broadcast(vec![partition_seconds, setup_seconds], 0)
+            .map_err(|e| rt.comm_err(e))?;
+        rt.report = Some(PlanReport {
+            ranks: nparts,
+            partitioner: rt.config.partitioner.name().to_string(),
+            primary: primary.map(|p| self.sets[p].name.clone()),
+            edge_cut,
+            partition_seconds: times[0],
+            setup_seconds: times[1],
+            sets: self
+                .sets
+                .iter()
+                .enumerate()
+                .map(|(s, d)| SetPlan {
+                    name: d.name.clone(),
+                    owned: col(s, 0),
+                    exec_halo: col(s, 1),
+                    nonexec_halo: col(s, 2),
+                })
+                .collect(),
+        });
+        rt.layout = Some(Layout {
+            sets: layouts,
+            exchanges,
+        });
+        Ok(())
+    }
+}

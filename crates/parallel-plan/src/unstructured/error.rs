@@ -1,0 +1,127 @@
+//! Error type of [`unstructured`](super): everything a mesh file, a map, a loop's arguments or a
+//! peer rank can make go wrong.
+
+/// What can go wrong in an unstructured-mesh program.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum UnstructuredError {
+    /// A declaration (set, map, dat, global) is inconsistent; the message says which and why.
+    #[error("invalid declaration `{name}`: {detail}")]
+    InvalidDeclaration {
+        /// Name of the declared object.
+        name: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A map entry points outside its target set.
+    #[error("map `{map}`: entry {entry} (element {element}, slot {slot}) is {value}, but set `{to}` has {to_size} elements")]
+    MapOutOfRange {
+        /// Name of the map.
+        map: String,
+        /// Flat index of the entry.
+        entry: usize,
+        /// Source element.
+        element: usize,
+        /// Slot (`0..arity`).
+        slot: usize,
+        /// The offending value.
+        value: u32,
+        /// Name of the target set.
+        to: String,
+        /// Size of the target set.
+        to_size: usize,
+    },
+    /// An argument of a `par_loop` does not fit the loop (wrong set, map from another set,
+    /// slot past the arity, an access mode the argument cannot have, too many arguments).
+    #[error("loop `{loop_name}`, argument {arg}: {detail}")]
+    InvalidArgument {
+        /// Name of the loop.
+        loop_name: String,
+        /// Position of the argument.
+        arg: usize,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Two arguments of one loop access the same dat in modes that conflict (written and
+    /// read, or written twice other than by increments).
+    #[error("loop `{loop_name}`: dat `{dat}` is accessed as {first} (argument {first_arg}) and as {second} (argument {second_arg})")]
+    ConflictingAccess {
+        /// Name of the loop.
+        loop_name: String,
+        /// Name of the dat.
+        dat: String,
+        /// First argument's position.
+        first_arg: usize,
+        /// First argument's mode.
+        first: &'static str,
+        /// Second argument's position.
+        second_arg: usize,
+        /// Second argument's mode.
+        second: &'static str,
+    },
+    /// An indirect `Write` or `ReadWrite` argument whose map sends two iterations to the same
+    /// element: the result would depend on execution order (use `Inc`, or a direct access).
+    #[error("loop `{loop_name}`: indirect write to dat `{dat}` through map `{map}` slot {slot}: iterations {first} and {second} both write element {target}")]
+    ConflictingIndirectWrite {
+        /// Name of the loop.
+        loop_name: String,
+        /// Name of the dat.
+        dat: String,
+        /// Name of the map.
+        map: String,
+        /// Map slot.
+        slot: usize,
+        /// Global number of the first iteration.
+        first: usize,
+        /// Global number of the second iteration.
+        second: usize,
+        /// Global number of the element both write.
+        target: usize,
+    },
+    /// A declaration was made after the program was distributed (the first loop freezes the
+    /// mesh).
+    #[error("`{name}` declared after the mesh was distributed; declare every set, map and dat before the first par_loop")]
+    DeclaredAfterDistribution {
+        /// Name of the late declaration.
+        name: String,
+    },
+    /// A mesh file is malformed.
+    #[error("{path}:{line}: {detail}")]
+    MalformedFile {
+        /// The file.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// Communication with the other ranks failed (a peer died, a timeout, a mismatch).
+    #[cfg(feature = "distributed")]
+    #[error("rank {rank}: communication failed: {source}")]
+    Comm {
+        /// This rank.
+        rank: usize,
+        /// The collectives error.
+        source: collectives::CollectiveError,
+    },
+    /// Another rank reported an error in a step every rank takes together, so this rank stops
+    /// too instead of waiting for it.
+    #[error("rank {rank} failed in `{step}`; every rank stops")]
+    PeerFailed {
+        /// The first failing rank.
+        rank: usize,
+        /// The step.
+        step: String,
+    },
+}
+
+/// Result alias of [`unstructured`](super).
+pub type Result<T, E = UnstructuredError> = std::result::Result<T, E>;

@@ -1,0 +1,173 @@
+//! The element loop shared by every backend: gather each argument of an element, call the
+//! kernel, scatter the written arguments back.
+
+use super::decl::Access;
+use super::scalar::Scalar;
+
+/// Most `Read` arguments, and most written arguments, one loop may have.
+pub const MAX_ARGS: usize = 16;
+
+/// Where an argument's values for element `e` are.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Loc<'a> {
+    /// Element `e` itself.
+    Direct,
+    /// Element `map[e * arity + slot]`.
+    Via {
+        map: &'a [u32],
+        arity: usize,
+        slot: usize,
+    },
+    /// The global's values (index 0).
+    Global,
+}
+
+impl Loc<'_> {
+    #[inline(always)]
+    pub(crate) fn index(&self, e: usize) -> usize {
+        match *self {
+            Loc::Direct => e,
+            Loc::Via { map, arity, slot } => map[e * arity + slot] as usize,
+            Loc::Global => 0,
+        }
+    }
+}
+
+/// A `Read` argument.
+#[derive(Debug)]
+pub(crate) struct ReadArg<'a, T> {
+    pub(crate) data: &'a [T],
+    pub(crate) dim: usize,
+    pub(crate) loc: Loc<'a>,
+}
+
+/// A written argument: a dat element (through a raw pointer, so that arguments writing the same
+/// dat through different map slots coexist), or a slice of the reduction accumulator.
+#[derive(Debug)]
+pub(crate) enum Slot<'a, T> {
+    Dat {
+        ptr: *mut T,
+        len: usize,
+        dim: usize,
+        loc: Loc<'a>,
+        mode: Access,
+    },
+    Global {
+        dim: usize,
+    },
+}
+
+/// One loop's arguments, ready to run over any subset of its elements.
+#[derive(Debug)]
+pub(crate) struct Plan<'a, T> {
+    pub(crate) reads: Vec<ReadArg<'a, T>>,
+    pub(crate) slots: Vec<Slot<'a, T>>,
+}
+
+// SAFETY: a `Plan` is shared between the threads of the threaded backend. Its raw pointers point
+// into dats that the loop borrows mutably for the plan's whole life (see `run::par_loop`), and
+// the callers of `run` guarantee that concurrent calls write disjoint dat elements (colouring).
+unsafe impl<T: Sync> Sync for Plan<'_, T> {}
+
+impl<T: Scalar> Plan<'_, T> {
+    /// Values per element of all dat slots (the per-element scratch).
+    fn scratch_len(&self) -> usize {
+        self.slots
+            .iter()
+            .map(|s| match s {
+                Slot::Dat { dim, .. } => *dim,
+                Slot::Global { .. } => 0,
+            })
+            .sum()
+    }
+
+    /// Runs `kernel` on every element of `elems`, accumulating global reductions into `acc`
+    /// (the global slots' values, concatenated in argument order).
+    ///
+    /// # Safety
+    /// Every index that a `Loc` yields for these elements is in bounds of its dat (maps are
+    /// validated at declaration and localisation), and no other call running at the same time
+    /// writes a dat element that this call writes.
+    pub(crate) unsafe fn run<F>(
+        &self,
+        elems: impl Iterator<Item = usize>,
+        acc: &mut [T],
+        kernel: &F,
+    ) where
+        F: Fn(&[&[T]], &mut [&mut [T]]),
+    {
+        let mut scratch = vec![T::default(); self.scratch_len()];
+        let mut reads: [&[T]; MAX_ARGS] = [&[]; MAX_ARGS];
+        let (nr, nw) = (self.reads.len(), self.slots.len());
+        for e in elems {
+            for (k, r) in self.reads.iter().enumerate() {
+                let i = r.loc.index(e);
+                reads[k] = &r.data[i * r.dim..(i + 1) * r.dim];
+            }
+            let mut off = 0;
+            for s in &self.slots {
+                if let Slot::Dat {
+                    ptr,
+                    len,
+                    dim,
+                    loc,
+                    mode,
+                } = *s
+                {
+                    let at = loc.index(e) * dim;
+                    debug_assert!(at + dim <= len);
+                    let dst = &mut scratch[off..off + dim];
+                    if mode == Access::ReadWrite {
+                        // SAFETY: `at + dim <= len` (caller's contract), and no other thread
+                        // writes this element now (caller's contract).
+                        dst.copy_from_slice(unsafe {
+                            std::slice::from_raw_parts(ptr.add(at), dim)
+                        });
+                    } else {
+                        dst.fill(T::default());
+                    }
+                    off += dim;
+                }
+            }
+            {
+                let mut ws: [&mut [T]; MAX_ARGS] = Default::default();
+                let (mut sc, mut ac) = (&mut scratch[..], &mut acc[..]);
+                for (k, s) in self.slots.iter().enumerate() {
+                    let (from, dim) = match s {
+                        Slot::Dat { dim, .. } => (&mut sc, *dim),
+                        Slot::Global { dim } => (&mut ac, *dim),
+                    };
+                    let (head, tail) = std::mem::take(from).split_at_mut(dim);
+                    ws[k] = head;
+                    *from = tail;
+                }
+                kernel(&reads[..nr], &mut ws[..nw]);
+            }
+            let mut off = 0;
+            for s in &self.slots {
+                if let Slot::Dat {
+                    ptr,
+                    dim,
+                    loc,
+                    mode,
+                    ..
+                } = *s
+                {
+                    let at = loc.index(e) * dim;
+                    // SAFETY: as above: in bounds, and this call is the only writer of the
+                    // element while it runs.
+                    let dst = unsafe { std::slice::from_raw_parts_mut(ptr.add(at), dim) };
+                    let src = &scratch[off..off + dim];
+                    if mode == Access::Inc {
+                        dst.iter_mut()
+                            .zip(src)
+                            .for_each(|(d, s)| *d = T::add(*d, *s));
+                    } else {
+                        dst.copy_from_slice(src);
+                    }
+                    off += dim;
+                }
+            }
+        }
+    }
+}

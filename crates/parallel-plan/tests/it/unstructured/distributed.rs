@@ -1,0 +1,212 @@
+//! Distributed runs over `collectives` ranks (threads and loopback TCP) against sequential.
+
+use std::time::Duration;
+
+use collectives::{run_local_with, tcp::run_tcp_local, Config};
+use parallel_plan::unstructured::apps::{
+    airfoil, jacobi, AirfoilConfig, AirfoilOutcome, JacobiConfig,
+};
+use parallel_plan::unstructured::{
+    Backend, Context, DistConfig, Grid, Partitioner, UnstructuredError,
+};
+use proptest::prelude::*;
+
+use super::random::{assert_matches, random_mesh, run_program};
+use super::rel_diff;
+
+/// Every collective of these tests finishes in well under this; a lost peer fails fast.
+fn config() -> Config {
+    Config {
+        op_timeout: Duration::from_secs(30),
+        ..Config::default()
+    }
+}
+
+fn dist(comm: collectives::Communicator, partitioner: Partitioner) -> Context {
+    Context::new(Backend::distributed(
+        comm,
+        DistConfig {
+            partitioner,
+            ..DistConfig::default()
+        },
+    ))
+}
+
+fn same(a: &AirfoilOutcome, b: &AirfoilOutcome) {
+    assert!(
+        rel_diff(&a.q, &b.q) <= 1e-12,
+        "q differs by {}",
+        rel_diff(&a.q, &b.q)
+    );
+    let (x, y): (Vec<f64>, Vec<f64>) = a.rms.iter().zip(&b.rms).map(|(x, y)| (x.1, y.1)).unzip();
+    assert!(rel_diff(&x, &y) <= 1e-12, "rms {x:?} vs {y:?}");
+}
+
+#[test]
+fn airfoil_on_1_to_4_local_ranks_matches_sequential() {
+    let g = Grid::generate(600, 11).unwrap();
+    let cfg = AirfoilConfig {
+        iterations: 60,
+        report_every: 20,
+    };
+    let seq = airfoil(&mut Context::new(Backend::Sequential), &g, &cfg).unwrap();
+    for ranks in 1..=4 {
+        let outs = run_local_with(&config(), ranks, |comm| {
+            let mut ctx = dist(comm, Partitioner::Graph);
+            let out = airfoil(&mut ctx, &g, &cfg).unwrap();
+            (
+                out,
+                ctx.plan_report().cloned().unwrap(),
+                ctx.stats().clone(),
+            )
+        });
+        for o in outs {
+            let (out, report, stats) = o.unwrap();
+            same(&out, &seq);
+            assert_eq!(report.ranks, ranks);
+            for s in &report.sets {
+                let n = match s.name.as_str() {
+                    "nodes" => g.nnode(),
+                    "cells" => g.ncell(),
+                    "edges" => g.nedge(),
+                    _ => g.nbedge(),
+                };
+                assert_eq!(s.owned.iter().sum::<usize>(), n, "{}", s.name);
+            }
+            assert_eq!(report.primary.as_deref(), Some("nodes"));
+            if ranks > 1 {
+                assert!(report.edge_cut > 0);
+                // Dirty bits: x is never written, so never exchanged; q and adt are exchanged
+                // before each res_calc (except q before the first, still as distributed), and
+                // are clean again for bres_calc.
+                let res = stats.loops["res_calc"];
+                let bres = stats.loops["bres_calc"];
+                assert_eq!(res.exchanges, 2 * res.calls - 1);
+                assert_eq!(res.skipped_exchanges, res.calls + 1);
+                assert_eq!(bres.exchanges, 0);
+                // x, q, adt through maps, and bound directly on the exec halo: all clean.
+                assert_eq!(bres.skipped_exchanges, 4 * bres.calls);
+                assert_eq!(stats.loops["adt_calc"].exchanges, 0);
+            }
+        }
+    }
+}
+
+#[test]
+fn airfoil_over_tcp_and_with_rcb_matches_sequential() {
+    let g = Grid::generate(500, 4).unwrap();
+    let cfg = AirfoilConfig {
+        iterations: 30,
+        report_every: 10,
+    };
+    let seq = airfoil(&mut Context::new(Backend::Sequential), &g, &cfg).unwrap();
+    for ranks in [2, 3] {
+        for o in run_tcp_local(&config(), ranks, |comm| {
+            airfoil(&mut dist(comm, Partitioner::Graph), &g, &cfg)
+        }) {
+            same(&o.unwrap().unwrap(), &seq);
+        }
+    }
+    for o in run_local_with(&config(), 4, |comm| {
+        airfoil(&mut dist(comm, Partitioner::Rcb), &g, &cfg)
+    }) {
+        same(&o.unwrap().unwrap(), &seq);
+    }
+}
+
+#[test]
+fn jacobi_on_3_ranks_matches_sequential_and_rcb_needs_coordinates() {
+    let g = Grid::generate(400, 9).unwrap();
+    let cfg = JacobiConfig {
+        iterations: 50,
+        report_every: 25,
+    };
+    let seq = jacobi(&mut Context::new(Backend::Sequential), &g, &cfg).unwrap();
+    for o in run_local_with(&config(), 3, |comm| {
+        jacobi(&mut dist(comm, Partitioner::Graph), &g, &cfg)
+    }) {
+        let o = o.unwrap().unwrap();
+        assert!(rel_diff(&o.u, &seq.u) <= 1e-12);
+    }
+    // RCB over a named coordinate dat that Jacobi does not declare: a typed error on every
+    // rank. Without a name it takes the first 2-D/3-D f64 dat on the nodes (still correct).
+    let named = DistConfig {
+        partitioner: Partitioner::Rcb,
+        coordinates: Some("x".into()),
+    };
+    for o in run_local_with(&config(), 2, |comm| {
+        jacobi(
+            &mut Context::new(Backend::distributed(comm, named.clone())),
+            &g,
+            &cfg,
+        )
+    }) {
+        assert!(matches!(
+            o.unwrap(),
+            Err(UnstructuredError::InvalidDeclaration { .. })
+        ));
+    }
+    for o in run_local_with(&config(), 2, |comm| {
+        jacobi(&mut dist(comm, Partitioner::Rcb), &g, &cfg)
+    }) {
+        assert!(rel_diff(&o.unwrap().unwrap().u, &seq.u) <= 1e-12);
+    }
+}
+
+#[test]
+fn a_rank_that_dies_gives_the_others_a_typed_error() {
+    let n = 200u32;
+    let ring: Vec<u32> = (0..n).flat_map(|e| [e, (e + 1) % n]).collect();
+    let outs = run_local_with(&config(), 3, |comm| -> Result<(), UnstructuredError> {
+        let rank = comm.rank();
+        let mut ctx = dist(comm, Partitioner::Graph);
+        let nodes = ctx.decl_set("nodes", n as usize)?;
+        let edges = ctx.decl_set("edges", n as usize)?;
+        let e2n = ctx.decl_map("e2n", edges, nodes, 2, ring.clone())?;
+        let u = ctx.decl_dat("u", nodes, 1, (0..n).map(f64::from).collect())?;
+        let s = ctx.decl_dat("s", nodes, 1, vec![0.0; n as usize])?;
+        for it in 0..50 {
+            ctx.par_loop(
+                "spread",
+                edges,
+                &[
+                    u.read_via(e2n, 0),
+                    u.read_via(e2n, 1),
+                    s.inc_via(e2n, 0),
+                    s.inc_via(e2n, 1),
+                ],
+                |r, w| {
+                    w[0][0] += r[1][0];
+                    w[1][0] += r[0][0];
+                },
+            )?;
+            ctx.par_loop("update", nodes, &[s.rw(), u.write()], |_, w| {
+                assert!(!(rank == 1 && it == 10), "rank 1 dies in iteration 10");
+                w[1][0] = 0.5 * w[0][0];
+                w[0][0] = 0.0;
+            })?;
+        }
+        Ok(())
+    });
+    assert!(matches!(
+        outs[1],
+        Err(collectives::CollectiveError::RankPanicked { rank: 1, .. })
+    ));
+    for r in [0, 2] {
+        match &outs[r] {
+            Ok(Err(UnstructuredError::Comm { rank, .. })) => assert_eq!(*rank, r),
+            other => panic!("rank {r}: {other:?}"),
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+    #[test]
+    fn random_meshes_on_1_to_4_ranks_match_sequential(m in random_mesh(), ranks in 1usize..5) {
+        let want = run_program(Backend::Sequential, &m).unwrap();
+        for o in run_local_with(&config(), ranks, |comm| run_program(Backend::distributed(comm, DistConfig::default()), &m)) {
+            assert_matches(&o.unwrap().unwrap(), &want);
+        }
+    }
+}

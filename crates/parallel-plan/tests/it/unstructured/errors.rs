@@ -1,0 +1,168 @@
+use parallel_plan::unstructured::{Access, Backend, Context, UnstructuredError};
+
+fn ring() -> (
+    Context,
+    parallel_plan::unstructured::Set,
+    parallel_plan::unstructured::Set,
+    parallel_plan::unstructured::Map,
+) {
+    let mut ctx = Context::new(Backend::Sequential);
+    let nodes = ctx.decl_set("nodes", 4).unwrap();
+    let edges = ctx.decl_set("edges", 4).unwrap();
+    let e2n = ctx
+        .decl_map("e2n", edges, nodes, 2, vec![0, 1, 1, 2, 2, 3, 3, 0])
+        .unwrap();
+    (ctx, nodes, edges, e2n)
+}
+
+#[test]
+fn bad_maps_are_rejected() {
+    let (mut ctx, nodes, edges, _) = ring();
+    assert!(matches!(
+        ctx.decl_map("short", edges, nodes, 2, vec![0; 7]),
+        Err(UnstructuredError::InvalidDeclaration { .. })
+    ));
+    match ctx.decl_map("far", edges, nodes, 2, vec![0, 1, 1, 2, 2, 9, 3, 0]) {
+        Err(UnstructuredError::MapOutOfRange {
+            entry: 5,
+            element: 2,
+            slot: 1,
+            value: 9,
+            to_size: 4,
+            ..
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        ctx.decl_dat("d", nodes, 2, vec![0.0; 7]),
+        Err(UnstructuredError::InvalidDeclaration { .. })
+    ));
+}
+
+#[test]
+fn conflicting_indirect_writes_are_rejected() {
+    let (mut ctx, nodes, edges, e2n) = ring();
+    let d = ctx.decl_dat("d", nodes, 1, vec![0.0; 4]).unwrap();
+    // Every node is slot 0 of exactly one edge: a Write through slot 0 is fine.
+    ctx.par_loop("ok", edges, &[d.via(e2n, 0, Access::Write)], |_, w| {
+        w[0][0] = 1.0
+    })
+    .unwrap();
+    // Two edges share slot 0 here.
+    let bad = ctx.decl_set("more", 2);
+    assert!(matches!(
+        bad,
+        Err(UnstructuredError::DeclaredAfterDistribution { .. })
+    ));
+    let (mut ctx, nodes, edges, _) = ring();
+    let m = ctx
+        .decl_map("star", edges, nodes, 1, vec![0, 1, 0, 2])
+        .unwrap();
+    let d = ctx.decl_dat("d", nodes, 1, vec![0.0; 4]).unwrap();
+    match ctx.par_loop("bad", edges, &[d.via(m, 0, Access::ReadWrite)], |_, w| {
+        w[0][0] += 1.0
+    }) {
+        Err(UnstructuredError::ConflictingIndirectWrite {
+            first: 0,
+            second: 2,
+            target: 0,
+            ..
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+    // Increments through the same map are fine.
+    ctx.par_loop("inc", edges, &[d.via(m, 0, Access::Inc)], |_, w| {
+        w[0][0] += 1.0
+    })
+    .unwrap();
+    assert_eq!(ctx.dat_values(d).unwrap(), vec![2.0, 1.0, 1.0, 0.0]);
+}
+
+#[test]
+fn conflicting_modes_and_misfit_arguments_are_rejected() {
+    let (mut ctx, nodes, edges, e2n) = ring();
+    let d = ctx.decl_dat("d", nodes, 1, vec![0.0; 4]).unwrap();
+    let e = ctx.decl_dat("e", edges, 1, vec![0.0; 4]).unwrap();
+    let i = ctx.decl_dat("i", nodes, 1, vec![0i64; 4]).unwrap();
+    let g = ctx.decl_global("g", vec![0.0]).unwrap();
+    let r = ctx.par_loop(
+        "rw",
+        edges,
+        &[d.read_via(e2n, 0), d.inc_via(e2n, 1)],
+        |_, _| {},
+    );
+    assert!(
+        matches!(
+            r,
+            Err(UnstructuredError::ConflictingAccess {
+                first_arg: 0,
+                second_arg: 1,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    let r = ctx.par_loop("set", edges, &[d.read()], |_, _| {});
+    assert!(
+        matches!(r, Err(UnstructuredError::InvalidArgument { arg: 0, .. })),
+        "{r:?}"
+    );
+    let r = ctx.par_loop("slot", edges, &[d.read_via(e2n, 2)], |_, _| {});
+    assert!(
+        matches!(r, Err(UnstructuredError::InvalidArgument { arg: 0, .. })),
+        "{r:?}"
+    );
+    let r = ctx.par_loop("map", nodes, &[e.read_via(e2n, 0)], |_, _| {});
+    assert!(
+        matches!(r, Err(UnstructuredError::InvalidArgument { .. })),
+        "{r:?}"
+    );
+    let r = ctx.par_loop("min", nodes, &[d.direct(Access::Min)], |_, _| {});
+    assert!(
+        matches!(r, Err(UnstructuredError::InvalidArgument { .. })),
+        "{r:?}"
+    );
+    let r = ctx.par_loop("gw", nodes, &[g.arg(Access::Write)], |_, _| {});
+    assert!(
+        matches!(r, Err(UnstructuredError::InvalidArgument { .. })),
+        "{r:?}"
+    );
+    // Element type of a handle from another declaration order.
+    let r = ctx.par_loop::<i64, _>("type", nodes, &[i.read()], |_, _| {});
+    assert!(r.is_ok());
+}
+
+#[test]
+fn reductions_and_constants() {
+    let (mut ctx, nodes, _, _) = ring();
+    let d = ctx
+        .decl_dat("d", nodes, 1, vec![3.0, -1.0, 4.0, 1.5])
+        .unwrap();
+    let c = ctx.decl_global("c", vec![2.0]).unwrap();
+    let (s, lo, hi) = (
+        ctx.decl_global("s", vec![10.0]).unwrap(),
+        ctx.decl_global("lo", vec![0.0]).unwrap(),
+        ctx.decl_global("hi", vec![0.0]).unwrap(),
+    );
+    ctx.par_loop(
+        "red",
+        nodes,
+        &[
+            d.read(),
+            c.arg(Access::Read),
+            s.arg(Access::Inc),
+            lo.arg(Access::Min),
+            hi.arg(Access::Max),
+        ],
+        |r, w| {
+            w[0][0] += r[0][0] * r[1][0];
+            w[1][0] = w[1][0].min(r[0][0]);
+            w[2][0] = w[2][0].max(r[0][0]);
+        },
+    )
+    .unwrap();
+    assert_eq!(ctx.global_values(s).unwrap(), vec![10.0 + 15.0]);
+    assert_eq!(ctx.global_values(lo).unwrap(), vec![-1.0]);
+    assert_eq!(ctx.global_values(hi).unwrap(), vec![4.0]);
+    assert_eq!(ctx.stats().loops["red"].calls, 1);
+}

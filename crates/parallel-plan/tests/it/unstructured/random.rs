@@ -1,0 +1,135 @@
+//! Random meshes and a program over them that exercises every access mode; the threaded (and
+//! distributed) backends must match the sequential one.
+
+use parallel_plan::unstructured::{Access, Backend, Context, Result};
+use proptest::prelude::*;
+
+use super::rel_diff;
+
+/// Two sets `a` (iterated) and `b`, a map `a → b` of arity `arity`, and initial values.
+#[derive(Debug, Clone)]
+pub(crate) struct RandomMesh {
+    pub(crate) nb: usize,
+    pub(crate) arity: usize,
+    pub(crate) map: Vec<u32>,
+    pub(crate) xa: Vec<f64>,
+    pub(crate) ia: Vec<i64>,
+}
+
+pub(crate) fn random_mesh() -> impl Strategy<Value = RandomMesh> {
+    (1usize..60, 1usize..40, 1usize..4).prop_flat_map(|(na, nb, arity)| {
+        (
+            prop::collection::vec(0..nb as u32, na * arity),
+            prop::collection::vec(-1.0f64..1.0, na),
+            prop::collection::vec(-1000i64..1000, na),
+        )
+            .prop_map(move |(map, xa, ia)| RandomMesh {
+                nb,
+                arity,
+                map,
+                xa,
+                ia,
+            })
+    })
+}
+
+/// What the program computed: integer and float dats on `b`, floats on `a`, the integer sum
+/// and the float maximum.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Outcome {
+    pub(crate) ib: Vec<i64>,
+    pub(crate) xb: Vec<f64>,
+    pub(crate) xa: Vec<f64>,
+    pub(crate) isum: i64,
+    pub(crate) fmax: f64,
+}
+
+pub(crate) fn run_program(backend: Backend, m: &RandomMesh) -> Result<Outcome> {
+    let mut ctx = Context::new(backend);
+    let na = m.xa.len();
+    let a = ctx.decl_set("a", na)?;
+    let b = ctx.decl_set("b", m.nb)?;
+    let map = ctx.decl_map("a2b", a, b, m.arity, m.map.clone())?;
+    let xa = ctx.decl_dat("xa", a, 1, m.xa.clone())?;
+    let ia = ctx.decl_dat("ia", a, 1, m.ia.clone())?;
+    let ib = ctx.decl_dat("ib", b, 1, vec![0i64; m.nb])?;
+    let xb = ctx.decl_dat(
+        "xb",
+        b,
+        2,
+        (0..2 * m.nb).map(|k| 1.0 + k as f64 / 7.0).collect(),
+    )?;
+    let fb = ctx.decl_dat("fb", b, 1, vec![0.0; m.nb])?;
+    let isum = ctx.decl_global("isum", vec![0i64])?;
+    let fmax = ctx.decl_global("fmax", vec![f64::MIN])?;
+    for round in 0..3 {
+        let args: Vec<_> = std::iter::once(ia.read())
+            .chain((0..m.arity).map(|k| ib.inc_via(map, k)))
+            .chain([isum.arg(Access::Inc)])
+            .collect();
+        ctx.par_loop("int_inc", a, &args, |r, w| {
+            let n = w.len() - 1;
+            for (k, slot) in w[..n].iter_mut().enumerate() {
+                slot[0] += r[0][0] * (k as i64 + 1) + round;
+            }
+            w[n][0] += r[0][0];
+        })?;
+        let mut args: Vec<_> = vec![xa.read()];
+        args.extend((0..m.arity).map(|k| xb.read_via(map, k)));
+        args.extend((0..m.arity).map(|k| fb.inc_via(map, k)));
+        ctx.par_loop("flux", a, &args, |r, w| {
+            for (k, slot) in w.iter_mut().enumerate() {
+                slot[0] += r[0][0] * r[1 + k][0] - 0.5 * r[1 + k][1];
+            }
+        })?;
+        ctx.par_loop(
+            "update_b",
+            b,
+            &[fb.rw(), xb.rw(), fmax.arg(Access::Max)],
+            |_, w| {
+                w[1][0] = 0.9 * w[1][0] + 0.1 * w[0][0];
+                w[1][1] += 0.01 * w[0][0];
+                w[2][0] = w[2][0].max(w[0][0]);
+                w[0][0] = 0.0;
+            },
+        )?;
+        ctx.par_loop("update_a", a, &[xb.read_via(map, 0), xa.rw()], |r, w| {
+            w[0][0] = 0.5 * w[0][0] + 0.25 * r[0][0] * r[0][1];
+        })?;
+    }
+    Ok(Outcome {
+        ib: ctx.dat_values(ib)?,
+        xb: ctx.dat_values(xb)?,
+        xa: ctx.dat_values(xa)?,
+        isum: ctx.global_values(isum)?[0],
+        fmax: ctx.global_values(fmax)?[0],
+    })
+}
+
+/// Integers equal, floats within `1e-12` relative.
+pub(crate) fn assert_matches(got: &Outcome, want: &Outcome) {
+    assert_eq!(got.ib, want.ib);
+    assert_eq!(got.isum, want.isum);
+    assert!(
+        rel_diff(&got.xb, &want.xb) <= 1e-12,
+        "xb {}",
+        rel_diff(&got.xb, &want.xb)
+    );
+    assert!(
+        rel_diff(&got.xa, &want.xa) <= 1e-12,
+        "xa {}",
+        rel_diff(&got.xa, &want.xa)
+    );
+    assert!(rel_diff(&[got.fmax], &[want.fmax]) <= 1e-12);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn threads_match_sequential(m in random_mesh()) {
+        let want = run_program(Backend::Sequential, &m).unwrap();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        let got = pool.install(|| run_program(Backend::Threads, &m)).unwrap();
+        assert_matches(&got, &want);
+    }
+}

@@ -1,0 +1,370 @@
+//! `pardis mesh` (issue #26): unstructured-mesh applications (OP2's Airfoil, Jacobi) run
+//! sequentially, threaded or distributed with the distribution generated automatically (MARO).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use pardis::collectives::{run_local_with, tcp::run_tcp_local, Config};
+use pardis::plan::unstructured::apps::{airfoil, jacobi, AirfoilConfig, JacobiConfig};
+use pardis::plan::unstructured::{
+    Backend, Context, DistConfig, Grid, Partitioner, PlanReport, RunStats,
+};
+use serde_json::json;
+
+use crate::output;
+
+/// Arguments of `pardis mesh`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    #[command(subcommand)]
+    cmd: Sub,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Sub {
+    /// Run an application on a mesh file or a generated mesh and print the plan and residuals.
+    Run(RunArgs),
+    /// Write a generated Airfoil-style mesh in OP2's `new_grid.dat` format.
+    Gen(GenArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum App {
+    Airfoil,
+    Jacobi,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BackendArg {
+    Seq,
+    Threads,
+    Dist,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum TransportArg {
+    /// Ranks are threads of this process (shared memory).
+    Local,
+    /// Ranks are threads of this process talking over loopback TCP.
+    Tcp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum PartitionerArg {
+    Graph,
+    Rcb,
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// Application.
+    #[arg(long, value_enum, default_value = "airfoil")]
+    app: App,
+    /// Mesh file in OP2's `new_grid.dat` format.
+    #[arg(long, conflicts_with = "gen")]
+    mesh: Option<PathBuf>,
+    /// Generated mesh, `cells:N` (default `cells:20000`).
+    #[arg(long)]
+    gen: Option<String>,
+    /// Seed of the generated mesh's numbering.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Where the loops run.
+    #[arg(long, value_enum, default_value = "seq")]
+    backend: BackendArg,
+    /// Ranks of a distributed run.
+    #[arg(long, default_value_t = 2)]
+    ranks: usize,
+    /// Transport between the ranks.
+    #[arg(long, value_enum, default_value = "local")]
+    transport: TransportArg,
+    /// Partitioner of a distributed run.
+    #[arg(long, value_enum, default_value = "graph")]
+    partitioner: PartitionerArg,
+    /// Threads of the threaded backend (default: rayon's).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Iterations.
+    #[arg(long, default_value_t = 1000)]
+    iters: usize,
+    /// Also run sequentially and report the largest relative difference.
+    #[arg(long)]
+    check: bool,
+    /// Emit machine-readable JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct GenArgs {
+    /// Cells (about; the mesh is `ni × nj` quadrilaterals).
+    #[arg(long)]
+    cells: usize,
+    /// Output file.
+    #[arg(long)]
+    out: PathBuf,
+    /// Seed of the shuffled numbering.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+pub(crate) fn run(args: Args) -> anyhow::Result<()> {
+    match args.cmd {
+        Sub::Gen(a) => {
+            let g = Grid::generate(a.cells, a.seed)?;
+            g.write(&a.out)?;
+            println!(
+                "wrote {}: {} nodes, {} cells, {} edges, {} boundary edges",
+                a.out.display(),
+                g.nnode(),
+                g.ncell(),
+                g.nedge(),
+                g.nbedge()
+            );
+            Ok(())
+        }
+        Sub::Run(a) => run_app(a),
+    }
+}
+
+/// What one run of an application produced (on rank 0 for distributed runs).
+struct Outcome {
+    /// The solution in global numbering.
+    values: Vec<f64>,
+    /// `(iteration, residual)`.
+    history: Vec<(usize, f64)>,
+    stats: RunStats,
+    report: Option<PlanReport>,
+    /// Halo bytes sent by all ranks together (distributed runs).
+    all_halo_bytes: Option<u64>,
+}
+
+fn app_in(
+    ctx: &mut Context,
+    app: App,
+    grid: &Grid,
+    iters: usize,
+) -> pardis::plan::unstructured::Result<Outcome> {
+    let (values, history) = match app {
+        App::Airfoil => {
+            let o = airfoil(
+                ctx,
+                grid,
+                &AirfoilConfig {
+                    iterations: iters,
+                    report_every: 100,
+                },
+            )?;
+            (o.q, o.rms)
+        }
+        App::Jacobi => {
+            let o = jacobi(
+                ctx,
+                grid,
+                &JacobiConfig {
+                    iterations: iters,
+                    report_every: 100,
+                },
+            )?;
+            (o.u, o.history.iter().map(|h| (h.0, h.1)).collect())
+        }
+    };
+    Ok(Outcome {
+        values,
+        history,
+        stats: ctx.stats().clone(),
+        report: ctx.plan_report().cloned(),
+        all_halo_bytes: None,
+    })
+}
+
+fn run_app(a: RunArgs) -> anyhow::Result<()> {
+    let t = Instant::now();
+    let grid = match (&a.mesh, &a.gen) {
+        (Some(p), _) => Grid::read(p)?,
+        (None, g) => {
+            let spec = g.as_deref().unwrap_or("cells:20000");
+            let cells: usize = spec
+                .strip_prefix("cells:")
+                .and_then(|n| n.parse().ok())
+                .with_context(|| format!("--gen `{spec}`: expected `cells:N`"))?;
+            Grid::generate(cells, a.seed)?
+        }
+    };
+    let load = t.elapsed();
+    let partitioner = match a.partitioner {
+        PartitionerArg::Graph => Partitioner::Graph,
+        PartitionerArg::Rcb => Partitioner::Rcb,
+    };
+    let seq = || {
+        app_in(
+            &mut Context::new(Backend::Sequential),
+            a.app,
+            &grid,
+            a.iters,
+        )
+    };
+    let t = Instant::now();
+    let out = match a.backend {
+        BackendArg::Seq => seq()?,
+        BackendArg::Threads => {
+            let mut b = rayon::ThreadPoolBuilder::new();
+            if let Some(n) = a.threads {
+                b = b.num_threads(n);
+            }
+            b.build()?
+                .install(|| app_in(&mut Context::new(Backend::Threads), a.app, &grid, a.iters))?
+        }
+        BackendArg::Dist => {
+            if a.ranks == 0 {
+                bail!("--ranks must be at least 1");
+            }
+            let cfg = Config {
+                op_timeout: Duration::from_secs(600),
+                ..Config::default()
+            };
+            let body = |comm| {
+                app_in(
+                    &mut Context::new(Backend::distributed(
+                        comm,
+                        DistConfig {
+                            partitioner,
+                            ..DistConfig::default()
+                        },
+                    )),
+                    a.app,
+                    &grid,
+                    a.iters,
+                )
+            };
+            let outs = match a.transport {
+                TransportArg::Local => run_local_with(&cfg, a.ranks, body),
+                TransportArg::Tcp => run_tcp_local(&cfg, a.ranks, body),
+            };
+            let mut first = None;
+            let mut halo_bytes = 0;
+            for o in outs {
+                let o = o??;
+                halo_bytes += o.stats.total().halo_bytes;
+                first.get_or_insert(o);
+            }
+            let mut o = first.expect("at least one rank");
+            o.all_halo_bytes = Some(halo_bytes);
+            o
+        }
+    };
+    let secs = t.elapsed().as_secs_f64();
+    let check = if a.check {
+        Some(max_rel_diff(&seq()?.values, &out.values))
+    } else {
+        None
+    };
+
+    if a.json {
+        let j = json!({
+            "app": format!("{:?}", a.app).to_lowercase(),
+            "backend": format!("{:?}", a.backend).to_lowercase(),
+            "ranks": if a.backend == BackendArg::Dist { a.ranks } else { 1 },
+            "mesh": { "nodes": grid.nnode(), "cells": grid.ncell(), "edges": grid.nedge(), "bedges": grid.nbedge() },
+            "load_seconds": load.as_secs_f64(),
+            "seconds": secs,
+            "seconds_per_iteration": secs / a.iters.max(1) as f64,
+            "history": out.history,
+            "plan": out.report,
+            "loops": out.stats.loops,
+            "halo_bytes_all_ranks": out.all_halo_bytes,
+            "check_max_rel_diff": check,
+        });
+        println!("{}", serde_json::to_string_pretty(&j)?);
+        return Ok(());
+    }
+    println!(
+        "{:?} on {} nodes, {} cells, {} edges, {} boundary edges ({:.2} s to load)",
+        a.app,
+        grid.nnode(),
+        grid.ncell(),
+        grid.nedge(),
+        grid.nbedge(),
+        load.as_secs_f64()
+    );
+    if let Some(r) = &out.report {
+        println!(
+            "plan: {} ranks, {} partitioner on `{}`, edge cut {}, partition {:.3} s, setup {:.3} s",
+            r.ranks,
+            r.partitioner,
+            r.primary.as_deref().unwrap_or("-"),
+            r.edge_cut,
+            r.partition_seconds,
+            r.setup_seconds
+        );
+        let mut t = output::table(["set", "rank", "owned", "exec halo", "non-exec halo"]);
+        for s in &r.sets {
+            for k in 0..r.ranks {
+                t.add_row([
+                    s.name.clone(),
+                    k.to_string(),
+                    s.owned[k].to_string(),
+                    s.exec_halo[k].to_string(),
+                    s.nonexec_halo[k].to_string(),
+                ]);
+            }
+        }
+        println!("{t}");
+    }
+    let mut t = output::table([
+        "loop",
+        "calls",
+        "elements",
+        "exchanges",
+        "skipped (clean)",
+        "halo bytes sent",
+    ]);
+    for (name, l) in &out.stats.loops {
+        t.add_row([
+            name.clone(),
+            l.calls.to_string(),
+            l.elements.to_string(),
+            l.exchanges.to_string(),
+            l.skipped_exchanges.to_string(),
+            output::bytes(l.halo_bytes),
+        ]);
+    }
+    println!("loops (rank 0):\n{t}");
+    if let Some(all) = out.all_halo_bytes {
+        println!(
+            "halo bytes sent by all ranks: {} ({} per iteration)",
+            output::bytes(all),
+            output::bytes(all / a.iters.max(1) as u64)
+        );
+    }
+    for (iter, r) in &out.history {
+        println!("{iter:6}  {r:10.5e}");
+    }
+    println!(
+        "{:.3} s, {:.3} ms per iteration",
+        secs,
+        1e3 * secs / a.iters.max(1) as f64
+    );
+    if let Some(d) = check {
+        println!(
+            "check: largest relative difference to sequential {d:.3e} ({})",
+            if d <= 1e-12 { "ok" } else { "DIFFERS" }
+        );
+        if d > 1e-12 {
+            bail!("result differs from the sequential run by {d:.3e} (relative)");
+        }
+    }
+    Ok(())
+}
+
+/// `max |a - b| / max |b|`: the ∞-norm relative difference (component-wise ratios are
+/// meaningless for components that are zero up to rounding).
+fn max_rel_diff(a: &[f64], b: &[f64]) -> f64 {
+    let scale = b.iter().fold(0.0f64, |m, x| m.max(x.abs())).max(1e-300);
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
+        / scale
+}
