@@ -293,6 +293,37 @@ fn test() -> Result<(), String> {
                 "cargo",
                 &["test", "-p", "collectives", "--features", "mpi"],
                 &[],
+            )?;
+            // Unstructured-mesh programs over MPI ranks (re-runs itself under `mpirun -n 2/3`).
+            run(
+                "cargo",
+                &[
+                    "clippy",
+                    "-p",
+                    "parallel-plan",
+                    "--features",
+                    "mpi",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ],
+                &[],
+            )?;
+            run(
+                "cargo",
+                &[
+                    "test",
+                    "-p",
+                    "parallel-plan",
+                    "--features",
+                    "mpi",
+                    "--test",
+                    "it",
+                    "--",
+                    "unstructured::mpi",
+                ],
+                &[],
             )
         } else {
             eprintln!("skipped: OpenMPI not installed (libopenmpi-dev, openmpi-bin)");

@@ -6,6 +6,8 @@ mod apps;
 mod distributed;
 mod errors;
 mod grid;
+#[cfg(feature = "mpi")]
+mod mpi;
 mod random;
 
 /// Largest difference relative to the largest magnitude: `max |a - b| / max |b|` (the
