@@ -66,8 +66,8 @@ impl StudyConfig {
     /// The full study grid on the `tiny` preset (~4.8M parameters): ranks {1, 2, 4, 8, 16, 32,
     /// 64} on attention / MLP / both, α ∈ {4, 8, 16} at r = 4, equal-budget splits and depth
     /// halves at r = 8, three seeds: 30 distinct variants × 3 seeds × 40 steps of 8 × 64 tokens
-    /// after 300 pretraining steps: measured 33 CPU-minutes (user time; about 20 minutes on two
-    /// cores with one process per seed, see the crate README).
+    /// after 300 pretraining steps (its measured CPU and wall time are in the `ml-models`
+    /// README).
     pub fn full() -> Self {
         Self {
             preset: "tiny".into(),
