@@ -18,30 +18,9 @@ fn scratch(name: &str) -> std::path::PathBuf {
     d
 }
 
-/// A BERT configuration with two token types and LayerNorm ε 1e-12, as in MiniLM.
-fn bert_config(
-    vocab: usize,
-    hidden: usize,
-    layers: usize,
-    heads: usize,
-    intermediate: usize,
-    positions: usize,
-) -> BertConfig {
-    BertConfig {
-        vocab_size: vocab,
-        hidden_size: hidden,
-        num_hidden_layers: layers,
-        num_attention_heads: heads,
-        intermediate_size: intermediate,
-        max_position_embeddings: positions,
-        type_vocab_size: 2,
-        layer_norm_eps: 1e-12,
-    }
-}
-
 #[test]
 fn minilm_study_variants_cover_the_grid() {
-    let model = bert_config(30522, 384, 6, 12, 1536, 512);
+    let model = BertConfig::new(30522, 384, 6, 12, 1536, 512);
     let cfg = RelationStudyConfig {
         ranks: vec![1, 4, 16, 64],
         ..RelationStudyConfig::default()
@@ -122,7 +101,7 @@ fn write_micro_bert(cfg: &BertConfig, path: &std::path::Path) {
 fn relation_study_runs_every_variant_once_per_seed() {
     struct Quiet;
     impl StudyHooks for Quiet {}
-    let cfg_b = bert_config(40, 64, 2, 2, 128, 16);
+    let cfg_b = BertConfig::new(40, 64, 2, 2, 128, 16);
     let dir = scratch("relation-study");
     let path = dir.join("model.safetensors");
     write_micro_bert(&cfg_b, &path);

@@ -42,6 +42,29 @@ pub struct BertConfig {
 }
 
 impl BertConfig {
+    /// A configuration of the given shape with Hugging Face `BertConfig`'s defaults for the rest
+    /// (two token types, LayerNorm ε = 1e-12, as in all-MiniLM-L6-v2, which is
+    /// `BertConfig::new(30522, 384, 6, 12, 1536, 512)`).
+    pub fn new(
+        vocab_size: usize,
+        hidden_size: usize,
+        num_hidden_layers: usize,
+        num_attention_heads: usize,
+        intermediate_size: usize,
+        max_position_embeddings: usize,
+    ) -> Self {
+        Self {
+            vocab_size,
+            hidden_size,
+            num_hidden_layers,
+            num_attention_heads,
+            intermediate_size,
+            max_position_embeddings,
+            type_vocab_size: 2,
+            layer_norm_eps: 1e-12,
+        }
+    }
+
     /// Reads `config.json`.
     pub fn from_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| MlError::io(path, e))?;

@@ -39,25 +39,21 @@ const REF_EMBEDDING: [[f32; 8]; 2] = [
     ],
 ];
 
-/// A BERT configuration with two token types and LayerNorm ε 1e-12, as in MiniLM.
-fn bert_config(
-    vocab: usize,
-    hidden: usize,
-    layers: usize,
-    heads: usize,
-    intermediate: usize,
-    positions: usize,
-) -> BertConfig {
-    BertConfig {
-        vocab_size: vocab,
-        hidden_size: hidden,
-        num_hidden_layers: layers,
-        num_attention_heads: heads,
-        intermediate_size: intermediate,
-        max_position_embeddings: positions,
-        type_vocab_size: 2,
-        layer_norm_eps: 1e-12,
-    }
+#[test]
+fn bert_config_new_matches_the_minilm_config_json() {
+    // The fields of all-MiniLM-L6-v2's `config.json` (Hugging Face), unused keys included.
+    let json = r#"{"architectures": ["BertModel"], "attention_probs_dropout_prob": 0.1,
+        "gradient_checkpointing": false, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+        "hidden_size": 384, "initializer_range": 0.02, "intermediate_size": 1536,
+        "layer_norm_eps": 1e-12, "max_position_embeddings": 512, "model_type": "bert",
+        "num_attention_heads": 12, "num_hidden_layers": 6, "pad_token_id": 0,
+        "position_embedding_type": "absolute", "type_vocab_size": 2, "use_cache": true,
+        "vocab_size": 30522}"#;
+    let path = scratch("bert-config").join("config.json");
+    std::fs::write(&path, json).unwrap();
+    let read = BertConfig::from_file(&path).unwrap();
+    assert_eq!(read, BertConfig::new(30522, 384, 6, 12, 1536, 512));
+    assert_ne!(read, BertConfig::new(30522, 384, 6, 12, 1536, 256));
 }
 
 #[test]
@@ -74,7 +70,9 @@ fn minilm_forward_matches_sentence_transformers() {
     let ids: Vec<Vec<u32>> = SENTENCES.iter().map(|s| tok.encode(s).unwrap()).collect();
     assert_eq!(ids[0], REF_IDS[0]);
     assert_eq!(ids[1], REF_IDS[1]);
-    let bert = Bert::load(BertConfig::from_file(&cfg_path).unwrap(), &weights).unwrap();
+    let cfg = BertConfig::from_file(&cfg_path).unwrap();
+    assert_eq!(cfg, BertConfig::new(30522, 384, 6, 12, 1536, 512));
+    let bert = Bert::load(cfg, &weights).unwrap();
     let seqs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
     let (ids, mask) = pad_batch(&seqs, 0, &Device::Cpu).unwrap();
     let h = bert.forward(&ids, &mask, false).unwrap();
@@ -92,7 +90,7 @@ fn minilm_forward_matches_sentence_transformers() {
 
 #[test]
 fn bert_load_reports_missing_and_misshaped_tensors() {
-    let cfg = bert_config(10, 4, 1, 2, 8, 16);
+    let cfg = BertConfig::new(10, 4, 1, 2, 8, 16);
     let dir = scratch("bert-load");
     let path = dir.join("model.safetensors");
     let mut m = HashMap::new();
