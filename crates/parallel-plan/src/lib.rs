@@ -23,6 +23,7 @@
 //! | custom JSON graphs on a mesh | [`custom`] |
 //! | the peers at their strongest: Megatron-LM, DeepSpeed ZeRO, torchtitan FSDP + TP | [`peers`] |
 //! | objectives, report | [`planner`], [`plan`] |
+//! | plans exported to Megatron-LM, torchtitan, DeepSpeed (nearest expressible, priced) | [`export`] |
 //! | unstructured-mesh programs (OP2 model) run sequentially, threaded or distributed (MARO) | [`unstructured`] |
 //!
 //! ## Example
@@ -55,6 +56,7 @@
 pub mod cost_model;
 pub mod custom;
 mod error;
+pub mod export;
 pub mod graph;
 pub mod ilp;
 pub mod mesh;

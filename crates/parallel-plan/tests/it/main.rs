@@ -2,6 +2,7 @@
 
 mod graph;
 mod ilp;
+mod export;
 mod narayanan;
 mod planner;
 mod unstructured;

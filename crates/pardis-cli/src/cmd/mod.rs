@@ -6,6 +6,8 @@ pub(crate) mod bfs;
 #[cfg(feature = "collectives")]
 pub(crate) mod collectives;
 pub(crate) mod datasets;
+#[cfg(feature = "plan")]
+pub(crate) mod emit;
 #[cfg(feature = "memory")]
 pub(crate) mod memory;
 #[cfg(feature = "mesh")]

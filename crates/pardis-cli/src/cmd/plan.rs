@@ -87,6 +87,8 @@ pub(crate) struct Args {
     /// Emit machine-readable JSON on stdout.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    emit: super::emit::EmitArgs,
 }
 
 fn mesh(args: &Args) -> anyhow::Result<DeviceMesh> {
@@ -506,6 +508,7 @@ fn run_graph(args: &Args, path: &std::path::Path) -> anyhow::Result<()> {
 }
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
+    super::emit::check(&args.emit, args.graph.is_some(), args.pareto, args.json)?;
     if let Some(path) = &args.graph {
         return run_graph(&args, path);
     }
@@ -546,6 +549,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     };
     let report = planner::plan(&problem, objective, &progress)?;
     bar.finish_and_clear();
+    if args.emit.requested() {
+        return super::emit::run(&args.emit, &problem, &report.plan);
+    }
     if args.json {
         println!(
             "{}",

@@ -1,0 +1,320 @@
+//! Megatron-LM: `pretrain_gpt.py` arguments for a plan, and Megatron's own memory formula on
+//! them beside memory-model's.
+//!
+//! Every flag is defined in `megatron/training/arguments.py` (NVIDIA/Megatron-LM, core 0.12+):
+//! parallelism in `_add_distributed_args` (`--tensor-model-parallel-size`,
+//! `--pipeline-model-parallel-size`, `--context-parallel-size`, `--sequence-parallel`,
+//! `--use-distributed-optimizer`, `--decoder-first-pipeline-num-layers`,
+//! `--decoder-last-pipeline-num-layers`, `--pipeline-model-parallel-layout`,
+//! `--num-layers-per-virtual-pipeline-stage`), recomputation in `_add_training_args`
+//! (`--recompute-granularity`, `--recompute-method`, `--recompute-num-layers`,
+//! `--micro-batch-size`, `--global-batch-size`, `--bf16`, `--use-flash-attn`), the model in
+//! `_add_network_size_args` (`--num-layers`, `--hidden-size`, `--num-attention-heads`,
+//! `--ffn-hidden-size`, `--kv-channels`, `--group-query-attention`, `--num-query-groups`,
+//! `--seq-length`, `--max-position-embeddings`, `--make-vocab-size-divisible-by`,
+//! `--normalization`, `--swiglu`, `--position-embedding-type`,
+//! `--untie-embeddings-and-output-weights`, `--disable-bias-linear`, `--add-qkv-bias`) and
+//! `_add_regularization_args` (`--attention-dropout`, `--hidden-dropout`).
+//!
+//! The cross-check ([`theoretical_memory`]) reimplements the equations of
+//! `megatron/training/theoretical_memory_usage.py`: weights and optimizer states at 18 bytes per
+//! parameter (bf16 weight, fp32 gradient, fp32 master weight and two Adam moments), or
+//! `6 + 12/dp` with the distributed optimizer, on the most loaded shard (the first stage's
+//! `L/pp` layers and the embedding, over TP); activations after Korthikanti et al. 2022
+//! (Table 2), `s·b·h·(18 + 4·f/h)` bytes per layer with sequence parallelism and selective
+//! recomputation, times `L` (the first stage holds `pp` micro-batches of `L/pp` layers), times
+//! `min(1, m/pp)` without interleaving or `1 + (pp−1)/(pp·v)` with it, plus the embedding's
+//! inputs and dropout mask (`pp` in flight) and, with one stage, the output layer and loss
+//! (`4·s·b·h·(1 + V/h)`), all over TP. Megatron prints activations only for sequence
+//! parallelism with selective recomputation; the other rows of Korthikanti's Table 2 are used
+//! here for the other cases (no SP: `10·s·b·h` of each layer is not split by TP; no
+//! recomputation: `+5·a·s²·b`; full recomputation: `2·s·b·h` per layer).
+
+use memory_model::{
+    MlpKind, NormKind, PipelineSchedule, PositionKind, Precision, Recompute, ZeroStage as MmZero,
+};
+
+use super::shape::PlanShape;
+use super::{base_config, note_zero, zero_of, EmittedFile, Fidelity, GivenUp, Nearest};
+use crate::error::Result;
+use crate::peers::Framework;
+use crate::plan::Plan;
+use crate::search::Problem;
+
+/// Every flag the export may write (all defined in `megatron/training/arguments.py`).
+pub const ALLOWED_ARGUMENTS: [&str; 36] = [
+    "--tensor-model-parallel-size",
+    "--pipeline-model-parallel-size",
+    "--context-parallel-size",
+    "--sequence-parallel",
+    "--use-distributed-optimizer",
+    "--decoder-first-pipeline-num-layers",
+    "--decoder-last-pipeline-num-layers",
+    "--pipeline-model-parallel-layout",
+    "--num-layers-per-virtual-pipeline-stage",
+    "--recompute-granularity",
+    "--recompute-method",
+    "--recompute-num-layers",
+    "--micro-batch-size",
+    "--global-batch-size",
+    "--num-layers",
+    "--hidden-size",
+    "--num-attention-heads",
+    "--ffn-hidden-size",
+    "--kv-channels",
+    "--group-query-attention",
+    "--num-query-groups",
+    "--seq-length",
+    "--max-position-embeddings",
+    "--make-vocab-size-divisible-by",
+    "--normalization",
+    "--swiglu",
+    "--position-embedding-type",
+    "--untie-embeddings-and-output-weights",
+    "--disable-bias-linear",
+    "--add-qkv-bias",
+    "--attention-dropout",
+    "--hidden-dropout",
+    "--bf16",
+    "--fp16",
+    "--use-flash-attn",
+    "--fp32-residual-connection",
+];
+
+/// The nearest Megatron-LM configuration: uniform TP with Megatron's column/row layout, the
+/// distributed optimizer for any ZeRO stage, 1F1B for GPipe, the plan's layer split (any split
+/// is expressible through first/last-stage layers or a pipeline layout) unless interleaved.
+pub(crate) fn nearest(problem: &Problem, plan: &Plan, shape: &PlanShape, tp: u64) -> Result<Nearest> {
+    let mut given_up = shape.layout_differences(tp);
+    let pp = plan.pipeline_stages;
+    let mut cfg = base_config(problem, plan, shape, Framework::MegatronLm, tp, pp, &mut given_up)?;
+    let zero = if cfg.dp > 1 && shape.zero >= 1 { 1 } else { 0 };
+    note_zero(shape, zero, &mut given_up);
+    cfg.zero = zero_of(zero, true);
+    if plan.schedule == PipelineSchedule::GPipe && pp > 1 {
+        cfg.schedule = PipelineSchedule::OneFOneB;
+        given_up.push(GivenUp::Schedule {
+            plan: plan.schedule,
+            engine: cfg.schedule,
+        });
+    }
+    let mut layers = plan.layers_per_stage.clone();
+    if let PipelineSchedule::Interleaved { virtual_stages } = cfg.schedule {
+        let l = problem.model.num_layers;
+        let even = memory_model::layers_per_stage(l, pp);
+        if layers != even || !l.is_multiple_of(pp * virtual_stages) {
+            given_up.push(GivenUp::LayerSplit {
+                plan: layers.clone(),
+                engine: even.clone(),
+            });
+            layers = even;
+        }
+    }
+    Ok(Nearest {
+        config: cfg,
+        layers,
+        given_up,
+    })
+}
+
+/// The argument list (flags and values, in order) for `nearest` on `problem`.
+pub fn arguments(problem: &Problem, nearest_cfg: &crate::peers::PeerConfig, layers: &[u64]) -> Vec<String> {
+    let m = &problem.model;
+    let c = nearest_cfg;
+    let mut a: Vec<String> = Vec::new();
+    let mut push = |flag: &str, value: Option<String>| {
+        a.push(flag.to_string());
+        a.extend(value);
+    };
+    let n = |v: u64| Some(v.to_string());
+    push("--tensor-model-parallel-size", n(c.tp));
+    push("--pipeline-model-parallel-size", n(c.pp));
+    push("--context-parallel-size", n(1));
+    if c.sequence_parallel {
+        push("--sequence-parallel", None);
+    }
+    if c.zero == MmZero::DistributedOptimizer {
+        push("--use-distributed-optimizer", None);
+    }
+    match c.recompute {
+        Recompute::None => {}
+        Recompute::Selective => push("--recompute-granularity", Some("selective".into())),
+        Recompute::Full => {
+            push("--recompute-granularity", Some("full".into()));
+            push("--recompute-method", Some("uniform".into()));
+            push("--recompute-num-layers", n(1));
+        }
+    }
+    push("--micro-batch-size", n(c.micro_batch_size));
+    push("--global-batch-size", n(problem.global_batch));
+    if let PipelineSchedule::Interleaved { virtual_stages } = c.schedule {
+        push(
+            "--num-layers-per-virtual-pipeline-stage",
+            n(m.num_layers / (c.pp * virtual_stages).max(1)),
+        );
+    }
+    for (flag, value) in pipeline_split(layers) {
+        push(flag, Some(value));
+    }
+    push("--num-layers", n(m.num_layers));
+    push("--hidden-size", n(m.hidden));
+    push("--num-attention-heads", n(m.num_heads));
+    push("--ffn-hidden-size", n(m.ffn_hidden));
+    if m.head_dim * m.num_heads != m.hidden {
+        push("--kv-channels", n(m.head_dim));
+    }
+    if m.num_kv_heads != m.num_heads {
+        push("--group-query-attention", None);
+        push("--num-query-groups", n(m.num_kv_heads));
+    }
+    push("--seq-length", n(problem.setup.seq_len));
+    let positions = match m.position {
+        PositionKind::Learned => m.max_positions,
+        PositionKind::Rotary => problem.setup.seq_len,
+    };
+    push("--max-position-embeddings", n(positions));
+    // Megatron pads the vocabulary to a multiple of this × TP.
+    push(
+        "--make-vocab-size-divisible-by",
+        n((m.vocab_pad_multiple / c.tp).max(1)),
+    );
+    if m.norm == NormKind::RmsNorm {
+        push("--normalization", Some("RMSNorm".into()));
+    }
+    if m.mlp == MlpKind::SwiGlu {
+        push("--swiglu", None);
+    }
+    if m.position == PositionKind::Rotary {
+        push("--position-embedding-type", Some("rope".into()));
+    }
+    if !m.tied_embeddings {
+        push("--untie-embeddings-and-output-weights", None);
+    }
+    if !m.dense_bias {
+        push("--disable-bias-linear", None);
+        if m.qkv_bias {
+            push("--add-qkv-bias", None);
+        }
+    }
+    if !m.dropout {
+        push("--attention-dropout", Some("0".into()));
+        push("--hidden-dropout", Some("0".into()));
+    }
+    match problem.setup.precision {
+        Precision::Mixed | Precision::PureBf16 => push("--bf16", None),
+        Precision::Fp32 => {}
+    }
+    if problem.setup.flash_attention {
+        push("--use-flash-attn", None);
+    }
+    a
+}
+
+/// Flags for an uneven layer split: first/last-stage layers when the stages between split the
+/// rest evenly, else a `--pipeline-model-parallel-layout` (`E` embedding, `t` a layer, `L` the
+/// loss, `|` between stages).
+fn pipeline_split(layers: &[u64]) -> Vec<(&'static str, String)> {
+    let pp = layers.len();
+    let total: u64 = layers.iter().sum();
+    if pp <= 1 || layers == memory_model::layers_per_stage(total, pp as u64).as_slice() {
+        return Vec::new();
+    }
+    let all_equal = |s: &[u64]| s.windows(2).all(|w| w[0] == w[1]);
+    let (first, last) = (layers[0], layers[pp - 1]);
+    if all_equal(&layers[1..]) {
+        return vec![("--decoder-first-pipeline-num-layers", first.to_string())];
+    }
+    if all_equal(&layers[..pp - 1]) {
+        return vec![("--decoder-last-pipeline-num-layers", last.to_string())];
+    }
+    if all_equal(&layers[1..pp - 1]) {
+        return vec![
+            ("--decoder-first-pipeline-num-layers", first.to_string()),
+            ("--decoder-last-pipeline-num-layers", last.to_string()),
+        ];
+    }
+    let stages: Vec<String> = layers
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| {
+            let mut s = if i == 0 { "E".to_string() } else { String::new() };
+            s.push_str(&"t".repeat(l as usize));
+            if i + 1 == pp {
+                s.push('L');
+            }
+            s
+        })
+        .collect();
+    vec![("--pipeline-model-parallel-layout", stages.join("|"))]
+}
+
+/// Quotes `s` for a POSIX shell when it holds anything but `[A-Za-z0-9_.,:=+/-]`.
+pub fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.,:=+/-".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// `megatron_args.sh`: a bash array of the arguments, with the plan's label, memory and time,
+/// what was given up and Megatron's own memory formula in comments.
+pub(crate) fn files(
+    problem: &Problem,
+    nearest: &Nearest,
+    priced: &Plan,
+    fidelity: Fidelity,
+) -> Result<Vec<EmittedFile>> {
+    let args = arguments(problem, &nearest.config, &nearest.layers);
+    let theirs = theoretical_memory(&MegatronInputs::new(problem, &nearest.config));
+    let gib = |b: f64| b / (1u64 << 30) as f64;
+    let mut s = String::from("#!/usr/bin/env bash\n");
+    s.push_str(&format!(
+        "# pardis plan -> Megatron-LM pretrain_gpt.py: {fidelity} ({})\n",
+        nearest.config.label()
+    ));
+    s.push_str(&format!(
+        "# memory-model: {:.2} GiB per device (peak stage); cost model: {:.3} s per step\n",
+        gib(priced.per_device_memory.total() as f64),
+        priced.step_time_s
+    ));
+    s.push_str(&format!(
+        "# Megatron's theoretical_memory_usage on these arguments: weights+optimizer {:.2} GiB, activations {:.2} GiB\n",
+        gib(theirs.weight_and_optimizer_bytes),
+        gib(theirs.activation_bytes)
+    ));
+    for g in &nearest.given_up {
+        s.push_str(&format!("# gave up: {g}\n"));
+    }
+    s.push_str("# Data, tokenizer, optimizer and checkpoint arguments are yours.\n");
+    s.push_str("PARDIS_MEGATRON_ARGS=(\n");
+    let mut k = 0;
+    while k < args.len() {
+        let mut line = format!("  {}", shell_quote(&args[k]));
+        if let Some(v) = args.get(k + 1).filter(|v| !v.starts_with("--")) {
+            line.push(' ');
+            line.push_str(&shell_quote(v));
+            k += 1;
+        }
+        s.push_str(&line);
+        s.push('\n');
+        k += 1;
+    }
+    s.push_str(")\n");
+    s.push_str(&format!(
+        "# torchrun --nproc-per-node {} --nnodes {} pretrain_gpt.py \"${{PARDIS_MEGATRON_ARGS[@]}}\" ...\n",
+        problem.mesh.axes.last().map_or(1, |a| a.size),
+        problem.mesh.num_devices() / problem.mesh.axes.last().map_or(1, |a| a.size).max(1)
+    ));
+    Ok(vec![EmittedFile {
+        name: "megatron_args.sh".into(),
+        contents: s,
+    }])
+}
+
+mod memory;
+
+pub use memory::{cross_check, theoretical_memory, CrossCheck, MegatronInputs, MegatronMemory};

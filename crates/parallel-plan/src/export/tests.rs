@@ -1,0 +1,163 @@
+use memory_model::{ModelConfig, PipelineSchedule, Recompute, ZeroStage as MmZero};
+
+use super::megatron::{self, shell_quote, MegatronInputs};
+use super::*;
+use crate::mesh::DeviceMesh;
+use crate::peers::{Framework, PeerConfig};
+
+/// GPT-3 125M cut to `layers` layers on `devices` GPUs of one DGX node.
+fn small_problem(layers: u64, devices: usize) -> Problem {
+    let mut model = ModelConfig::preset("gpt3-125m").unwrap();
+    model.num_layers = layers;
+    model.vocab_pad_multiple = 1024;
+    let mesh = DeviceMesh::preset("dgx-a100-80g", 1)
+        .unwrap()
+        .stage_mesh(devices)
+        .unwrap();
+    let mut p = Problem::new(model, mesh);
+    p.global_batch = 8;
+    p.setup.seq_len = 512;
+    p.solver.time_limit_s = 60.0;
+    p
+}
+
+fn peer(framework: Framework, tp: u64, pp: u64, dp: u64, zero: MmZero) -> PeerConfig {
+    PeerConfig {
+        framework,
+        tp,
+        pp,
+        dp,
+        sequence_parallel: tp > 1 && framework != Framework::DeepSpeed,
+        zero,
+        recompute: Recompute::None,
+        micro_batch_size: 2,
+        micro_batches: 8 / (2 * dp),
+        schedule: PipelineSchedule::OneFOneB,
+    }
+}
+
+/// A peer's own configuration, exported to its engine, is exact and priced identically.
+#[test]
+fn peer_configurations_export_exactly_to_their_engines() {
+    let p = small_problem(2, 4);
+    for (engine, cfg) in [
+        (
+            Engine::Megatron,
+            peer(Framework::MegatronLm, 2, 1, 2, MmZero::DistributedOptimizer),
+        ),
+        (
+            Engine::Megatron,
+            peer(Framework::MegatronLm, 2, 2, 1, MmZero::Zero0),
+        ),
+        (
+            Engine::DeepSpeed,
+            peer(Framework::DeepSpeed, 1, 1, 4, MmZero::Zero3),
+        ),
+        (
+            Engine::Torchtitan,
+            peer(Framework::Torchtitan, 2, 1, 2, MmZero::Zero3),
+        ),
+    ] {
+        let plan = peers::evaluate(&p, &cfg).unwrap();
+        let e = export(&p, &plan, engine).unwrap();
+        assert_eq!(e.fidelity, Fidelity::Exact, "{engine}: {:?}", e.given_up);
+        assert_eq!(e.config.tp, cfg.tp);
+        assert_eq!(e.config.pp, cfg.pp);
+        assert_eq!(e.config.micro_batch_size, cfg.micro_batch_size);
+        assert_eq!(
+            e.plan.per_device_memory.total(),
+            plan.per_device_memory.total()
+        );
+        assert_eq!(e.plan.step_time_s, plan.step_time_s);
+    }
+}
+
+/// Exporting a plan to an engine that cannot express it says what was given up.
+#[test]
+fn inexpressible_choices_are_listed() {
+    let p = small_problem(2, 4);
+    // ZeRO-3 with TP 2: Megatron has only the distributed optimizer, DeepSpeed's AutoTP stops at
+    // ZeRO-2.
+    let cfg = peer(Framework::Torchtitan, 2, 1, 2, MmZero::Zero3);
+    let plan = peers::evaluate(&p, &cfg).unwrap();
+    let m = export(&p, &plan, Engine::Megatron).unwrap();
+    assert_eq!(m.fidelity, Fidelity::NearestExpressible);
+    assert!(m.given_up.contains(&GivenUp::ZeroStage { plan: 3, engine: 1 }));
+    let d = export(&p, &plan, Engine::DeepSpeed).unwrap();
+    assert!(d.given_up.contains(&GivenUp::ZeroStage { plan: 3, engine: 2 }));
+    assert!(d.given_up.contains(&GivenUp::SequenceParallel {
+        plan: true,
+        engine: false
+    }));
+    // Neither is leaner than the plan it stands for.
+    assert!(m.plan.per_device_memory.total() > plan.per_device_memory.total());
+    assert!(d.plan.per_device_memory.total() > plan.per_device_memory.total());
+    // A pipeline DeepSpeed cannot run.
+    let piped = peers::evaluate(&p, &peer(Framework::MegatronLm, 2, 2, 1, MmZero::Zero0)).unwrap();
+    let d = export(&p, &piped, Engine::DeepSpeed).unwrap();
+    assert!(d.given_up.contains(&GivenUp::Pipeline { plan: 2, engine: 1 }));
+    assert_eq!(d.config.pp, 1);
+}
+
+#[test]
+fn uneven_splits_use_first_last_or_a_layout() {
+    let p = small_problem(7, 4);
+    let mut cfg = peer(Framework::MegatronLm, 1, 4, 1, MmZero::Zero0);
+    cfg.micro_batches = 4;
+    let args = |layers: &[u64]| megatron::arguments(&p, &cfg, layers).join(" ");
+    assert!(!args(&[2, 2, 2, 1]).contains("pipeline-num-layers"));
+    assert!(args(&[1, 2, 2, 2]).contains("--decoder-first-pipeline-num-layers 1"));
+    assert!(!args(&[1, 2, 2, 2]).contains("--decoder-last"));
+    assert!(args(&[3, 1, 1, 2]).contains("--decoder-first-pipeline-num-layers 3"));
+    assert!(args(&[3, 1, 1, 2]).contains("--decoder-last-pipeline-num-layers 2"));
+    assert!(args(&[2, 1, 3, 1]).contains("--pipeline-model-parallel-layout Ett|t|ttt|tL"));
+    // Priced with the uneven split, exported exactly.
+    let plan = price(&p, &cfg, &[3, 1, 1, 2]).unwrap();
+    assert_eq!(plan.layers_per_stage, vec![3, 1, 1, 2]);
+    let e = export(&p, &plan, Engine::Megatron).unwrap();
+    assert_eq!(e.fidelity, Fidelity::Exact, "{:?}", e.given_up);
+    assert!(price(&p, &cfg, &[3, 3, 1]).is_err());
+}
+
+#[test]
+fn shell_quoting() {
+    assert_eq!(shell_quote("--num-layers"), "--num-layers");
+    assert_eq!(shell_quote("Et|tL"), "'Et|tL'");
+    assert_eq!(shell_quote("a'b"), r"'a'\''b'");
+    assert_eq!(shell_quote(""), "''");
+}
+
+/// Megatron's formula by hand for GPT-3 1.3B-like inputs (Korthikanti's 34·s·b·h/t per layer).
+#[test]
+fn megatron_formula_matches_a_hand_computation() {
+    let x = MegatronInputs {
+        num_layers: 24.0,
+        hidden: 2048.0,
+        heads: 16.0,
+        query_groups: 16.0,
+        kv_channels: 128.0,
+        ffn: 8192.0,
+        padded_vocab: 51200.0,
+        seq: 2048.0,
+        micro_batch: 1.0,
+        tp: 2.0,
+        pp: 2.0,
+        dp: 4.0,
+        virtual_stages: None,
+        num_microbatches: 8.0,
+        sequence_parallel: true,
+        recompute: Recompute::Selective,
+        distributed_optimizer: true,
+        swiglu: false,
+        untied: false,
+    };
+    let m = megatron::theoretical_memory(&x);
+    let h = 2048.0_f64;
+    let layers = 2.0 * 24.0 * h * h * (2.0 + 4.0 + 2.0 / h + 1.0 / (24.0 * h));
+    let params = (layers / 2.0 + h * 51200.0) / 2.0;
+    assert!((m.weight_and_optimizer_bytes - params * (6.0 + 3.0)).abs() < 1.0);
+    let sbh = 2048.0 * h;
+    let act = (34.0 * sbh * 24.0 + 8.0 * 2048.0 * 2.0 + sbh * 2.0) / 2.0;
+    assert!((m.activation_bytes - act).abs() < 1.0);
+    assert!(m.megatron_reports_activations);
+}
