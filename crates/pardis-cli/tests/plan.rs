@@ -165,3 +165,64 @@ fn memory_search_says_why_nothing_fits() {
     ]);
     assert!(!r["configurations"].as_array().unwrap().is_empty(), "{r}");
 }
+
+/// `--emit all --out DIR` writes every engine's files, refuses to overwrite them on a second run
+/// (leaving them untouched), and replaces them with `--force`; without `--out` the files go to
+/// stdout.
+#[test]
+fn emit_writes_engine_files_and_never_overwrites_unasked() {
+    let dir = std::env::temp_dir().join(format!("pardis-emit-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = dir.to_str().expect("utf-8 temp dir");
+    let mut args = CASE.to_vec();
+    args.extend(["--emit", "all", "--out", out]);
+    let first = pardis(&args);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let names = [
+        "megatron_args.sh",
+        "torchtitan.toml",
+        "torchtitan_tp_plan.py",
+        "deepspeed.json",
+        "deepspeed_notes.txt",
+    ];
+    for n in names {
+        assert!(dir.join(n).is_file(), "{n} missing");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("deepspeed.json")).unwrap())
+            .expect("deepspeed.json parses");
+    assert!(json["train_micro_batch_size_per_gpu"].as_u64().is_some());
+    // A file the user edited is not overwritten, and nothing else is written either.
+    std::fs::write(dir.join("torchtitan.toml"), "# mine\n").unwrap();
+    std::fs::remove_file(dir.join("deepspeed.json")).unwrap();
+    let second = pardis(&args);
+    assert!(!second.status.success());
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(err.contains("refusing to overwrite"), "{err}");
+    assert!(err.contains("torchtitan.toml"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("torchtitan.toml")).unwrap(),
+        "# mine\n"
+    );
+    assert!(!dir.join("deepspeed.json").exists());
+    args.push("--force");
+    let forced = pardis(&args);
+    assert!(forced.status.success());
+    assert_ne!(
+        std::fs::read_to_string(dir.join("torchtitan.toml")).unwrap(),
+        "# mine\n"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    // Without --out: every file on stdout after its `==> name <==` line.
+    let mut args = CASE.to_vec();
+    args.extend(["--emit", "megatron"]);
+    let printed = pardis(&args);
+    assert!(printed.status.success());
+    let stdout = String::from_utf8_lossy(&printed.stdout);
+    assert!(stdout.starts_with("==> megatron_args.sh <==\n"), "{stdout}");
+    assert!(stdout.contains("--tensor-model-parallel-size"));
+}

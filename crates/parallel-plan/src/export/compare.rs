@@ -10,13 +10,28 @@ use crate::plan::Plan;
 const SAME_TIME: f64 = 1e-9;
 
 /// Appends to `given_up` every operator that `engine` splits differently from `plan` (ways per
-/// dimension and ZeRO stage, stage by stage, each operator once), and, when nothing differs
-/// but memory or time do, the cost difference.
+/// dimension and ZeRO stage, stage by stage, each operator once; a ZeRO or sequence-parallel
+/// difference already listed is not repeated per operator), and, when nothing differs but
+/// memory or time do, the cost difference.
 pub(crate) fn residual_differences(
     plan: &Plan,
     engine: &Plan,
     given_up: &mut Vec<GivenUp>,
 ) -> Result<()> {
+    let zero_noted = given_up
+        .iter()
+        .any(|g| matches!(g, GivenUp::MixedZero { .. } | GivenUp::ZeroStage { .. }));
+    let sp_noted = given_up
+        .iter()
+        .any(|g| matches!(g, GivenUp::SequenceParallel { .. }));
+    // An operator's split without the parts already listed (its ZeRO stage, its sequence split).
+    let residual = |sig: &str| -> String {
+        sig.split(' ')
+            .filter(|p| !(zero_noted && p.starts_with("zero")))
+            .filter(|p| !(sp_noted && p.starts_with("seq×")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     let plan_axes = mesh_axes(&plan.stage_mesh)?;
     let engine_axes = mesh_axes(&engine.stage_mesh)?;
     let mut seen: Vec<String> = Vec::new();
@@ -29,7 +44,7 @@ pub(crate) fn residual_differences(
                 continue;
             };
             let (a, b) = (signature(po, &plan_axes)?, signature(eo, &engine_axes)?);
-            if a != b && !seen.contains(&po.name) {
+            if residual(&a) != residual(&b) && !seen.contains(&po.name) {
                 seen.push(po.name.clone());
                 given_up.push(GivenUp::OperatorSharding {
                     operator: po.name.clone(),

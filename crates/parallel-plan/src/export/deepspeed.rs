@@ -1,36 +1,41 @@
 //! DeepSpeed: the JSON config for a plan.
 //!
-//! Keys, with the file that defines each: `train_batch_size`,
-//! `train_micro_batch_size_per_gpu`, `gradient_accumulation_steps` and `bf16.enabled` in
-//! `deepspeed/runtime/constants.py` / `deepspeed/runtime/config.py`; `zero_optimization.stage`,
-//! `zero_optimization.offload_optimizer.device`, `zero_optimization.offload_param.device` in
-//! `deepspeed/runtime/zero/config.py` and `deepspeed/runtime/zero/offload_config.py`;
-//! `activation_checkpointing.partition_activations`, `.contiguous_memory_optimization`,
-//! `.cpu_checkpointing` in `deepspeed/runtime/activation_checkpointing/config.py`;
-//! `tensor_parallel.autotp_size` and `tensor_parallel.partition_config` (`use_default_specs`,
-//! `layer_specs[].patterns`, `layer_specs[].partition_type` = `row` / `column`) in
-//! `deepspeed/runtime/tensor_parallel/config.py` (AutoTP training, DeepSpeed ≥ 0.16.4; custom
-//! layer specs from PR #7806). AutoTP training combines with ZeRO stages 0–2 only.
+//! Keys, with the file of deepspeedai/DeepSpeed (checked at `edaa7221`, August 2026) that
+//! defines each: `train_batch_size`, `train_micro_batch_size_per_gpu`,
+//! `gradient_accumulation_steps` and `bf16.enabled` in `deepspeed/runtime/constants.py`;
+//! `zero_optimization.stage`, `.offload_optimizer`, `.offload_param` in
+//! `deepspeed/runtime/zero/config.py` (`DeepSpeedZeroConfig`) and their `device` in
+//! `deepspeed/runtime/zero/offload_config.py`; `activation_checkpointing.partition_activations`,
+//! `.contiguous_memory_optimization`, `.cpu_checkpointing` in
+//! `deepspeed/runtime/activation_checkpointing/config.py`; `tensor_parallel.autotp_size` and
+//! `tensor_parallel.partition_config` in `deepspeed/runtime/tensor_parallel/config.py`
+//! (`TPTrainingConfig`), whose `use_default_specs` and `layer_specs[]` (`patterns`,
+//! `partition_type` = `column` / `row`) are read by `AutoTPConfig.from_dict` in
+//! `deepspeed/module_inject/autotp_config.py`. [`ALLOWED_KEYS`] lists them. Versions: custom
+//! `layer_specs` since v0.18.6 (PR #7806); AutoTP training with ZeRO-3 since v0.19.4 (PR #8168;
+//! earlier releases stop AutoTP at ZeRO-2).
 //!
-//! DeepSpeed's ZeRO engine runs no pipeline here (its `PipelineModule` excludes ZeRO-2/3) and
-//! has no sequence parallelism for AutoTP; its activation checkpointing checkpoints whole
-//! layers (the model code calls `deepspeed.checkpointing.checkpoint`). Linear names follow
-//! Hugging Face: Llama (`q_proj`, `k_proj`, `v_proj`, `o_proj`, `gate_proj`, `up_proj`,
-//! `down_proj`) for SwiGLU models, OPT (`q_proj`, `k_proj`, `v_proj`, `out_proj`, `fc1`, `fc2`)
-//! for GeLU ones.
+//! DeepSpeed's ZeRO engine runs no pipeline here (its `PipelineModule` excludes ZeRO-2/3 and
+//! needs the model rewritten as a layer list) and AutoTP has no sequence parallelism; its
+//! activation checkpointing checkpoints whole layers (the model code calls
+//! `deepspeed.checkpointing.checkpoint`, or Hugging Face's `gradient_checkpointing_enable()`).
+//! Linear names follow Hugging Face: Llama (`q_proj`, `k_proj`, `v_proj`, `o_proj`,
+//! `gate_proj`, `up_proj`, `down_proj`) for SwiGLU models, OPT (`q_proj`, `k_proj`, `v_proj`,
+//! `out_proj`, `fc1`, `fc2`) for GeLU ones. JSON has no comments: the label, memory, time and
+//! what was given up go to `deepspeed_notes.txt` beside it.
 
 use memory_model::{MlpKind, OffloadTarget, Precision, Recompute, ZeroStage as MmZero};
 use serde_json::{json, Value};
 
 use super::shape::PlanShape;
-use super::{base_config, note_zero, zero_of, EmittedFile, Fidelity, GivenUp, Nearest};
+use super::{base_config, note_zero, zero_of, EmittedFile, GivenUp, Header, Nearest};
 use crate::error::{PlanError, Result};
 use crate::peers::Framework;
 use crate::plan::Plan;
 use crate::search::Problem;
 
 /// Every key path the JSON may hold (see the module docs for the defining files).
-pub const ALLOWED_KEYS: [&str; 15] = [
+pub const ALLOWED_KEYS: [&str; 14] = [
     "train_batch_size",
     "train_micro_batch_size_per_gpu",
     "gradient_accumulation_steps",
@@ -45,11 +50,10 @@ pub const ALLOWED_KEYS: [&str; 15] = [
     "tensor_parallel.partition_config.use_default_specs",
     "tensor_parallel.partition_config.layer_specs.patterns",
     "tensor_parallel.partition_config.layer_specs.partition_type",
-    "comment",
 ];
 
-/// The nearest DeepSpeed configuration: no pipeline, one ZeRO stage (at most 2 with AutoTP),
-/// no sequence parallelism, whole-layer checkpointing.
+/// The nearest DeepSpeed configuration: no pipeline, one ZeRO stage, no sequence parallelism,
+/// whole-layer checkpointing.
 pub(crate) fn nearest(
     problem: &Problem,
     plan: &Plan,
@@ -82,12 +86,11 @@ pub(crate) fn nearest(
         &mut given_up,
     )?;
     if cfg.tp * cfg.dp != n {
-        return Err(PlanError::InvalidInput(format!("tp {tp} does not divide {n}")));
+        return Err(PlanError::InvalidInput(format!(
+            "tp {tp} does not divide {n}"
+        )));
     }
-    let mut zero = if cfg.dp > 1 { shape.zero } else { 0 };
-    if tp > 1 {
-        zero = zero.min(2);
-    }
+    let zero = if cfg.dp > 1 { shape.zero } else { 0 };
     note_zero(shape, zero, &mut given_up);
     cfg.zero = zero_of(zero, false);
     if shape.sequence_parallel && tp > 1 {
@@ -112,7 +115,7 @@ pub(crate) fn nearest(
 }
 
 /// The JSON config of `nearest`.
-pub fn config_json(problem: &Problem, nearest: &Nearest, priced: &Plan, fidelity: Fidelity) -> Value {
+pub(crate) fn config_json(problem: &Problem, nearest: &Nearest) -> Value {
     let c = &nearest.config;
     let stage = match c.zero {
         MmZero::Zero0 => 0,
@@ -132,18 +135,7 @@ pub fn config_json(problem: &Problem, nearest: &Nearest, priced: &Plan, fidelity
     if let Some(d) = device(problem.setup.offload.parameters).filter(|_| stage == 3) {
         zero["offload_param"] = json!({ "device": d });
     }
-    let mut given: Vec<String> = nearest.given_up.iter().map(ToString::to_string).collect();
-    given.insert(
-        0,
-        format!(
-            "pardis plan -> DeepSpeed: {fidelity} ({}); memory-model {:.2} GiB per device, cost model {:.3} s per step",
-            c.label(),
-            priced.per_device_memory.total() as f64 / (1u64 << 30) as f64,
-            priced.step_time_s
-        ),
-    );
     let mut v = json!({
-        "comment": given,
         "train_batch_size": problem.global_batch,
         "train_micro_batch_size_per_gpu": c.micro_batch_size,
         "gradient_accumulation_steps": c.micro_batches,
@@ -199,15 +191,38 @@ pub fn config_json(problem: &Problem, nearest: &Nearest, priced: &Plan, fidelity
 pub(crate) fn files(
     problem: &Problem,
     nearest: &Nearest,
-    priced: &Plan,
-    fidelity: Fidelity,
+    header: &Header,
 ) -> Result<Vec<EmittedFile>> {
-    let v = config_json(problem, nearest, priced, fidelity);
-    let mut contents = serde_json::to_string_pretty(&v)
-        .map_err(|e| PlanError::Json(e.to_string()))?;
+    let v = config_json(problem, nearest);
+    let mut contents =
+        serde_json::to_string_pretty(&v).map_err(|e| PlanError::Json(e.to_string()))?;
     contents.push('\n');
-    Ok(vec![EmittedFile {
-        name: "deepspeed.json".into(),
-        contents,
-    }])
+    let c = &nearest.config;
+    let mut notes: String = header
+        .lines("deepspeed.json")
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    if c.tp > 1 {
+        notes.push_str("AutoTP layer_specs name Hugging Face linears; needs DeepSpeed >= 0.18.6");
+        notes.push_str(if c.zero == MmZero::Zero3 {
+            " (>= 0.19.4 with ZeRO-3)\n"
+        } else {
+            "\n"
+        });
+    }
+    if c.recompute == Recompute::Full {
+        notes.push_str("Activation checkpointing: checkpoint every transformer layer (deepspeed.checkpointing.checkpoint or gradient_checkpointing_enable()).\n");
+    }
+    notes.push_str("Data, optimizer and scheduler settings are yours.\n");
+    Ok(vec![
+        EmittedFile {
+            name: "deepspeed.json".into(),
+            contents,
+        },
+        EmittedFile {
+            name: "deepspeed_notes.txt".into(),
+            contents: notes,
+        },
+    ])
 }

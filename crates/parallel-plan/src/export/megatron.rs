@@ -1,41 +1,42 @@
 //! Megatron-LM: `pretrain_gpt.py` arguments for a plan, and Megatron's own memory formula on
 //! them beside memory-model's.
 //!
-//! Every flag is defined in `megatron/training/arguments.py` (NVIDIA/Megatron-LM, core 0.12+):
-//! parallelism in `_add_distributed_args` (`--tensor-model-parallel-size`,
-//! `--pipeline-model-parallel-size`, `--context-parallel-size`, `--sequence-parallel`,
-//! `--use-distributed-optimizer`, `--decoder-first-pipeline-num-layers`,
+//! Every flag exists in `megatron/training/arguments.py` of NVIDIA/Megatron-LM (checked at
+//! `d98e8a64`, August 2026; all but the layout and CP flags also in core 0.12): written there
+//! with `add_argument` (`--use-distributed-optimizer`, `--decoder-first-pipeline-num-layers`,
 //! `--decoder-last-pipeline-num-layers`, `--pipeline-model-parallel-layout`,
-//! `--num-layers-per-virtual-pipeline-stage`), recomputation in `_add_training_args`
-//! (`--recompute-granularity`, `--recompute-method`, `--recompute-num-layers`,
-//! `--micro-batch-size`, `--global-batch-size`, `--bf16`, `--use-flash-attn`), the model in
-//! `_add_network_size_args` (`--num-layers`, `--hidden-size`, `--num-attention-heads`,
-//! `--ffn-hidden-size`, `--kv-channels`, `--group-query-attention`, `--num-query-groups`,
-//! `--seq-length`, `--max-position-embeddings`, `--make-vocab-size-divisible-by`,
-//! `--normalization`, `--swiglu`, `--position-embedding-type`,
-//! `--untie-embeddings-and-output-weights`, `--disable-bias-linear`, `--add-qkv-bias`) and
-//! `_add_regularization_args` (`--attention-dropout`, `--hidden-dropout`).
+//! `--num-layers-per-virtual-pipeline-stage`, `--group-query-attention`, `--seq-length`,
+//! `--max-position-embeddings`, `--make-vocab-size-divisible-by`, `--swiglu`,
+//! `--position-embedding-type`, `--untie-embeddings-and-output-weights`, `--use-flash-attn`), or
+//! generated there by `ArgumentGroupFactory` (`megatron/training/argument_utils.py`, `--` and
+//! the field name with `-` for `_`) from the fields of `ModelParallelConfig`
+//! (`megatron/core/model_parallel_config.py`: `--tensor-model-parallel-size`,
+//! `--pipeline-model-parallel-size`, `--context-parallel-size`, `--sequence-parallel`,
+//! `--bf16`, `--fp16`), `TransformerConfig` (`megatron/core/transformer/transformer_config.py`:
+//! `--num-layers`, `--hidden-size`, `--num-attention-heads`, `--ffn-hidden-size`,
+//! `--kv-channels`, `--num-query-groups`, `--normalization`, `--add-qkv-bias`,
+//! `--attention-dropout`, `--hidden-dropout`, `--fp32-residual-connection`,
+//! `--recompute-granularity`, `--recompute-method`, `--recompute-num-layers`, and
+//! `--disable-bias-linear` through its `arg_names`) and `TrainingConfig`
+//! (`megatron/training/config/training_config.py`: `--micro-batch-size`,
+//! `--global-batch-size`). [`ALLOWED_ARGUMENTS`] lists them; the golden tests check every
+//! emitted flag against it.
 //!
-//! The cross-check ([`theoretical_memory`]) reimplements the equations of
-//! `megatron/training/theoretical_memory_usage.py`: weights and optimizer states at 18 bytes per
-//! parameter (bf16 weight, fp32 gradient, fp32 master weight and two Adam moments), or
-//! `6 + 12/dp` with the distributed optimizer, on the most loaded shard (the first stage's
-//! `L/pp` layers and the embedding, over TP); activations after Korthikanti et al. 2022
-//! (Table 2), `s·b·h·(18 + 4·f/h)` bytes per layer with sequence parallelism and selective
-//! recomputation, times `L` (the first stage holds `pp` micro-batches of `L/pp` layers), times
-//! `min(1, m/pp)` without interleaving or `1 + (pp−1)/(pp·v)` with it, plus the embedding's
-//! inputs and dropout mask (`pp` in flight) and, with one stage, the output layer and loss
-//! (`4·s·b·h·(1 + V/h)`), all over TP. Megatron prints activations only for sequence
-//! parallelism with selective recomputation; the other rows of Korthikanti's Table 2 are used
-//! here for the other cases (no SP: `10·s·b·h` of each layer is not split by TP; no
-//! recomputation: `+5·a·s²·b`; full recomputation: `2·s·b·h` per layer).
+//! The pipeline layout string follows the flag's help: `E` the embedding, `t` a transformer
+//! layer, `L` the loss, `|` between stages. Full recomputation is written as
+//! `--recompute-granularity full --recompute-method uniform --recompute-num-layers 1` (every
+//! layer checkpointed at its input, what memory-model's `Recompute::Full` counts).
+//!
+//! The cross-check ([`cross_check`], [`theoretical_memory`]) reimplements
+//! `megatron/training/theoretical_memory_usage.py` (see [`memory`]'s docs for its equations)
+//! and lists where its assumptions differ from memory-model's.
 
 use memory_model::{
     MlpKind, NormKind, PipelineSchedule, PositionKind, Precision, Recompute, ZeroStage as MmZero,
 };
 
 use super::shape::PlanShape;
-use super::{base_config, note_zero, zero_of, EmittedFile, Fidelity, GivenUp, Nearest};
+use super::{base_config, note_zero, zero_of, EmittedFile, GivenUp, Header, Nearest};
 use crate::error::Result;
 use crate::peers::Framework;
 use crate::plan::Plan;
@@ -84,10 +85,23 @@ pub const ALLOWED_ARGUMENTS: [&str; 36] = [
 /// The nearest Megatron-LM configuration: uniform TP with Megatron's column/row layout, the
 /// distributed optimizer for any ZeRO stage, 1F1B for GPipe, the plan's layer split (any split
 /// is expressible through first/last-stage layers or a pipeline layout) unless interleaved.
-pub(crate) fn nearest(problem: &Problem, plan: &Plan, shape: &PlanShape, tp: u64) -> Result<Nearest> {
+pub(crate) fn nearest(
+    problem: &Problem,
+    plan: &Plan,
+    shape: &PlanShape,
+    tp: u64,
+) -> Result<Nearest> {
     let mut given_up = shape.layout_differences(tp);
     let pp = plan.pipeline_stages;
-    let mut cfg = base_config(problem, plan, shape, Framework::MegatronLm, tp, pp, &mut given_up)?;
+    let mut cfg = base_config(
+        problem,
+        plan,
+        shape,
+        Framework::MegatronLm,
+        tp,
+        pp,
+        &mut given_up,
+    )?;
     let zero = if cfg.dp > 1 && shape.zero >= 1 { 1 } else { 0 };
     note_zero(shape, zero, &mut given_up);
     cfg.zero = zero_of(zero, true);
@@ -118,7 +132,11 @@ pub(crate) fn nearest(problem: &Problem, plan: &Plan, shape: &PlanShape, tp: u64
 }
 
 /// The argument list (flags and values, in order) for `nearest` on `problem`.
-pub fn arguments(problem: &Problem, nearest_cfg: &crate::peers::PeerConfig, layers: &[u64]) -> Vec<String> {
+pub fn arguments(
+    problem: &Problem,
+    nearest_cfg: &crate::peers::PeerConfig,
+    layers: &[u64],
+) -> Vec<String> {
     let m = &problem.model;
     let c = nearest_cfg;
     let mut a: Vec<String> = Vec::new();
@@ -237,7 +255,11 @@ fn pipeline_split(layers: &[u64]) -> Vec<(&'static str, String)> {
         .iter()
         .enumerate()
         .map(|(i, &l)| {
-            let mut s = if i == 0 { "E".to_string() } else { String::new() };
+            let mut s = if i == 0 {
+                "E".to_string()
+            } else {
+                String::new()
+            };
             s.push_str(&"t".repeat(l as usize));
             if i + 1 == pp {
                 s.push('L');
@@ -265,30 +287,18 @@ pub fn shell_quote(s: &str) -> String {
 pub(crate) fn files(
     problem: &Problem,
     nearest: &Nearest,
-    priced: &Plan,
-    fidelity: Fidelity,
+    header: &Header,
 ) -> Result<Vec<EmittedFile>> {
     let args = arguments(problem, &nearest.config, &nearest.layers);
     let theirs = theoretical_memory(&MegatronInputs::new(problem, &nearest.config));
     let gib = |b: f64| b / (1u64 << 30) as f64;
     let mut s = String::from("#!/usr/bin/env bash\n");
-    s.push_str(&format!(
-        "# pardis plan -> Megatron-LM pretrain_gpt.py: {fidelity} ({})\n",
-        nearest.config.label()
-    ));
-    s.push_str(&format!(
-        "# memory-model: {:.2} GiB per device (peak stage); cost model: {:.3} s per step\n",
-        gib(priced.per_device_memory.total() as f64),
-        priced.step_time_s
-    ));
+    s.push_str(&header.comment("megatron_args.sh (pretrain_gpt.py arguments)"));
     s.push_str(&format!(
         "# Megatron's theoretical_memory_usage on these arguments: weights+optimizer {:.2} GiB, activations {:.2} GiB\n",
         gib(theirs.weight_and_optimizer_bytes),
         gib(theirs.activation_bytes)
     ));
-    for g in &nearest.given_up {
-        s.push_str(&format!("# gave up: {g}\n"));
-    }
     s.push_str("# Data, tokenizer, optimizer and checkpoint arguments are yours.\n");
     s.push_str("PARDIS_MEGATRON_ARGS=(\n");
     let mut k = 0;
@@ -315,6 +325,6 @@ pub(crate) fn files(
     }])
 }
 
-mod memory;
+pub mod memory;
 
 pub use memory::{cross_check, theoretical_memory, CrossCheck, MegatronInputs, MegatronMemory};

@@ -118,6 +118,14 @@ pub enum GivenUp {
         /// The engine's degree.
         engine: u64,
     },
+    /// Pipeline stages split their linears different numbers of ways; the engine has one
+    /// degree for every stage.
+    StageTensorParallel {
+        /// Per stage, its degree in the plan.
+        plan: Vec<u64>,
+        /// The engine's degree.
+        engine: u64,
+    },
     /// The plan's tensor-parallel degree is not one the engine can lay out here.
     TensorParallel {
         /// The plan's degree.
@@ -214,15 +222,31 @@ impl std::fmt::Display for GivenUp {
         match self {
             GivenUp::MixedTensorParallel { plan, engine } => {
                 let ways: Vec<String> = plan.iter().map(|(n, w)| format!("{n}×{w}")).collect();
-                write!(f, "linears split unevenly ({}), one TP degree {engine}", ways.join(" "))
+                write!(
+                    f,
+                    "linears split unevenly ({}), one TP degree {engine}",
+                    ways.join(" ")
+                )
+            }
+            GivenUp::StageTensorParallel { plan, engine } => {
+                let s: Vec<String> = plan.iter().map(u64::to_string).collect();
+                write!(f, "TP per stage {} → {engine} on every stage", s.join("/"))
             }
             GivenUp::TensorParallel { plan, engine } => write!(f, "TP {plan} → {engine}"),
-            GivenUp::LinearLayout { linear, plan, engine } => {
+            GivenUp::LinearLayout {
+                linear,
+                plan,
+                engine,
+            } => {
                 write!(f, "{linear} {plan} → {engine}")
             }
             GivenUp::MixedZero { plan, engine } => {
                 let z: Vec<String> = plan.iter().map(|(n, s)| format!("{n}:{s}")).collect();
-                write!(f, "ZeRO per operator ({}) → one stage {engine}", z.join(" "))
+                write!(
+                    f,
+                    "ZeRO per operator ({}) → one stage {engine}",
+                    z.join(" ")
+                )
             }
             GivenUp::ZeroStage { plan, engine } => write!(f, "ZeRO-{plan} → ZeRO-{engine}"),
             GivenUp::LayerSplit { plan, engine } => {
@@ -278,6 +302,10 @@ pub struct Export {
     pub layers_per_stage: Vec<u64>,
     /// The configuration priced in the planner's cost model (memory from memory-model).
     pub plan: Plan,
+    /// The exported plan's own per-device memory (peak stage), bytes, for comparison.
+    pub source_memory: u64,
+    /// The exported plan's own step time, seconds.
+    pub source_step_time_s: f64,
     /// What the configuration gave up of the plan (empty when exact).
     pub given_up: Vec<GivenUp>,
     /// The engine's files.
@@ -294,13 +322,62 @@ impl Export {
             self.fidelity,
             self.config.label(),
             self.plan.step_time_s,
-            if self.plan.fits { "" } else { " (does not fit)" }
+            if self.plan.fits {
+                ""
+            } else {
+                " (does not fit)"
+            }
         );
         if !self.given_up.is_empty() {
             let items: Vec<String> = self.given_up.iter().map(ToString::to_string).collect();
             s.push_str(&format!("; gave up: {}", items.join("; ")));
         }
         s
+    }
+}
+
+/// What every emitted file says first: the configuration, its price beside the plan's, and what
+/// it gave up.
+pub(crate) struct Header {
+    pub(crate) engine: Engine,
+    pub(crate) fidelity: Fidelity,
+    pub(crate) label: String,
+    pub(crate) memory: u64,
+    pub(crate) step_time_s: f64,
+    pub(crate) fits: bool,
+    pub(crate) source_memory: u64,
+    pub(crate) source_step_time_s: f64,
+    pub(crate) given_up: Vec<String>,
+}
+
+impl Header {
+    /// The header as lines (no comment marker).
+    pub(crate) fn lines(&self, file: &str) -> Vec<String> {
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        let mut out = vec![
+            format!(
+                "pardis plan -> {} {file}: {} ({})",
+                self.engine, self.fidelity, self.label
+            ),
+            format!(
+                "this configuration: {:.2} GiB per device (memory-model, peak stage{}), {:.3} s per step (cost model); the pardis plan: {:.2} GiB, {:.3} s",
+                gib(self.memory),
+                if self.fits { "" } else { ", does NOT fit" },
+                self.step_time_s,
+                gib(self.source_memory),
+                self.source_step_time_s
+            ),
+        ];
+        out.extend(self.given_up.iter().map(|g| format!("gave up: {g}")));
+        out
+    }
+
+    /// The header as `# ` comment lines.
+    pub(crate) fn comment(&self, file: &str) -> String {
+        self.lines(file)
+            .iter()
+            .map(|l| format!("# {l}\n"))
+            .collect()
     }
 }
 
@@ -360,10 +437,21 @@ pub fn export(problem: &Problem, plan: &Plan, engine: Engine) -> Result<Export> 
         } else {
             Fidelity::NearestExpressible
         };
+        let header = Header {
+            engine,
+            fidelity,
+            label: nearest.config.label(),
+            memory: priced.per_device_memory.total(),
+            step_time_s: priced.step_time_s,
+            fits: priced.fits,
+            source_memory: plan.per_device_memory.total(),
+            source_step_time_s: plan.step_time_s,
+            given_up: nearest.given_up.iter().map(ToString::to_string).collect(),
+        };
         let files = match engine {
-            Engine::Megatron => megatron::files(problem, &nearest, &priced, fidelity)?,
-            Engine::Torchtitan => torchtitan::files(problem, &nearest, &priced, fidelity)?,
-            Engine::DeepSpeed => deepspeed::files(problem, &nearest, &priced, fidelity)?,
+            Engine::Megatron => megatron::files(problem, &nearest, &header)?,
+            Engine::Torchtitan => torchtitan::files(problem, &nearest, &header)?,
+            Engine::DeepSpeed => deepspeed::files(problem, &nearest, &header)?,
         };
         return Ok(Export {
             engine,
@@ -371,6 +459,8 @@ pub fn export(problem: &Problem, plan: &Plan, engine: Engine) -> Result<Export> 
             config: nearest.config,
             layers_per_stage: nearest.layers,
             plan: priced,
+            source_memory: plan.per_device_memory.total(),
+            source_step_time_s: plan.step_time_s,
             given_up: nearest.given_up,
             files,
         });

@@ -62,8 +62,10 @@ pub struct PlanShape {
     /// Tensor-parallel degree: the ways the layer linears split model dimensions (weighted by
     /// parameters when they differ).
     pub tp: u64,
-    /// The layer linears.
-    pub linears: Vec<LinearChoice>,
+    /// The layer linears of each stage (index order).
+    pub linears: Vec<Vec<LinearChoice>>,
+    /// Per stage, its tensor-parallel degree read from its linears alone.
+    pub stage_tp: Vec<u64>,
     /// The layer norms keep their input split along the sequence.
     pub sequence_parallel: bool,
     /// Dominant ZeRO stage over the operators with parameters and data parallelism (weighted
@@ -137,6 +139,69 @@ fn dim_name(d: MmDim) -> String {
     format!("{d:?}").to_lowercase()
 }
 
+/// The layer linears of one stage (each with its copies) and the stage's degree (their ways,
+/// weighted by parameters when they differ).
+fn stage_linears(
+    stage: &crate::plan::StagePlan,
+    mm_layer: &[memory_model::Operator],
+    axes: &[(String, u64)],
+) -> Result<(Vec<(LinearChoice, u32)>, u64)> {
+    let mut out = Vec::new();
+    for (name, _) in LAYER_LINEARS {
+        let (Some(o), Some(src)) = (
+            stage.operators.iter().find(|o| o.name == name),
+            mm_layer.iter().find(|m| m.name == name),
+        ) else {
+            continue;
+        };
+        let outputs: Vec<String> = src
+            .outputs
+            .iter()
+            .flat_map(|s| s.0.iter().map(|&(d, _)| dim_name(d)))
+            .collect();
+        let (mut column, mut row, mut ways) = (false, false, 1);
+        for (d, w) in split_ways(&o.sharding, axes)? {
+            if d == "batch" || d == "seq" {
+                continue;
+            }
+            ways *= w;
+            if outputs.contains(&d) {
+                column = true;
+            } else {
+                row = true;
+            }
+        }
+        let split = match (column, row) {
+            (false, false) => LinearSplit::Replicated,
+            (true, false) => LinearSplit::Column,
+            (false, true) => LinearSplit::Row,
+            (true, true) => LinearSplit::Both,
+        };
+        let parameters = src.params.iter().map(|p| p.shape.elements()).sum();
+        out.push((
+            LinearChoice {
+                name: name.to_string(),
+                split,
+                ways,
+                parameters,
+            },
+            o.copies,
+        ));
+    }
+    let mut votes: Vec<(u64, u64)> = Vec::new();
+    for (l, _) in &out {
+        match votes.iter_mut().find(|(w, _)| *w == l.ways) {
+            Some(v) => v.1 += l.parameters,
+            None => votes.push((l.ways, l.parameters)),
+        }
+    }
+    let tp = votes
+        .iter()
+        .max_by_key(|&&(w, p)| (p, w))
+        .map_or(1, |&(w, _)| w);
+    Ok((out, tp))
+}
+
 impl PlanShape {
     /// Reads `plan` (a plan of `problem`).
     ///
@@ -146,71 +211,57 @@ impl PlanShape {
     pub fn read(problem: &Problem, plan: &Plan) -> Result<Self> {
         let axes = mesh_axes(&plan.stage_mesh)?;
         let stage_devices: u64 = axes.iter().map(|(_, s)| s).product();
-        let stage = plan
-            .stages
-            .first()
-            .ok_or_else(|| PlanError::InvalidInput("the plan has no stage".into()))?;
+        if plan.stages.is_empty() {
+            return Err(PlanError::InvalidInput("the plan has no stage".into()));
+        }
+        let mut stages: Vec<&crate::plan::StagePlan> = plan.stages.iter().collect();
+        stages.sort_by_key(|s| s.index);
         let workload = problem.setup.workload();
         let mm_layer = layer_operators(&problem.model, &workload);
-        let op = |name: &str| stage.operators.iter().find(|o| o.name == name);
         let mut linears = Vec::new();
-        for (name, _) in LAYER_LINEARS {
-            let (Some(o), Some(src)) = (op(name), mm_layer.iter().find(|m| m.name == name)) else {
-                continue;
-            };
-            let outputs: Vec<String> = src
-                .outputs
-                .iter()
-                .flat_map(|s| s.0.iter().map(|&(d, _)| dim_name(d)))
-                .collect();
-            let (mut column, mut row, mut ways) = (false, false, 1);
-            for (d, w) in split_ways(&o.sharding, &axes)? {
-                if d == "batch" || d == "seq" {
-                    continue;
-                }
-                ways *= w;
-                if outputs.contains(&d) {
-                    column = true;
-                } else {
-                    row = true;
-                }
-            }
-            let split = match (column, row) {
-                (false, false) => LinearSplit::Replicated,
-                (true, false) => LinearSplit::Column,
-                (false, true) => LinearSplit::Row,
-                (true, true) => LinearSplit::Both,
-            };
-            let parameters = src.params.iter().map(|p| p.shape.elements()).sum();
-            linears.push(LinearChoice {
-                name: name.to_string(),
-                split,
-                ways,
-                parameters,
-            });
-        }
+        let mut stage_tp = Vec::new();
+        // Votes on the degree: (ways, parameters × copies) over every stage.
         let mut votes: Vec<(u64, u64)> = Vec::new();
-        for l in &linears {
-            match votes.iter_mut().find(|(w, _)| *w == l.ways) {
-                Some(v) => v.1 += l.parameters,
-                None => votes.push((l.ways, l.parameters)),
+        for stage in &stages {
+            let (choices, tp) = stage_linears(stage, &mm_layer, &axes)?;
+            for (l, copies) in &choices {
+                let weight = l.parameters * *copies as u64;
+                match votes.iter_mut().find(|(w, _)| *w == l.ways) {
+                    Some(v) => v.1 += weight,
+                    None => votes.push((l.ways, weight)),
+                }
             }
+            linears.push(choices.into_iter().map(|(l, _)| l).collect());
+            stage_tp.push(tp);
         }
         let tp = votes
             .iter()
             .max_by_key(|&&(w, p)| (p, w))
             .map_or(1, |&(w, _)| w);
-        let sequence_parallel = ["input_norm", "mlp_norm"].iter().any(|n| {
-            op(n).is_some_and(|o| {
-                split_ways(&o.sharding, &axes).is_ok_and(|s| s.iter().any(|(d, _)| d == "seq"))
-            })
+        // Sequence parallelism as the stages at the chosen degree run it.
+        let sequence_parallel = stages.iter().zip(&stage_tp).any(|(stage, &t)| {
+            t == tp
+                && ["input_norm", "mlp_norm"].iter().any(|n| {
+                    stage
+                        .operators
+                        .iter()
+                        .find(|o| o.name == *n)
+                        .is_some_and(|o| {
+                            split_ways(&o.sharding, &axes)
+                                .is_ok_and(|s| s.iter().any(|(d, _)| d == "seq"))
+                        })
+                })
         });
         // Parameters of every operator by name (layer operators count per copy).
         let mut params: Vec<(String, u64)> = Vec::new();
         let all = embedding_operators(&problem.model, &workload)
             .into_iter()
             .chain(mm_layer)
-            .chain(head_operators(&problem.model, &workload, plan.pipeline_stages > 1));
+            .chain(head_operators(
+                &problem.model,
+                &workload,
+                plan.pipeline_stages > 1,
+            ));
         for o in all {
             let p: u64 = o.params.iter().map(|p| p.shape.elements()).sum();
             params.push((o.name.to_string(), p));
@@ -240,6 +291,7 @@ impl PlanShape {
             stage_devices,
             tp,
             linears,
+            stage_tp,
             sequence_parallel,
             zero,
             zero_by_operator,
@@ -270,31 +322,45 @@ impl PlanShape {
     }
 
     /// Records how the plan's linears differ from the engine's standard layout at degree `tp`
-    /// (column-parallel q/k/v and MLP-up, row-parallel out-projection and MLP-down).
+    /// (column-parallel q/k/v and MLP-up, row-parallel out-projection and MLP-down, one degree
+    /// on every stage).
     pub(crate) fn layout_differences(&self, tp: u64) -> Vec<super::GivenUp> {
         let mut out = Vec::new();
-        if self.linears.iter().any(|l| l.ways != self.linears[0].ways) {
-            out.push(super::GivenUp::MixedTensorParallel {
-                plan: self.linears.iter().map(|l| (l.name.clone(), l.ways)).collect(),
+        if self.stage_tp.iter().any(|&t| t != self.stage_tp[0]) {
+            out.push(super::GivenUp::StageTensorParallel {
+                plan: self.stage_tp.clone(),
                 engine: tp,
             });
         }
-        for l in &self.linears {
-            let standard = LAYER_LINEARS
-                .iter()
-                .find(|(n, _)| *n == l.name)
-                .map_or(LinearSplit::Replicated, |x| x.1);
-            let engine = if tp > 1 {
-                standard
-            } else {
-                LinearSplit::Replicated
-            };
-            if l.split != engine && l.split != LinearSplit::Replicated {
-                out.push(super::GivenUp::LinearLayout {
-                    linear: l.name.clone(),
-                    plan: l.split,
-                    engine,
+        let mut seen: Vec<&str> = Vec::new();
+        for stage in &self.linears {
+            if stage.iter().any(|l| l.ways != stage[0].ways) {
+                out.push(super::GivenUp::MixedTensorParallel {
+                    plan: stage.iter().map(|l| (l.name.clone(), l.ways)).collect(),
+                    engine: tp,
                 });
+            }
+            for l in stage {
+                let standard = LAYER_LINEARS
+                    .iter()
+                    .find(|(n, _)| *n == l.name)
+                    .map_or(LinearSplit::Replicated, |x| x.1);
+                let engine = if tp > 1 {
+                    standard
+                } else {
+                    LinearSplit::Replicated
+                };
+                if l.split != engine
+                    && l.split != LinearSplit::Replicated
+                    && !seen.contains(&l.name.as_str())
+                {
+                    seen.push(&l.name);
+                    out.push(super::GivenUp::LinearLayout {
+                        linear: l.name.clone(),
+                        plan: l.split,
+                        engine,
+                    });
+                }
             }
         }
         out

@@ -1,35 +1,51 @@
 //! torchtitan: the job TOML and a `parallelize_module` plan for a plan.
 //!
-//! TOML options, all from `torchtitan/config/job_config.py` (pytorch/torchtitan, 2025):
+//! The TOML targets torchtitan's TOML job configs, whose options are the dataclass fields of
+//! `torchtitan/config/job_config.py` (pytorch/torchtitan, checked at `238fa995`, February 2026,
+//! the last commit before PR #2386 replaced TOML files by Python `Trainer.Config` functions;
+//! the same field names live on in `ParallelismConfig` of `torchtitan/config/configs.py`):
 //! `[parallelism]` (class `Parallelism`): `data_parallel_replicate_degree`,
 //! `data_parallel_shard_degree`, `tensor_parallel_degree`, `context_parallel_degree`,
-//! `pipeline_parallel_degree`, `pipeline_parallel_schedule` (`1F1B`, `GPipe`,
-//! `Interleaved1F1B`), `pipeline_parallel_microbatch_size`, `module_fqns_per_model_part` (the
-//! modules of each pipeline stage, which expresses any layer split);
-//! `[activation_checkpoint]` (class `ActivationCheckpoint`): `mode` (`none`, `selective`,
-//! `full`), `selective_ac_option`; `[training]` (class `Training`): `local_batch_size`,
+//! `fsdp_reshard_after_forward`, `pipeline_parallel_degree`, `pipeline_parallel_schedule` (a schedule class of
+//! `torch/distributed/pipelining/schedules.py`: `1F1B`, `GPipe`, `Interleaved1F1B`),
+//! `pipeline_parallel_microbatch_size`, `module_fqns_per_model_part` (the modules of each
+//! (virtual) stage, which expresses any layer split); `[activation_checkpoint]` (class
+//! `ActivationCheckpoint`): `mode` (`none`, `selective`, `full`), `selective_ac_option` (`op`:
+//! per-operator selective checkpointing); `[training]` (class `Training`): `local_batch_size`,
 //! `global_batch_size`, `seq_len`. The tensor-parallel plan uses `ColwiseParallel`,
 //! `RowwiseParallel`, `SequenceParallel` and `PrepareModuleInput` of
 //! `torch/distributed/tensor/parallel/style.py`, on the module names of torchtitan's Llama
 //! (`torchtitan/models/llama3/model/model.py`: `tok_embeddings`, `layers.N.attention_norm`,
 //! `layers.N.attention.wq/wk/wv/wo`, `layers.N.ffn_norm`, `layers.N.feed_forward.w1/w2/w3`,
-//! `norm`, `output`), as its `parallelize.py` applies them. torchtitan has no per-linear TP
-//! choice beyond that plan: the export keeps Megatron's column/row layout and lists any other
-//! choice of the ILP as given up.
+//! `norm`, `output`), as `apply_tp` of `torchtitan/models/llama3/infra/parallelize.py` applies
+//! them (the attention module takes four inputs there: `x`, `freqs_cis`, `attention_masks`,
+//! `positions`).
+//!
+//! What it cannot express: one tensor-parallel degree serves every linear, with the column/row
+//! pairs of `apply_tp` (q/k/v and `w1`/`w3` column-parallel, `wo` and `w2` row-parallel), and
+//! sequence-parallel norms whenever TP is on; FSDP2 shards every parameter and gathers it per
+//! module (ZeRO-3), or keeps it gathered from forward to backward with
+//! `fsdp_reshard_after_forward = "never"` (ZeRO-2's memory plus the 1/dp shard, which the price
+//! leaves out), or DDP shards nothing; there is no ZeRO-1.
+//! Any other per-linear choice of the plan is listed as given up and the plan priced as run.
+//! torchtitan's selective checkpointing (`op`) saves matmul outputs and recomputes every other
+//! one rather than Megatron's attention core; the export prices memory-model's selective
+//! recomputation and says so in the file.
 
-use memory_model::{MlpKind, PipelineSchedule, ZeroStage as MmZero};
+use memory_model::{MlpKind, PipelineSchedule, Recompute, ZeroStage as MmZero};
 
 use super::shape::PlanShape;
-use super::{base_config, note_zero, EmittedFile, Fidelity, GivenUp, Nearest};
+use super::{base_config, note_zero, EmittedFile, GivenUp, Header, Nearest};
 use crate::error::Result;
 use crate::peers::Framework;
 use crate::plan::Plan;
 use crate::search::Problem;
 
 /// Every `section.option` the TOML may hold (all in `torchtitan/config/job_config.py`).
-pub const ALLOWED_OPTIONS: [&str; 12] = [
+pub const ALLOWED_OPTIONS: [&str; 14] = [
     "parallelism.data_parallel_replicate_degree",
     "parallelism.data_parallel_shard_degree",
+    "parallelism.fsdp_reshard_after_forward",
     "parallelism.tensor_parallel_degree",
     "parallelism.context_parallel_degree",
     "parallelism.pipeline_parallel_degree",
@@ -37,13 +53,15 @@ pub const ALLOWED_OPTIONS: [&str; 12] = [
     "parallelism.pipeline_parallel_microbatch_size",
     "parallelism.module_fqns_per_model_part",
     "activation_checkpoint.mode",
+    "activation_checkpoint.selective_ac_option",
     "training.local_batch_size",
     "training.global_batch_size",
     "training.seq_len",
 ];
 
-/// The nearest torchtitan configuration: FSDP (ZeRO-3) for any ZeRO stage, DDP for none;
-/// sequence-parallel norms whenever TP is on; any layer split and schedule.
+/// The nearest torchtitan configuration: FSDP (ZeRO-3), FSDP without resharding after forward
+/// (ZeRO-2, for ZeRO-1 and 2) or DDP (none); sequence-parallel norms whenever TP is on; any
+/// layer split and schedule.
 pub(crate) fn nearest(
     problem: &Problem,
     plan: &Plan,
@@ -61,13 +79,17 @@ pub(crate) fn nearest(
         pp,
         &mut given_up,
     )?;
-    let zero = if cfg.dp > 1 && shape.zero >= 1 { 3 } else { 0 };
-    note_zero(shape, zero, &mut given_up);
-    cfg.zero = if zero == 3 {
-        MmZero::Zero3
-    } else {
-        MmZero::Zero0
+    // FSDP2 that reshards after forward is ZeRO-3; one that keeps the gathered parameters
+    // until the backward ends (`fsdp_reshard_after_forward = "never"`) holds ZeRO-2's memory
+    // (plus its 1/dp parameter shard, not counted); DDP is ZeRO-0.
+    let zero = match shape.zero {
+        _ if cfg.dp <= 1 => 0,
+        0 => 0,
+        1 | 2 => 2,
+        _ => 3,
     };
+    note_zero(shape, zero, &mut given_up);
+    cfg.zero = super::zero_of(zero, false);
     if tp > 1 && !shape.sequence_parallel {
         given_up.push(GivenUp::SequenceParallel {
             plan: false,
@@ -75,14 +97,40 @@ pub(crate) fn nearest(
         });
     }
     cfg.sequence_parallel = tp > 1;
+    let mut layers = plan.layers_per_stage.clone();
+    if let PipelineSchedule::Interleaved { virtual_stages } = cfg.schedule {
+        // Interleaved model parts are the layers in `pp · v` equal chunks.
+        let l = problem.model.num_layers;
+        let even = memory_model::layers_per_stage(l, pp);
+        if layers != even || !l.is_multiple_of(pp * virtual_stages) {
+            given_up.push(GivenUp::LayerSplit {
+                plan: layers.clone(),
+                engine: even.clone(),
+            });
+            layers = even;
+        }
+    }
     Ok(Nearest {
         config: cfg,
-        layers: plan.layers_per_stage.clone(),
+        layers,
         given_up,
     })
 }
 
-/// `module_fqns_per_model_part`: per stage, its modules.
+/// Layers of each model part: the stages', or with `v` virtual stages `pp · v` equal chunks
+/// (torchtitan places part `i` on pipeline rank `i mod pp`).
+fn model_parts(layers: &[u64], schedule: PipelineSchedule) -> Vec<u64> {
+    match schedule {
+        PipelineSchedule::Interleaved { virtual_stages } if virtual_stages > 1 => {
+            let total: u64 = layers.iter().sum();
+            let parts = layers.len() as u64 * virtual_stages;
+            memory_model::layers_per_stage(total, parts)
+        }
+        _ => layers.to_vec(),
+    }
+}
+
+/// `module_fqns_per_model_part`: per model part, its modules.
 fn stage_modules(layers: &[u64]) -> Vec<Vec<String>> {
     let mut next = 0;
     let pp = layers.len();
@@ -111,25 +159,22 @@ fn toml_string_list(v: &[String]) -> String {
 }
 
 /// The TOML of `nearest`.
-fn job_toml(problem: &Problem, nearest: &Nearest, priced: &Plan, fidelity: Fidelity) -> String {
+fn job_toml(problem: &Problem, nearest: &Nearest, header: &Header) -> String {
     let c = &nearest.config;
-    let (replicate, shard) = if c.zero == MmZero::Zero3 {
-        (1, c.dp)
-    } else {
+    let (replicate, shard) = if c.zero == MmZero::Zero0 {
         (c.dp, 1)
+    } else {
+        (1, c.dp)
     };
-    let mut s = format!(
-        "# pardis plan -> torchtitan: {fidelity} ({}); memory-model {:.2} GiB per device, cost model {:.3} s per step\n",
-        c.label(),
-        priced.per_device_memory.total() as f64 / (1u64 << 30) as f64,
-        priced.step_time_s
-    );
-    for g in &nearest.given_up {
-        s.push_str(&format!("# gave up: {g}\n"));
-    }
+    let mut s = header.comment("torchtitan.toml");
+    s.push_str("# torchtitan TOML job config (torchtitan before PR #2386, Feb 2026; later: the same fields in a Python Trainer.Config)\n");
     s.push_str("\n[parallelism]\n");
     s.push_str(&format!("data_parallel_replicate_degree = {replicate}\n"));
     s.push_str(&format!("data_parallel_shard_degree = {shard}\n"));
+    if c.zero == MmZero::Zero2 {
+        s.push_str("# parameters stay gathered from forward to backward: ZeRO-2's memory\n");
+        s.push_str("fsdp_reshard_after_forward = \"never\"\n");
+    }
     s.push_str(&format!("tensor_parallel_degree = {}\n", c.tp));
     s.push_str("context_parallel_degree = 1\n");
     s.push_str(&format!("pipeline_parallel_degree = {}\n", c.pp));
@@ -145,7 +190,7 @@ fn job_toml(problem: &Problem, nearest: &Nearest, priced: &Plan, fidelity: Fidel
             "pipeline_parallel_microbatch_size = {}\n",
             c.micro_batch_size
         ));
-        let parts: Vec<String> = stage_modules(&nearest.layers)
+        let parts: Vec<String> = stage_modules(&model_parts(&nearest.layers, c.schedule))
             .iter()
             .map(|m| toml_string_list(m))
             .collect();
@@ -156,6 +201,10 @@ fn job_toml(problem: &Problem, nearest: &Nearest, priced: &Plan, fidelity: Fidel
     }
     s.push_str("\n[activation_checkpoint]\n");
     s.push_str(&format!("mode = \"{}\"\n", c.recompute));
+    if c.recompute == Recompute::Selective {
+        s.push_str("# torchtitan's per-operator selective checkpointing; priced as memory-model's selective (attention core)\n");
+        s.push_str("selective_ac_option = \"op\"\n");
+    }
     s.push_str("\n[training]\n");
     // Without a pipeline, micro-batches are gradient-accumulation steps of `local_batch_size`.
     let local_batch = if c.pp > 1 { local } else { c.micro_batch_size };
@@ -166,18 +215,23 @@ fn job_toml(problem: &Problem, nearest: &Nearest, priced: &Plan, fidelity: Fidel
 }
 
 /// The `parallelize_module` plan of `nearest` as Python.
-fn tp_plan(problem: &Problem, nearest: &Nearest) -> String {
+fn tp_plan(problem: &Problem, nearest: &Nearest, header: &Header) -> String {
     let c = &nearest.config;
-    let mut s = String::from(
-        "# pardis plan -> torchtitan tensor-parallel plan (torch.distributed.tensor.parallel).\n",
+    let mut s = header.comment(
+        "torchtitan_tp_plan.py (parallelize_module plan, torch.distributed.tensor.parallel)",
     );
     s.push_str("# Module names are torchtitan's Llama; a GPT-style model needs the same names.\n");
     s.push_str("from torch.distributed.tensor import Replicate, Shard\n");
     s.push_str("from torch.distributed.tensor.parallel import (\n    ColwiseParallel,\n    PrepareModuleInput,\n    RowwiseParallel,\n    SequenceParallel,\n    parallelize_module,\n)\n\n");
     s.push_str(&format!("TENSOR_PARALLEL_DEGREE = {}\n", c.tp));
-    s.push_str(&format!("SEQUENCE_PARALLEL = {}\n\n", if c.sequence_parallel { "True" } else { "False" }));
+    s.push_str(&format!(
+        "SEQUENCE_PARALLEL = {}\n\n",
+        if c.sequence_parallel { "True" } else { "False" }
+    ));
     if c.tp <= 1 {
-        s.push_str("# No tensor parallelism: nothing to parallelize.\nTOP_PLAN = {}\nLAYER_PLAN = {}\n");
+        s.push_str(
+            "# No tensor parallelism: nothing to parallelize.\nTOP_PLAN = {}\nLAYER_PLAN = {}\n",
+        );
     } else {
         s.push_str("TOP_PLAN = {\n");
         s.push_str("    \"tok_embeddings\": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),\n");
@@ -186,7 +240,7 @@ fn tp_plan(problem: &Problem, nearest: &Nearest) -> String {
         s.push_str("}\n\n");
         s.push_str("LAYER_PLAN = {\n");
         s.push_str("    \"attention_norm\": SequenceParallel(),\n");
-        s.push_str("    \"attention\": PrepareModuleInput(input_layouts=(Shard(1), None), desired_input_layouts=(Replicate(), None)),\n");
+        s.push_str("    \"attention\": PrepareModuleInput(input_layouts=(Shard(1), None, None, None), desired_input_layouts=(Replicate(), None, None, None)),\n");
         for w in ["wq", "wk", "wv"] {
             s.push_str(&format!("    \"attention.{w}\": ColwiseParallel(),\n"));
         }
@@ -201,7 +255,9 @@ fn tp_plan(problem: &Problem, nearest: &Nearest) -> String {
         s.push_str("}\n");
     }
     s.push_str("\n\ndef apply_pardis_tp(model, tp_mesh):\n");
-    s.push_str("    \"\"\"Applies the plan to a model (or one pipeline stage of it) on `tp_mesh`.\"\"\"\n");
+    s.push_str(
+        "    \"\"\"Applies the plan to a model (or one pipeline stage of it) on `tp_mesh`.\"\"\"\n",
+    );
     s.push_str("    if not LAYER_PLAN:\n        return model\n");
     s.push_str("    present = {k: v for k, v in TOP_PLAN.items() if getattr(model, k, None) is not None}\n");
     s.push_str("    parallelize_module(model, tp_mesh, present)\n");
@@ -215,17 +271,16 @@ fn tp_plan(problem: &Problem, nearest: &Nearest) -> String {
 pub(crate) fn files(
     problem: &Problem,
     nearest: &Nearest,
-    priced: &Plan,
-    fidelity: Fidelity,
+    header: &Header,
 ) -> Result<Vec<EmittedFile>> {
     Ok(vec![
         EmittedFile {
             name: "torchtitan.toml".into(),
-            contents: job_toml(problem, nearest, priced, fidelity),
+            contents: job_toml(problem, nearest, header),
         },
         EmittedFile {
             name: "torchtitan_tp_plan.py".into(),
-            contents: tp_plan(problem, nearest),
+            contents: tp_plan(problem, nearest, header),
         },
     ])
 }

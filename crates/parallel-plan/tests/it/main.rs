@@ -1,8 +1,8 @@
 //! Integration tests of `parallel_plan` (one binary, one module per topic).
 
+mod export;
 mod graph;
 mod ilp;
-mod export;
 mod narayanan;
 mod planner;
 mod unstructured;

@@ -45,7 +45,7 @@ pub(crate) struct EmitArgs {
     /// Directory for the --emit files (created if missing); without it they go to stdout.
     #[arg(long, requires = "emit")]
     out: Option<PathBuf>,
-    /// Overwrite existing files in --out.
+    /// Overwrite files that already exist in --out (without it, nothing is overwritten).
     #[arg(long, requires = "out")]
     force: bool,
 }
@@ -55,37 +55,65 @@ impl EmitArgs {
     pub(crate) fn requested(&self) -> bool {
         self.emit.is_some()
     }
+
+    /// Whether the files go to `--out` (else to stdout).
+    pub(crate) fn writes_files(&self) -> bool {
+        self.out.is_some()
+    }
 }
 
 /// Refuses `--emit` where there is no model plan to export.
 pub(crate) fn check(args: &EmitArgs, graph: bool, pareto: bool, json: bool) -> anyhow::Result<()> {
     if args.emit.is_some() {
-        anyhow::ensure!(!graph, "--emit exports a model's plan; it does not apply to --graph");
-        anyhow::ensure!(!pareto, "--emit exports the chosen plan; it does not apply to --pareto");
+        anyhow::ensure!(
+            !graph,
+            "--emit exports a model's plan; it does not apply to --graph"
+        );
+        anyhow::ensure!(
+            !pareto,
+            "--emit exports the chosen plan; it does not apply to --pareto"
+        );
         anyhow::ensure!(!json, "--emit writes engine files; drop --json");
     }
     Ok(())
 }
 
-/// Writes `files` into `dir`, refusing to overwrite unless `force`; every path is checked
-/// before the first is written.
+/// Writes the exports' files into `dir` (created if missing). Without `force` no existing file
+/// is touched: every path is checked before the first is written, and each is created with
+/// `create_new`, so a file that appears meanwhile is not overwritten either.
 fn write_files(dir: &Path, exports: &[Export], force: bool) -> anyhow::Result<()> {
+    use std::io::Write;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let paths: Vec<(PathBuf, &str)> = exports
+    let files: Vec<(PathBuf, &str)> = exports
         .iter()
         .flat_map(|e| &e.files)
         .map(|f| (dir.join(&f.name), f.contents.as_str()))
         .collect();
     if !force {
-        if let Some((p, _)) = paths.iter().find(|(p, _)| p.exists()) {
-            anyhow::bail!(
-                "{} exists; pass --force to overwrite it",
-                p.display()
-            );
-        }
+        let existing: Vec<String> = files
+            .iter()
+            .filter(|(p, _)| p.exists() || p.is_symlink())
+            .map(|(p, _)| p.display().to_string())
+            .collect();
+        anyhow::ensure!(
+            existing.is_empty(),
+            "refusing to overwrite {} (nothing written); pass --force to replace, or choose another --out",
+            existing.join(", ")
+        );
     }
-    for (p, contents) in paths {
-        std::fs::write(&p, contents).with_context(|| format!("writing {}", p.display()))?;
+    for (p, contents) in files {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true);
+        if force {
+            options.create(true).truncate(true);
+        } else {
+            options.create_new(true);
+        }
+        let mut f = options
+            .open(&p)
+            .with_context(|| format!("creating {}", p.display()))?;
+        f.write_all(contents.as_bytes())
+            .with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(())
 }
@@ -102,25 +130,58 @@ pub(crate) fn run(args: &EmitArgs, problem: &Problem, plan: &Plan) -> anyhow::Re
         .into_iter()
         .map(|engine| export::export(problem, plan, engine))
         .collect::<Result<_, _>>()?;
+    // One line per engine, then one per thing it gave up.
     let summary = |e: &Export| {
-        format!(
-            "{} ({}, {})",
-            e.summary(),
+        let mut lines = vec![format!(
+            "{}: {} [{}], {}/device ({}), step {:.3} s",
+            e.engine,
+            e.fidelity,
+            e.config.label(),
             output::bytes(e.plan.per_device_memory.total()),
-            if e.plan.fits { "fits" } else { "does not fit" }
-        )
+            if e.plan.fits { "fits" } else { "does not fit" },
+            e.plan.step_time_s
+        )];
+        // Per-operator differences can be many: the first few here, all of them in the files.
+        const SHOWN: usize = 6;
+        let operators = e
+            .given_up
+            .iter()
+            .filter(|g| matches!(g, export::GivenUp::OperatorSharding { .. }))
+            .count();
+        let mut shown = 0;
+        for g in &e.given_up {
+            if matches!(g, export::GivenUp::OperatorSharding { .. }) {
+                shown += 1;
+                if shown > SHOWN {
+                    continue;
+                }
+            }
+            lines.push(format!("  gave up: {g}"));
+        }
+        if operators > SHOWN {
+            lines.push(format!(
+                "  gave up: {} more operators split otherwise (listed in the files)",
+                operators - SHOWN
+            ));
+        }
+        lines
     };
     match &args.out {
         Some(dir) => {
             write_files(dir, &exports, args.force)?;
             for e in &exports {
                 let names: Vec<&str> = e.files.iter().map(|f| f.name.as_str()).collect();
-                println!("{} -> {}: {}", summary(e), dir.display(), names.join(", "));
+                for line in summary(e) {
+                    println!("{line}");
+                }
+                println!("  wrote {}: {}", dir.display(), names.join(", "));
             }
         }
         None => {
             for e in &exports {
-                eprintln!("{}", summary(e));
+                for line in summary(e) {
+                    eprintln!("{line}");
+                }
                 for f in &e.files {
                     println!("==> {} <==", f.name);
                     print!("{}", f.contents);

@@ -550,6 +550,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let report = planner::plan(&problem, objective, &progress)?;
     bar.finish_and_clear();
     if args.emit.requested() {
+        // Files to stdout: nothing else there. Files to --out: the table first, as usual.
+        if args.emit.writes_files() {
+            print_table(&report, &problem);
+        }
         return super::emit::run(&args.emit, &problem, &report.plan);
     }
     if args.json {

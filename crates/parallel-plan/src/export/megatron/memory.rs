@@ -1,9 +1,27 @@
-//! Megatron-LM's own memory estimate (`megatron/training/theoretical_memory_usage.py`,
-//! reimplemented from its equations) and its cross-check against memory-model.
+//! Megatron-LM's own memory estimate (`megatron/training/theoretical_memory_usage.py` of
+//! NVIDIA/Megatron-LM at `d98e8a64`, August 2026, reimplemented from its equations for dense
+//! models: no MoE, MTP or multi-latent attention) and its cross-check against memory-model.
+//!
+//! Weights and optimizer (`compute_weight_and_optimizer_memory`): the most loaded shard holds
+//! `1/pp` of the TP-split layer weights (attention `2h²(1 + g/a)·(kv·a/h)`, MLP `2h·f` × 3/2
+//! with SwiGLU) and the embedding `h·V`, over TP, plus `1/pp` of the replicated norm weights
+//! (`2h` per layer and `h` for the final norm, doubled for LayerNorm's bias), and the output
+//! layer over TP when untied on one stage; at 18 bytes per parameter (bf16 weight, fp32
+//! gradient, fp32 master weight, two Adam moments) or `6 + 12/dp` with the distributed
+//! optimizer.
+//!
+//! Activations, first stage: with `--sequence-parallel` and selective recomputation
+//! (`compute_activation_memory`, Korthikanti et al. 2022 Table 2) `s·b·h·(18 + 4f/h)` per layer;
+//! otherwise (`compute_activation_memory_without_sp`) `s·b·h·(10 + 24/t)` per layer whatever the
+//! recomputation, times 1.05. Both: times `L` (the first stage holds `pp` micro-batches of
+//! `L/pp` layers), plus the embedding's input (`8·s·b`) and dropout mask (`s·b·h`) per
+//! micro-batch in flight (`pp`), times `1 + (pp−1)/(pp·v)` when interleaved or `min(1, m/pp)`
+//! otherwise; with one stage the output layer and loss (`4·s·b·h·(1 + V/h)`, resp.
+//! `2·(s·b·V/t + s·b·h)`).
 
 use memory_model::{
-    embedding_operators, layer_operators, MlpKind, PipelineSchedule, PositionKind, Recompute,
-    ZeroStage as MmZero,
+    embedding_operators, layer_operators, MlpKind, NormKind, PipelineSchedule, PositionKind,
+    Recompute, ZeroStage as MmZero,
 };
 use serde::{Deserialize, Serialize};
 
@@ -50,6 +68,8 @@ pub struct MegatronInputs {
     pub distributed_optimizer: bool,
     /// `--swiglu`.
     pub swiglu: bool,
+    /// `--normalization RMSNorm` (no bias).
+    pub rms_norm: bool,
     /// `--untie-embeddings-and-output-weights`.
     pub untied: bool,
 }
@@ -81,28 +101,41 @@ impl MegatronInputs {
             recompute: cfg.recompute,
             distributed_optimizer: cfg.zero == MmZero::DistributedOptimizer,
             swiglu: m.mlp == MlpKind::SwiGlu,
+            rms_norm: m.norm == NormKind::RmsNorm,
             untied: !m.tied_embeddings,
         }
     }
 
-    /// Parameters of the transformer layers (Megatron's count: no linear biases).
-    pub fn layer_parameters(&self) -> f64 {
-        let gated = if self.swiglu { 1.5 } else { 1.0 };
-        let ratio = self.kv_channels * self.heads / self.hidden;
-        2.0 * self.num_layers
-            * self.hidden
-            * self.hidden
-            * ((1.0 + self.query_groups / self.heads) * ratio
-                + self.ffn / self.hidden * gated
-                + 2.0 / self.hidden
-                + 1.0 / (self.num_layers * self.hidden))
+    /// Weights of one norm per hidden unit: 1 (RMSNorm) or 2 (LayerNorm's bias).
+    fn norm_size(&self) -> f64 {
+        if self.rms_norm {
+            1.0
+        } else {
+            2.0
+        }
     }
 
-    /// Parameters on the most loaded shard: the first stage's `L/pp` layers and the embedding
-    /// (and the output layer when untied with one stage), over TP.
+    /// TP-split parameters of one layer: the attention and MLP weights (no linear biases).
+    pub fn split_layer_parameters(&self) -> f64 {
+        let gated = if self.swiglu { 1.5 } else { 1.0 };
+        let ratio = self.kv_channels * self.heads / self.hidden;
+        2.0 * self.hidden * self.hidden * (1.0 + self.query_groups / self.heads) * ratio
+            + 2.0 * self.hidden * self.ffn * gated
+    }
+
+    /// Replicated parameters of one layer: its two norms.
+    pub fn replicated_layer_parameters(&self) -> f64 {
+        2.0 * self.hidden * self.norm_size()
+    }
+
+    /// Parameters on the most loaded shard (Megatron's `num_parameters_on_most_loaded_model_shard`).
     pub fn parameters_on_most_loaded_shard(&self) -> f64 {
         let embedding = self.hidden * self.padded_vocab;
-        let mut p = (self.layer_parameters() / self.pp + embedding) / self.tp;
+        let split = self.split_layer_parameters() * self.num_layers / self.pp + embedding;
+        let replicated = (self.replicated_layer_parameters() * self.num_layers
+            + self.norm_size() * self.hidden)
+            / self.pp;
+        let mut p = split / self.tp + replicated;
         if self.untied && self.pp == 1.0 {
             p += embedding / self.tp;
         }
@@ -117,9 +150,10 @@ pub struct MegatronMemory {
     pub weight_and_optimizer_bytes: f64,
     /// Activations.
     pub activation_bytes: f64,
-    /// Whether Megatron itself reports activations for these inputs (sequence parallelism with
-    /// selective recomputation); otherwise they come from Korthikanti's other rows.
-    pub megatron_reports_activations: bool,
+    /// Which of Megatron's two activation formulas applies: `true` for Korthikanti's Table 2
+    /// (`--sequence-parallel` with selective recomputation), `false` for
+    /// `compute_activation_memory_without_sp` (every other case; it ignores recomputation).
+    pub sequence_parallel_formula: bool,
 }
 
 impl MegatronMemory {
@@ -129,7 +163,7 @@ impl MegatronMemory {
     }
 }
 
-/// Megatron's theoretical memory for `inputs` (see the module docs of [`super`]).
+/// Megatron's theoretical memory for `inputs` (see the module docs).
 pub fn theoretical_memory(inputs: &MegatronInputs) -> MegatronMemory {
     let x = inputs;
     let bytes_per_parameter = if x.distributed_optimizer {
@@ -139,17 +173,11 @@ pub fn theoretical_memory(inputs: &MegatronInputs) -> MegatronMemory {
     };
     let weight_and_optimizer_bytes = x.parameters_on_most_loaded_shard() * bytes_per_parameter;
     let sbh = x.seq * x.micro_batch * x.hidden;
-    // Korthikanti et al. 2022, Table 2, generalised to f ≠ 4h as Megatron does; everything is
-    // divided by TP at the end, so terms TP does not split are multiplied by it here.
-    let per_layer = match (x.recompute, x.sequence_parallel) {
-        (Recompute::Full, true) => 2.0 * sbh,
-        (Recompute::Full, false) => 2.0 * sbh * x.tp,
-        (_, true) => sbh * (18.0 + 4.0 * x.ffn / x.hidden),
-        (_, false) => 10.0 * sbh * x.tp + sbh * (8.0 + 4.0 * x.ffn / x.hidden),
-    } + if x.recompute == Recompute::None {
-        5.0 * x.heads * x.seq * x.seq * x.micro_batch
+    let sp_formula = x.sequence_parallel && x.recompute == Recompute::Selective;
+    let per_layer = if sp_formula {
+        sbh * (18.0 + 4.0 * x.ffn / x.hidden)
     } else {
-        0.0
+        sbh * (10.0 + 24.0 / x.tp)
     };
     let mut act = per_layer * x.num_layers;
     act += 8.0 * x.seq * x.micro_batch * x.pp;
@@ -159,13 +187,22 @@ pub fn theoretical_memory(inputs: &MegatronInputs) -> MegatronMemory {
         None if x.pp > 1.0 => act *= (x.num_microbatches / x.pp).min(1.0),
         None => {}
     }
-    if x.pp == 1.0 {
-        act += sbh * 4.0 * (1.0 + x.padded_vocab / x.hidden);
-    }
+    let activation_bytes = if sp_formula {
+        if x.pp == 1.0 {
+            act += sbh * 4.0 * (1.0 + x.padded_vocab / x.hidden);
+        }
+        act / x.tp
+    } else {
+        if x.pp == 1.0 {
+            let logits = x.seq * x.micro_batch * x.padded_vocab / x.tp;
+            act += (logits + sbh) * 2.0;
+        }
+        act * 1.05
+    };
     MegatronMemory {
         weight_and_optimizer_bytes,
-        activation_bytes: act / x.tp,
-        megatron_reports_activations: x.sequence_parallel && x.recompute == Recompute::Selective,
+        activation_bytes,
+        sequence_parallel_formula: sp_formula,
     }
 }
 
@@ -206,9 +243,37 @@ impl CrossCheck {
     }
 }
 
+/// Elements of `ops`' parameters split by tensor parallelism (a Heads, KV-heads, FFN or
+/// vocabulary dimension) and replicated over it.
+fn split_and_replicated(ops: &[memory_model::Operator]) -> (f64, f64) {
+    use memory_model::Dim;
+    let mut out = (0.0, 0.0);
+    for p in ops.iter().flat_map(|o| &o.params).filter(|p| !p.tied_copy) {
+        let split = p
+            .shape
+            .0
+            .iter()
+            .any(|(d, _)| matches!(d, Dim::Heads | Dim::KvHeads | Dim::Ffn | Dim::Vocab));
+        let n = p.shape.elements() as f64;
+        if split {
+            out.0 += n;
+        } else {
+            out.1 += n;
+        }
+    }
+    out
+}
+
 /// Megatron's formula on `cfg` (layer split `layers`) beside memory-model's first stage of
-/// `priced` (the configuration priced by [`super::super::price`]).
-pub fn cross_check(problem: &Problem, cfg: &PeerConfig, layers: &[u64], priced: &Plan) -> CrossCheck {
+/// `priced` (the configuration priced by [`super::super::price`]). The weight differences are
+/// itemised in parameters and priced at memory-model's bytes per parameter; whatever they do not
+/// explain is listed as `unexplained`.
+pub fn cross_check(
+    problem: &Problem,
+    cfg: &PeerConfig,
+    layers: &[u64],
+    priced: &Plan,
+) -> CrossCheck {
     let inputs = MegatronInputs::new(problem, cfg);
     let megatron = theoretical_memory(&inputs);
     let stage0 = priced
@@ -219,102 +284,144 @@ pub fn cross_check(problem: &Problem, cfg: &PeerConfig, layers: &[u64], priced: 
         .unwrap_or_default();
     let m = &problem.model;
     let setup = &problem.setup;
-    let per_param = if inputs.distributed_optimizer {
-        6.0 + 12.0 / inputs.dp
+    let x = &inputs;
+    let optimizer = if x.distributed_optimizer {
+        12.0 / x.dp
     } else {
-        18.0
+        12.0
     };
-    let mut differences = Vec::new();
     let grad = setup.grad_bytes() as f64;
-    if grad != 4.0 {
-        differences.push(AssumptionDifference {
-            what: format!(
-                "gradients: Megatron keeps fp32 main_grad (4 B/parameter), memory-model {grad} B (fp32_grad_accumulation {})",
-                setup.fp32_grad_accumulation
-            ),
-            weight_bytes: Some((grad - 4.0) * inputs.parameters_on_most_loaded_shard()),
-        });
-    }
-    let per_param = per_param + grad - 4.0;
-    let workload = setup.workload();
-    let count = |ops: Vec<memory_model::Operator>| -> f64 {
-        ops.iter()
-            .flat_map(|o| o.params.iter().map(|p| p.shape.elements() as f64))
-            .sum()
+    let param = setup.precision.param_bytes() as f64;
+    // memory-model's bytes per parameter on these settings.
+    let per_param = param + grad + optimizer;
+    let mut differences = Vec::new();
+    let item = |differences: &mut Vec<AssumptionDifference>, what: String, parameters: f64| {
+        if parameters.abs() > 0.5 {
+            differences.push(AssumptionDifference {
+                what,
+                weight_bytes: Some(parameters * per_param),
+            });
+        }
     };
-    let layer_actual = count(layer_operators(m, &workload));
-    let layer_megatron = inputs.layer_parameters() / inputs.num_layers
-        - 2.0 * inputs.hidden / inputs.num_layers; // the final norm is counted per model
+    if grad != 4.0 || param != 2.0 {
+        let p = x.parameters_on_most_loaded_shard();
+        differences.push(AssumptionDifference {
+            what: format!(
+                "bytes per parameter: Megatron assumes bf16 weights and fp32 main gradients (2 + 4), memory-model {param} + {grad} (precision {:?}, fp32_grad_accumulation {})",
+                setup.precision, setup.fp32_grad_accumulation
+            ),
+            weight_bytes: Some(p * (param + grad - 6.0)),
+        });
+    }
+    let workload = setup.workload();
     let first = layers.first().copied().unwrap_or(m.num_layers) as f64;
-    let uneven = first - inputs.num_layers / inputs.pp;
-    if uneven != 0.0 {
+    let (meg_split, meg_repl) = (x.split_layer_parameters(), x.replicated_layer_parameters());
+    item(
+        &mut differences,
+        format!(
+            "layer split: Megatron's formula puts L/pp = {} layers on the first stage, the arguments {first}",
+            x.num_layers / x.pp
+        ),
+        (first - x.num_layers / x.pp) * (meg_split / x.tp + meg_repl),
+    );
+    let (layer_split, layer_repl) = split_and_replicated(&layer_operators(m, &workload));
+    item(
+        &mut differences,
+        format!(
+            "layer parameters Megatron's formula leaves out (linear biases): {} per layer",
+            layer_split + layer_repl - meg_split - meg_repl
+        ),
+        first * ((layer_split - meg_split) / x.tp + (layer_repl - meg_repl)),
+    );
+    let (emb_split, emb_repl) = split_and_replicated(&embedding_operators(m, &workload));
+    let megatron_embedding = x.hidden * x.padded_vocab;
+    item(
+        &mut differences,
+        format!(
+            "embedding: memory-model {} split over TP + {emb_repl} replicated ({}), Megatron's formula {megatron_embedding} split",
+            emb_split,
+            if m.position == PositionKind::Learned {
+                "learned position table"
+            } else {
+                "no position table"
+            }
+        ),
+        (emb_split - megatron_embedding) / x.tp + emb_repl,
+    );
+    // Megatron counts the final norm (and an untied output layer with one stage) on the first
+    // stage; memory-model holds the head on the last stage.
+    let norm = if x.rms_norm { 1.0 } else { 2.0 };
+    let megatron_head = norm * x.hidden / x.pp
+        + if x.untied && x.pp == 1.0 {
+            megatron_embedding / x.tp
+        } else {
+            0.0
+        };
+    let actual_head = if x.pp == 1.0 {
+        let (s, r) = split_and_replicated(&memory_model::head_operators(m, &workload, false));
+        s / x.tp + r
+    } else {
+        0.0
+    };
+    item(
+        &mut differences,
+        format!(
+            "final norm / output layer: Megatron's formula counts {megatron_head} of them on the first stage, memory-model {actual_head}"
+        ),
+        actual_head - megatron_head,
+    );
+    let explained: f64 = differences.iter().filter_map(|d| d.weight_bytes).sum();
+    let pardis_weight_and_optimizer =
+        stage0.parameters + stage0.gradients + stage0.optimizer_states;
+    let residual =
+        pardis_weight_and_optimizer as f64 - megatron.weight_and_optimizer_bytes - explained;
+    if residual.abs() > 1e-6 * pardis_weight_and_optimizer as f64 {
         differences.push(AssumptionDifference {
-            what: format!(
-                "layer split: Megatron's formula takes L/pp = {} layers on the first stage, the arguments put {first}",
-                inputs.num_layers / inputs.pp
-            ),
-            weight_bytes: Some(uneven * layer_megatron / inputs.tp * per_param),
-        });
-    }
-    let bias = layer_actual - layer_megatron;
-    if bias.abs() > 0.5 {
-        differences.push(AssumptionDifference {
-            what: format!(
-                "layer parameters Megatron's formula leaves out (linear biases): {bias} per layer"
-            ),
-            weight_bytes: Some(bias * first / inputs.tp * per_param),
-        });
-    }
-    let embedding_actual = count(embedding_operators(m, &workload));
-    let embedding_extra = embedding_actual - inputs.hidden * inputs.padded_vocab;
-    if embedding_extra.abs() > 0.5 {
-        differences.push(AssumptionDifference {
-            what: format!(
-                "embedding parameters Megatron's formula leaves out ({}): {embedding_extra}",
-                if m.position == PositionKind::Learned {
-                    "learned position table, replicated over TP"
-                } else {
-                    "padding"
-                }
-            ),
-            weight_bytes: Some(embedding_extra * per_param),
-        });
-    }
-    if inputs.pp == 1.0 {
-        differences.push(AssumptionDifference {
-            what: "final norm: counted by both on a single stage".into(),
+            what: format!("unexplained weights and optimizer difference: {residual:.0} B"),
             weight_bytes: None,
         });
     }
-    let extra = stage0.buffers + stage0.transient + stage0.overhead;
     differences.push(AssumptionDifference {
         what: format!(
             "communication buffers, transients and overhead: memory-model {} B, Megatron's formula none",
-            extra
+            stage0.buffers + stage0.transient + stage0.overhead
         ),
         weight_bytes: None,
     });
-    if !megatron.megatron_reports_activations {
+    if megatron.sequence_parallel_formula {
+        if setup.flash_attention {
+            differences.push(AssumptionDifference {
+                what: "activations: flash attention saves q, k, v, the output and an fp32 log-sum-exp; Korthikanti's formula assumes the unfused attention core".into(),
+                weight_bytes: None,
+            });
+        }
+    } else {
         differences.push(AssumptionDifference {
-            what: "activations: Megatron reports them only with --sequence-parallel and selective recomputation; Korthikanti's other Table 2 rows used".into(),
+            what: format!(
+                "activations: without --sequence-parallel and selective recomputation Megatron uses s·b·h·(10 + 24/t) per layer times 1.05, whatever the recomputation (here {}) and the FFN size",
+                x.recompute
+            ),
             weight_bytes: None,
         });
     }
-    if setup.flash_attention {
-        differences.push(AssumptionDifference {
-            what: "activations: flash attention saves q, k, v, the output and an fp32 log-sum-exp; Megatron's formula assumes the unfused attention core (selective: none of its s² tensors)".into(),
-            weight_bytes: None,
-        });
-    }
-    if m.mlp == MlpKind::SwiGlu || m.num_kv_heads != m.num_heads || m.head_dim * m.num_heads != m.hidden {
+    if m.mlp == MlpKind::SwiGlu
+        || m.num_kv_heads != m.num_heads
+        || m.head_dim * m.num_heads != m.hidden
+    {
         differences.push(AssumptionDifference {
             what: "activations: Megatron's formula assumes a GeLU MLP, multi-head attention and kv-channels = hidden / heads (SwiGLU, GQA or another head size change the saved tensors)".into(),
             weight_bytes: None,
         });
     }
+    if first != x.num_layers / x.pp {
+        differences.push(AssumptionDifference {
+            what: "activations: Megatron's formula takes L/pp layers on the first stage".into(),
+            weight_bytes: None,
+        });
+    }
     CrossCheck {
         megatron,
-        pardis_weight_and_optimizer: stage0.parameters + stage0.gradients + stage0.optimizer_states,
+        pardis_weight_and_optimizer,
         pardis_activations: stage0.activations,
         pardis_total: stage0.total(),
         differences,
