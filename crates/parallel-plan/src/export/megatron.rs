@@ -115,8 +115,19 @@ pub(crate) fn nearest(
     let mut layers = plan.layers_per_stage.clone();
     if let PipelineSchedule::Interleaved { virtual_stages } = cfg.schedule {
         let l = problem.model.num_layers;
+        if !l.is_multiple_of(pp * virtual_stages) {
+            // --num-layers-per-virtual-pipeline-stage needs equal chunks.
+            cfg.schedule = PipelineSchedule::OneFOneB;
+            given_up.push(GivenUp::Schedule {
+                plan: plan.schedule,
+                engine: cfg.schedule,
+            });
+        }
+    }
+    if let PipelineSchedule::Interleaved { .. } = cfg.schedule {
+        let l = problem.model.num_layers;
         let even = memory_model::layers_per_stage(l, pp);
-        if layers != even || !l.is_multiple_of(pp * virtual_stages) {
+        if layers != even {
             given_up.push(GivenUp::LayerSplit {
                 plan: layers.clone(),
                 engine: even.clone(),
@@ -228,16 +239,16 @@ pub fn arguments(
     a
 }
 
-/// Flags for an uneven layer split: first/last-stage layers when the stages between split the
-/// rest evenly, else a `--pipeline-model-parallel-layout` (`E` embedding, `t` a layer, `L` the
-/// loss, `|` between stages).
+/// Flags for a layer split that is not `L/pp` on every stage: first/last-stage layers when the
+/// stages between split the rest evenly, else a `--pipeline-model-parallel-layout` (`E`
+/// embedding, `t` a layer, `L` the loss, `|` between stages).
 fn pipeline_split(layers: &[u64]) -> Vec<(&'static str, String)> {
     let pp = layers.len();
-    let total: u64 = layers.iter().sum();
-    if pp <= 1 || layers == memory_model::layers_per_stage(total, pp as u64).as_slice() {
+    let all_equal = |s: &[u64]| s.windows(2).all(|w| w[0] == w[1]);
+    // Megatron splits evenly only when the stages divide the layers exactly.
+    if pp <= 1 || all_equal(layers) {
         return Vec::new();
     }
-    let all_equal = |s: &[u64]| s.windows(2).all(|w| w[0] == w[1]);
     let (first, last) = (layers[0], layers[pp - 1]);
     if all_equal(&layers[1..]) {
         return vec![("--decoder-first-pipeline-num-layers", first.to_string())];

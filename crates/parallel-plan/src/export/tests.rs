@@ -1,4 +1,5 @@
 use memory_model::{ModelConfig, PipelineSchedule, Recompute, ZeroStage as MmZero};
+use proptest::prelude::*;
 
 use super::megatron::{self, shell_quote, MegatronInputs};
 use super::*;
@@ -121,7 +122,8 @@ fn uneven_splits_use_first_last_or_a_layout() {
     let mut cfg = peer(Framework::MegatronLm, 1, 4, 1, MmZero::Zero0);
     cfg.micro_batches = 4;
     let args = |layers: &[u64]| megatron::arguments(&p, &cfg, layers).join(" ");
-    assert!(!args(&[2, 2, 2, 1]).contains("pipeline-num-layers"));
+    // 7 layers do not split evenly over 4 stages: Megatron needs the last stage named.
+    assert!(args(&[2, 2, 2, 1]).contains("--decoder-last-pipeline-num-layers 1"));
     assert!(args(&[1, 2, 2, 2]).contains("--decoder-first-pipeline-num-layers 1"));
     assert!(!args(&[1, 2, 2, 2]).contains("--decoder-last"));
     assert!(args(&[3, 1, 1, 2]).contains("--decoder-first-pipeline-num-layers 3"));
@@ -192,4 +194,109 @@ fn megatron_formula_matches_a_hand_computation() {
     let one =
         (22.0 * sbh * 24.0 + 8.0 * 2048.0 + sbh + (2048.0 * 51200.0 / 2.0 + sbh) * 2.0) * 1.05;
     assert!((megatron::theoretical_memory(&x).activation_bytes - one).abs() < 1.0);
+}
+
+/// The layer split Megatron-LM builds from `args` (reference decoder of the flags' help texts).
+fn megatron_split(args: &[String], layers: u64, pp: u64) -> Vec<u64> {
+    let value = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .map(|k| args[k + 1].clone())
+    };
+    if let Some(layout) = value("--pipeline-model-parallel-layout") {
+        return layout
+            .split('|')
+            .map(|s| s.chars().filter(|&c| c == 't').count() as u64)
+            .collect();
+    }
+    let first = value("--decoder-first-pipeline-num-layers").map(|v| v.parse::<u64>().unwrap());
+    let last = value("--decoder-last-pipeline-num-layers").map(|v| v.parse::<u64>().unwrap());
+    let middle = pp - u64::from(first.is_some()) - u64::from(last.is_some());
+    let rest = layers - first.unwrap_or(0) - last.unwrap_or(0);
+    assert!(
+        middle > 0 && rest % middle == 0,
+        "Megatron rejects {args:?}"
+    );
+    let mut out = Vec::new();
+    out.extend(first);
+    out.extend(std::iter::repeat_n(rest / middle, middle as usize));
+    out.extend(last);
+    out
+}
+
+proptest! {
+    /// Any layer split (every stage at least one layer) comes back from the emitted flags.
+    #[test]
+    fn any_layer_split_round_trips_through_megatron_flags(
+        split in proptest::collection::vec(1u64..6, 1..7)
+    ) {
+        let layers: u64 = split.iter().sum();
+        let pp = split.len() as u64;
+        let p = small_problem(layers, 4);
+        let mut cfg = peer(Framework::MegatronLm, 1, pp, 1, MmZero::Zero0);
+        cfg.micro_batches = 8;
+        let args = megatron::arguments(&p, &cfg, &split);
+        prop_assert_eq!(megatron_split(&args, layers, pp), split);
+    }
+}
+
+/// Recomputation, interleaving and offload reach each engine's own options.
+#[test]
+fn recomputation_and_virtual_stages_reach_each_engine() {
+    let p = small_problem(4, 4);
+    let mut cfg = peer(Framework::MegatronLm, 1, 2, 2, MmZero::Zero0);
+    cfg.micro_batches = 2;
+    cfg.micro_batch_size = 2;
+    cfg.recompute = Recompute::Full;
+    cfg.schedule = PipelineSchedule::Interleaved { virtual_stages: 2 };
+    let plan = peers::evaluate(&p, &cfg).unwrap();
+    let m = export(&p, &plan, Engine::Megatron).unwrap();
+    let args = &m.files[0].contents;
+    assert!(args.contains("--recompute-granularity full"), "{args}");
+    assert!(args.contains("--recompute-method uniform"));
+    assert!(args.contains("--recompute-num-layers 1"));
+    assert!(args.contains("--num-layers-per-virtual-pipeline-stage 1"));
+    let t = export(&p, &plan, Engine::Torchtitan).unwrap();
+    let toml: toml::Table = t.files[0].contents.parse().unwrap();
+    assert_eq!(toml["activation_checkpoint"]["mode"].as_str(), Some("full"));
+    assert_eq!(
+        toml["parallelism"]["pipeline_parallel_schedule"].as_str(),
+        Some("Interleaved1F1B")
+    );
+    // pp · v = 4 model parts of one layer each, embedding first, head last.
+    let parts = toml["parallelism"]["module_fqns_per_model_part"]
+        .as_array()
+        .unwrap();
+    assert_eq!(parts.len(), 4);
+    assert_eq!(parts[0].as_array().unwrap().len(), 2);
+    assert_eq!(parts[3].as_array().unwrap().len(), 3);
+    let d = export(&p, &plan, Engine::DeepSpeed).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&d.files[0].contents).unwrap();
+    assert!(json["activation_checkpointing"].is_object());
+    // Selective recomputation: torchtitan's per-operator option; DeepSpeed checkpoints layers.
+    cfg.recompute = Recompute::Selective;
+    cfg.schedule = PipelineSchedule::OneFOneB;
+    let plan = peers::evaluate(&p, &cfg).unwrap();
+    let t = export(&p, &plan, Engine::Torchtitan).unwrap();
+    let toml: toml::Table = t.files[0].contents.parse().unwrap();
+    assert_eq!(
+        toml["activation_checkpoint"]["selective_ac_option"].as_str(),
+        Some("op")
+    );
+    let d = export(&p, &plan, Engine::DeepSpeed).unwrap();
+    assert!(d.given_up.contains(&GivenUp::Recompute {
+        plan: Recompute::Selective,
+        engine: Recompute::Full
+    }));
+    // Optimizer offload goes into zero_optimization.
+    let mut p = p;
+    p.setup.offload.optimizer = memory_model::OffloadTarget::Cpu;
+    let cfg = peer(Framework::DeepSpeed, 1, 1, 4, MmZero::Zero2);
+    let plan = peers::evaluate(&p, &cfg).unwrap();
+    let d = export(&p, &plan, Engine::DeepSpeed).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&d.files[0].contents).unwrap();
+    assert_eq!(
+        json["zero_optimization"]["offload_optimizer"]["device"],
+        "cpu"
+    );
 }
