@@ -214,7 +214,7 @@ fn megatron_split(args: &[String], layers: u64, pp: u64) -> Vec<u64> {
     let middle = pp - u64::from(first.is_some()) - u64::from(last.is_some());
     let rest = layers - first.unwrap_or(0) - last.unwrap_or(0);
     assert!(
-        middle > 0 && rest % middle == 0,
+        middle > 0 && rest.is_multiple_of(middle),
         "Megatron rejects {args:?}"
     );
     let mut out = Vec::new();
