@@ -1,6 +1,6 @@
-# pardis plan -> torchtitan torchtitan_tp_plan.py (parallelize_module plan, torch.distributed.tensor.parallel): nearest expressible (tp1 pp1 dp8 zero2 b1)
-# this configuration: 10.46 GiB per device (memory-model, peak stage), 4.466 s per step (cost model); the pardis plan: 12.60 GiB, 4.068 s
-# gave up: ZeRO-1 → ZeRO-2
+# pardis plan -> torchtitan torchtitan_tp_plan.py (parallelize_module plan, torch.distributed.tensor.parallel): nearest expressible (tp1 pp1 dp8 fsdp b16)
+# this configuration: 67.73 GiB per device (memory-model, peak stage), 2.994 s per step (cost model); the pardis plan: 68.07 GiB, 2.991 s
+# gave up: ZeRO per operator (token_embedding:1 position_embedding:3 input_norm:3 qkv_proj:3 out_proj:3 mlp_norm:3 mlp_up:3 mlp_down:3 final_norm:3) → one stage 3
 # Module names are torchtitan's Llama; a GPT-style model needs the same names.
 from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import (
