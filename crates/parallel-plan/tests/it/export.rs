@@ -140,10 +140,43 @@ fn check_file(name: &str, contents: &str) {
     }
 }
 
+/// Megatron-LM with TP 2 + SP, PP 2, the distributed optimizer and selective recomputation on
+/// Llama-2 7B over 16 GPUs: every engine's TP plan, stage lists and AutoTP specs. Keep in step
+/// with `examples/export_golden.rs`.
+const TP_PP_CASE: PeerConfig = PeerConfig {
+    framework: Framework::MegatronLm,
+    tp: 2,
+    pp: 2,
+    dp: 4,
+    sequence_parallel: true,
+    zero: ZeroStage::DistributedOptimizer,
+    recompute: Recompute::Selective,
+    micro_batch_size: 1,
+    micro_batches: 64,
+    schedule: PipelineSchedule::OneFOneB,
+};
+
 #[test]
 fn golden_files_for_two_models() {
-    for (case, model, nodes) in CASES {
-        for e in exports(model, nodes) {
+    let p = problem("llama2-7b", 2);
+    let plan = peers::evaluate(&p, &TP_PP_CASE).unwrap();
+    let tp_pp: Vec<Export> = Engine::ALL
+        .iter()
+        .map(|&e| export::export(&p, &plan, e).unwrap())
+        .collect();
+    // Megatron-LM runs its own configuration exactly.
+    assert_eq!(
+        tp_pp[0].fidelity,
+        export::Fidelity::Exact,
+        "{:?}",
+        tp_pp[0].given_up
+    );
+    let cases = CASES
+        .iter()
+        .map(|&(case, model, nodes)| (case, exports(model, nodes)))
+        .chain([("llama2-7b-16-tp2-pp2", tp_pp)]);
+    for (case, exported) in cases {
+        for e in exported {
             for f in &e.files {
                 check_file(&f.name, &f.contents);
                 let path = golden_dir(case).join(&f.name);
