@@ -68,6 +68,9 @@ pub enum MlError {
     #[cfg(feature = "collectives")]
     #[error("collective failed: {0}")]
     Collective(#[from] collectives::CollectiveError),
+    /// Tabular anomaly-detection input was unusable (NaN, bad label, shape, ...).
+    #[error("anomaly detection: {0}")]
+    AnomalyInput(#[from] crate::anomaly::InputError),
 }
 
 impl MlError {

@@ -51,6 +51,7 @@
 //! # Ok::<(), ml_models::MlError>(())
 //! ```
 
+pub mod anomaly;
 pub mod data;
 mod error;
 pub mod models;

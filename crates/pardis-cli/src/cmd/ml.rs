@@ -33,6 +33,8 @@ enum MlCommand {
     /// QLoRA fine-tuning of all-MiniLM-L6-v2 (fetch it with scripts/fetch-minilm) for relation
     /// classification on FewRel val_wiki (16 relations, 80/20 split); test accuracy.
     MinilmFewrel(MinilmArgs),
+    /// Tabular anomaly detection (PCL-AD and baselines) on the ADBench protocol.
+    Anomaly(anomaly::AnomalyArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -117,6 +119,7 @@ struct StudyArgs {
     json: bool,
 }
 
+mod anomaly;
 mod seeds;
 
 struct Bar(indicatif::ProgressBar);
@@ -159,6 +162,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         MlCommand::QloraStudy(a) => qlora_study(a),
         MlCommand::MinilmFewrel(a) => minilm_fewrel(a),
+        MlCommand::Anomaly(a) => anomaly::run(a, &data_roots()),
     }
 }
 

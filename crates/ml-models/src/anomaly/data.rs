@@ -1,0 +1,253 @@
+//! Tabular anomaly-detection data: a validated feature matrix with 0/1 labels, loaders for the
+//! ADBench `.npz` files and the PCL-AD CSVs, the ADBench split, and min-max scaling.
+
+use std::path::Path;
+
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use super::InputError;
+use crate::core::data::{read_csv, read_npz};
+use crate::{MlError, Result};
+
+/// A dense feature matrix, `rows × cols`, row-major.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Features {
+    /// Number of samples.
+    pub rows: usize,
+    /// Number of features.
+    pub cols: usize,
+    /// Values, row-major.
+    pub data: Vec<f64>,
+}
+
+impl Features {
+    /// A matrix from row-major `data`, rejecting shape mismatches and NaN/±∞ values.
+    ///
+    /// # Errors
+    /// [`InputError::Shape`], [`InputError::NonFinite`] or [`InputError::Empty`].
+    pub fn new(rows: usize, cols: usize, data: Vec<f64>) -> Result<Self, InputError> {
+        if data.len() != rows * cols {
+            return Err(InputError::Shape {
+                rows,
+                cols,
+                len: data.len(),
+            });
+        }
+        if rows == 0 || cols == 0 {
+            return Err(InputError::Empty);
+        }
+        if let Some(k) = data.iter().position(|v| !v.is_finite()) {
+            return Err(InputError::NonFinite {
+                row: k / cols,
+                col: k % cols,
+            });
+        }
+        Ok(Self { rows, cols, data })
+    }
+
+    /// Row `i`.
+    pub fn row(&self, i: usize) -> &[f64] {
+        &self.data[i * self.cols..(i + 1) * self.cols]
+    }
+
+    /// The rows at `idx`, in that order.
+    pub fn select(&self, idx: &[usize]) -> Self {
+        let mut data = Vec::with_capacity(idx.len() * self.cols);
+        for &i in idx {
+            data.extend_from_slice(self.row(i));
+        }
+        Self {
+            rows: idx.len(),
+            cols: self.cols,
+            data,
+        }
+    }
+
+    /// The values as `f32`, row-major (for candle tensors).
+    pub fn to_f32(&self) -> Vec<f32> {
+        self.data.iter().map(|&v| v as f32).collect()
+    }
+}
+
+/// A labelled data set: features and `labels[i] ∈ {0 normal, 1 anomaly}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Labelled {
+    /// The samples.
+    pub x: Features,
+    /// 0 = normal, 1 = anomaly.
+    pub labels: Vec<u8>,
+}
+
+impl Labelled {
+    /// Validates `y` (same length as `x`, every value exactly 0 or 1) and pairs it with `x`.
+    ///
+    /// # Errors
+    /// [`InputError::LengthMismatch`] or [`InputError::BadLabel`].
+    pub fn new(x: Features, y: &[f64]) -> Result<Self, InputError> {
+        if y.len() != x.rows {
+            return Err(InputError::LengthMismatch {
+                rows: x.rows,
+                labels: y.len(),
+            });
+        }
+        let mut labels = Vec::with_capacity(y.len());
+        for (index, &value) in y.iter().enumerate() {
+            match value {
+                v if v == 0.0 => labels.push(0),
+                v if v == 1.0 => labels.push(1),
+                _ => return Err(InputError::BadLabel { index, value }),
+            }
+        }
+        Ok(Self { x, labels })
+    }
+
+    /// Number of anomalies.
+    pub fn anomalies(&self) -> usize {
+        self.labels.iter().filter(|&&l| l == 1).count()
+    }
+}
+
+/// Reads an ADBench `.npz` (arrays `X` n×d and `y` n; any numeric dtype, C or Fortran order).
+///
+/// # Errors
+/// I/O or format errors, a missing array, or invalid values ([`InputError`]).
+pub fn read_adbench_npz(path: &Path) -> Result<Labelled> {
+    let mut arrays = read_npz(path)?;
+    let missing = |name: &str| MlError::format("npz", path, format!("no array `{name}`"));
+    let x = arrays.remove("X").ok_or_else(|| missing("X"))?;
+    let y = arrays.remove("y").ok_or_else(|| missing("y"))?;
+    let (rows, cols) = match x.shape.as_slice() {
+        [r, c] => (*r, *c),
+        [r] => (*r, 1),
+        s => return Err(MlError::format("npz", path, format!("`X` has shape {s:?}"))),
+    };
+    Ok(Labelled::new(Features::new(rows, cols, x.data)?, &y.data)?)
+}
+
+/// Reads a numeric CSV whose last column is the 0/1 label (the PCL-AD repository's format).
+///
+/// # Errors
+/// I/O or format errors, fewer than two columns, or invalid values ([`InputError`]).
+pub fn read_labelled_csv(path: &Path) -> Result<Labelled> {
+    let t = read_csv(path)?;
+    if t.cols < 2 {
+        return Err(MlError::format(
+            "csv",
+            path,
+            "need features and a label column",
+        ));
+    }
+    let d = t.cols - 1;
+    let mut data = Vec::with_capacity(t.rows * d);
+    let mut y = Vec::with_capacity(t.rows);
+    for r in t.data.chunks_exact(t.cols) {
+        data.extend_from_slice(&r[..d]);
+        y.push(r[d]);
+    }
+    Ok(Labelled::new(Features::new(t.rows, d, data)?, &y)?)
+}
+
+/// Reads `.npz` (ADBench) or `.csv` (label last) by extension.
+///
+/// # Errors
+/// As the two readers; an unknown extension is [`MlError::InvalidInput`].
+pub fn read_labelled(path: &Path) -> Result<Labelled> {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("npz") => read_adbench_npz(path),
+        Some("csv") => read_labelled_csv(path),
+        _ => Err(MlError::InvalidInput(format!(
+            "{}: expected a .npz or .csv file",
+            path.display()
+        ))),
+    }
+}
+
+/// The ADBench / PCL-AD protocol's split of one seed, min-max scaled on the training part.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Split {
+    /// Half of the normal samples (labels are not given to detectors).
+    pub train: Features,
+    /// The other normals and every anomaly.
+    pub test: Features,
+    /// Labels of `test`.
+    pub test_labels: Vec<u8>,
+    /// Row indices of `train` in the original data (lets peers reproduce the split).
+    pub train_rows: Vec<usize>,
+    /// Row indices of `test` in the original data.
+    pub test_rows: Vec<usize>,
+}
+
+/// Shuffles with `seed`, trains on ⌊n_normal/2⌋ normals, tests on the remaining normals plus all
+/// anomalies, and min-max scales both parts with the training split's per-feature range
+/// ([`MinMaxScaler`]).
+///
+/// # Errors
+/// [`InputError::OneClass`] without anomalies or with fewer than 2 normals.
+pub fn protocol_split(data: &Labelled, seed: u64) -> Result<Split, InputError> {
+    let mut normals: Vec<usize> = (0..data.x.rows).filter(|&i| data.labels[i] == 0).collect();
+    let anomalies: Vec<usize> = (0..data.x.rows).filter(|&i| data.labels[i] == 1).collect();
+    if anomalies.is_empty() || normals.len() < 2 {
+        return Err(InputError::OneClass);
+    }
+    normals.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+    let n_train = normals.len() / 2;
+    let train = data.x.select(&normals[..n_train]);
+    let mut test_idx = normals[n_train..].to_vec();
+    test_idx.extend_from_slice(&anomalies);
+    let test = data.x.select(&test_idx);
+    let test_labels = test_idx.iter().map(|&i| data.labels[i]).collect();
+    let scaler = MinMaxScaler::fit(&train);
+    Ok(Split {
+        train: scaler.transform(&train),
+        test: scaler.transform(&test),
+        test_labels,
+        train_rows: normals[..n_train].to_vec(),
+        test_rows: test_idx,
+    })
+}
+
+/// Per-feature `(x − min) / (max − min)` with the range of the data it was fitted on; a constant
+/// feature (range 0) is divided by 1 instead, as scikit-learn's `MinMaxScaler` does, so it maps
+/// to 0 on the training data and stays finite elsewhere. Test values may fall outside [0, 1].
+#[derive(Debug, Clone, PartialEq)]
+pub struct MinMaxScaler {
+    min: Vec<f64>,
+    scale: Vec<f64>,
+}
+
+impl MinMaxScaler {
+    /// Fits the per-feature minimum and range of `x`.
+    pub fn fit(x: &Features) -> Self {
+        let mut min = vec![f64::INFINITY; x.cols];
+        let mut max = vec![f64::NEG_INFINITY; x.cols];
+        for r in x.data.chunks_exact(x.cols) {
+            for (j, &v) in r.iter().enumerate() {
+                min[j] = min[j].min(v);
+                max[j] = max[j].max(v);
+            }
+        }
+        let scale = min
+            .iter()
+            .zip(&max)
+            .map(|(lo, hi)| if hi > lo { 1.0 / (hi - lo) } else { 1.0 })
+            .collect();
+        Self { min, scale }
+    }
+
+    /// Scales `x` (same number of columns as the fitted data).
+    pub fn transform(&self, x: &Features) -> Features {
+        let mut data = x.data.clone();
+        for r in data.chunks_exact_mut(x.cols) {
+            for (j, v) in r.iter_mut().enumerate() {
+                *v = (*v - self.min[j]) * self.scale[j];
+            }
+        }
+        Features {
+            rows: x.rows,
+            cols: x.cols,
+            data,
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! What the deep detectors share: seeded MLPs, the contrastive view loss, and a mini-batch
+//! training loop on the crate's AdamW.
+
+use candle_core::{DType, Device, Tensor, D};
+use rand::seq::SliceRandom;
+
+use super::{Features, InputError};
+use crate::core::{AdamW, AdamWConfig, ParamStore, SeededInit};
+use crate::{MlError, Result};
+
+/// Training hyper-parameters shared by PCL-AD, ICL and NeuTraL-AD.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeepConfig {
+    /// Passes over the training rows, default 50.
+    pub epochs: usize,
+    /// Upper bound on optimiser steps over all epochs, default 2 000 (keeps the 600 000-row
+    /// ADBench sets tractable on a CPU; a small set never reaches it).
+    pub max_steps: usize,
+    /// Mini-batch size, default 128.
+    pub batch: usize,
+    /// Adam learning rate, default 1e-3.
+    pub lr: f64,
+    /// Weight decay, default 1e-5 (decoupled, as the crate's AdamW applies it).
+    pub weight_decay: f64,
+    /// Seed of initialisation, partitions and batch order, default 0.
+    pub seed: u64,
+}
+
+impl Default for DeepConfig {
+    fn default() -> Self {
+        Self {
+            epochs: 50,
+            max_steps: 2000,
+            batch: 128,
+            lr: 1e-3,
+            weight_decay: 1e-5,
+            seed: 0,
+        }
+    }
+}
+
+/// Leaky ReLU with slope 0.2 (the activation of every hidden layer here).
+pub(super) fn leaky_relu(x: &Tensor) -> Result<Tensor> {
+    Ok(x.maximum(&(x * 0.2)?)?)
+}
+
+/// A multi-layer perceptron `widths[0] → … → widths[last]`, leaky ReLU between layers, no
+/// activation after the last one.
+#[derive(Debug, Clone)]
+pub(super) struct Mlp {
+    layers: Vec<(Tensor, Option<Tensor>)>,
+}
+
+impl Mlp {
+    /// Kaiming-uniform weights (and biases when `bias`); trainable ones are registered in
+    /// `store` as `<name>.<layer>.w/.b`, frozen ones stay plain tensors outside autograd.
+    pub(super) fn new(
+        store: &mut ParamStore,
+        init: &mut SeededInit,
+        name: &str,
+        widths: &[usize],
+        bias: bool,
+        trainable: bool,
+    ) -> Result<Self> {
+        let dev = Device::Cpu;
+        let mut layers = Vec::new();
+        for (l, w) in widths.windows(2).enumerate() {
+            let wt = init.kaiming_uniform(&[w[1], w[0]], &dev)?;
+            let bt = if bias {
+                let bound = 1.0 / (w[0] as f32).sqrt();
+                Some(init.uniform(&[w[1]], -bound, bound, &dev)?)
+            } else {
+                None
+            };
+            if trainable {
+                let wv = store.add(format!("{name}.{l}.w"), wt, true)?;
+                let bv = match bt {
+                    Some(b) => Some(
+                        store
+                            .add(format!("{name}.{l}.b"), b, true)?
+                            .as_tensor()
+                            .clone(),
+                    ),
+                    None => None,
+                };
+                layers.push((wv.as_tensor().clone(), bv));
+            } else {
+                layers.push((wt, bt));
+            }
+        }
+        Ok(Self { layers })
+    }
+
+    /// `x` of shape `[.., in]` → `[.., out]`.
+    pub(super) fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let mut h = x.clone();
+        for (l, (w, b)) in self.layers.iter().enumerate() {
+            h = h.broadcast_matmul(&w.t()?)?;
+            if let Some(b) = b {
+                h = h.broadcast_add(b)?;
+            }
+            if l + 1 < self.layers.len() {
+                h = leaky_relu(&h)?;
+            }
+        }
+        Ok(h)
+    }
+}
+
+/// Rows of the last dimension scaled to unit L2 norm (norms below 1e-8 are treated as 1e-8).
+pub(super) fn l2_normalise(x: &Tensor) -> Result<Tensor> {
+    let n = x
+        .sqr()?
+        .sum_keepdim(D::Minus1)?
+        .sqrt()?
+        .clamp(1e-8, f64::MAX)?;
+    Ok(x.broadcast_div(&n)?)
+}
+
+/// The per-sample contrastive view loss of NeuTraL-AD and PCL-AD's local term: for embeddings
+/// `z` of shape `[b, K+1, e]` (unit rows, view 0 the positive), with `s_kj = z_k·z_j / τ`,
+/// `Σ_{k=1..K} ( log Σ_{j≠k} exp(s_kj) − s_k0 )`. Returns `[b]`.
+pub(super) fn view_contrast_loss(z: &Tensor, tau: f64) -> Result<Tensor> {
+    let (_, v, _) = z.dims3()?;
+    let s = (z.matmul(&z.transpose(1, 2)?.contiguous()?)? / tau)?;
+    let diag: Vec<f32> = (0..v * v)
+        .map(|i| if i / v == i % v { -1e9 } else { 0.0 })
+        .collect();
+    let mask = Tensor::from_vec(diag, (v, v), z.device())?;
+    let s = s.broadcast_add(&mask)?;
+    let rows = s.narrow(1, 1, v - 1)?; // [b, K, K+1]
+    let lse = rows.log_sum_exp(2)?; // [b, K]
+    let pos = rows.narrow(2, 0, 1)?.squeeze(2)?;
+    Ok((lse - pos)?.sum(1)?)
+}
+
+/// `train` as an `[n, d]` f32 tensor on the CPU.
+pub(super) fn to_tensor(x: &Features) -> Result<Tensor> {
+    Ok(Tensor::from_vec(
+        x.to_f32(),
+        (x.rows, x.cols),
+        &Device::Cpu,
+    )?)
+}
+
+/// Mini-batch training of the trainable parameters of `store`: per epoch a seeded shuffle,
+/// batches of `cfg.batch` rows (a last batch of one row is dropped), the mean of `loss(batch)`
+/// (a `[b]` tensor of per-sample losses), AdamW. Stops after `cfg.max_steps` steps. Returns
+/// the steps taken.
+///
+/// # Errors
+/// [`MlError::Diverged`] when the loss stops being finite.
+pub(super) fn train(
+    store: &ParamStore,
+    x: &Tensor,
+    cfg: &DeepConfig,
+    init: &mut SeededInit,
+    loss: impl Fn(&Tensor) -> Result<Tensor>,
+) -> Result<usize> {
+    let n = x.dim(0)?;
+    let mut opt = AdamW::new(
+        store,
+        AdamWConfig {
+            weight_decay: cfg.weight_decay,
+            ..AdamWConfig::default()
+        },
+    )?;
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    let mut step = 0;
+    for _ in 0..cfg.epochs {
+        order.shuffle(init.rng());
+        for chunk in order.chunks(cfg.batch.max(2)) {
+            if step >= cfg.max_steps {
+                return Ok(step);
+            }
+            if chunk.len() < 2 && n >= 2 {
+                continue;
+            }
+            let idx = Tensor::from_slice(chunk, chunk.len(), x.device())?;
+            let l = loss(&x.index_select(&idx, 0)?)?.mean_all()?;
+            let value = l.to_dtype(DType::F32)?.to_scalar::<f32>()?;
+            if !value.is_finite() {
+                return Err(MlError::Diverged { step, loss: value });
+            }
+            opt.step(&l.backward()?, cfg.lr, None)?;
+            step += 1;
+        }
+    }
+    Ok(step)
+}
+
+/// Scores `x` in chunks of 1 024 rows with `score` (per-sample, `[b]`), as `f64`; rejects a
+/// non-finite score.
+pub(super) fn score_rows(
+    x: &Features,
+    score: impl Fn(&Tensor) -> Result<Tensor>,
+) -> Result<Vec<f64>> {
+    let t = to_tensor(x)?;
+    let mut out = Vec::with_capacity(x.rows);
+    let mut start = 0;
+    while start < x.rows {
+        let len = (x.rows - start).min(1024);
+        let s = score(&t.narrow(0, start, len)?)?.to_vec1::<f32>()?;
+        out.extend(s.into_iter().map(f64::from));
+        start += len;
+    }
+    if let Some(index) = out.iter().position(|v| !v.is_finite()) {
+        return Err(InputError::NonFiniteScore { index }.into());
+    }
+    Ok(out)
+}

@@ -1,0 +1,122 @@
+//! The evaluation protocol as computation (no printing): a detector chosen by name, one seed of
+//! the ADBench split, mean ± std over seeds and average ranks across data sets.
+
+use std::time::Instant;
+
+use super::{
+    auc_roc, average_precision, protocol_split, DeepConfig, Detector, Ecod, Icl, IclConfig,
+    IsolationForest, IsolationForestConfig, Knn, KnnConfig, Labelled, Neutral, NeutralConfig, Pcl,
+    PclConfig,
+};
+use crate::{MlError, Result};
+
+/// Every detector's name, in table order.
+pub const DETECTORS: [&str; 6] = ["pcl", "iforest", "ecod", "knn", "icl", "neutral"];
+
+/// A detector by name with its default configuration and `seed`.
+///
+/// # Errors
+/// [`MlError::InvalidInput`] for an unknown name.
+pub fn detector(name: &str, seed: u64) -> Result<Box<dyn Detector + Send>> {
+    let train = DeepConfig {
+        seed,
+        ..DeepConfig::default()
+    };
+    Ok(match name {
+        "pcl" => Box::new(Pcl::new(PclConfig {
+            train,
+            ..PclConfig::default()
+        })),
+        "iforest" => Box::new(IsolationForest::new(IsolationForestConfig {
+            seed,
+            ..IsolationForestConfig::default()
+        })),
+        "ecod" => Box::new(Ecod::new()),
+        "knn" => Box::new(Knn::new(KnnConfig {
+            seed,
+            ..KnnConfig::default()
+        })),
+        "icl" => Box::new(Icl::new(IclConfig {
+            train,
+            ..IclConfig::default()
+        })),
+        "neutral" => Box::new(Neutral::new(NeutralConfig {
+            train,
+            ..NeutralConfig::default()
+        })),
+        other => {
+            return Err(MlError::InvalidInput(format!(
+                "unknown detector `{other}` (expected one of {})",
+                DETECTORS.join(", ")
+            )))
+        }
+    })
+}
+
+/// One detector on one seed's split.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct SeedResult {
+    /// The split's seed (also the detector's).
+    pub seed: u64,
+    /// AUC-ROC on the test split.
+    pub auc_roc: f64,
+    /// Average precision on the test split.
+    pub auc_pr: f64,
+    /// Wall seconds of `fit`.
+    pub fit_s: f64,
+    /// Wall seconds of `score` on the test split.
+    pub score_s: f64,
+}
+
+/// Splits `data` with `seed`, fits detector `name` (seeded with `seed`) on the training part and
+/// scores the test part.
+///
+/// # Errors
+/// An unknown name, a data set the protocol cannot split, or the detector's own errors.
+pub fn run_seed(data: &Labelled, name: &str, seed: u64) -> Result<SeedResult> {
+    let split = protocol_split(data, seed)?;
+    let mut det = detector(name, seed)?;
+    let t0 = Instant::now();
+    det.fit(&split.train)?;
+    let t1 = Instant::now();
+    let scores = det.score(&split.test)?;
+    let t2 = Instant::now();
+    Ok(SeedResult {
+        seed,
+        auc_roc: auc_roc(&scores, &split.test_labels)?,
+        auc_pr: average_precision(&scores, &split.test_labels)?,
+        fit_s: (t1 - t0).as_secs_f64(),
+        score_s: (t2 - t1).as_secs_f64(),
+    })
+}
+
+/// Mean and sample standard deviation (n − 1; 0 for one value).
+pub fn mean_std(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    if v.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    let m = v.iter().sum::<f64>() / n;
+    if v.len() < 2 {
+        return (m, 0.0);
+    }
+    let var = v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1.0);
+    (m, var.sqrt())
+}
+
+/// Average rank of each column over the rows of `table` (`table[set][detector]`, higher is
+/// better, rank 1 = best, ties share the mean of their ranks); a `None` cell (detector failed or
+/// not run) is ranked last on that row.
+pub fn average_ranks(table: &[Vec<Option<f64>>]) -> Vec<f64> {
+    let cols = table.first().map_or(0, Vec::len);
+    let mut sum = vec![0.0; cols];
+    for row in table {
+        let key = |c: usize| row[c].unwrap_or(f64::NEG_INFINITY);
+        for (c, s) in sum.iter_mut().enumerate() {
+            let better = (0..cols).filter(|&o| key(o) > key(c)).count() as f64;
+            let equal = (0..cols).filter(|&o| key(o) == key(c)).count() as f64;
+            *s += better + (equal + 1.0) / 2.0;
+        }
+    }
+    sum.iter().map(|s| s / table.len().max(1) as f64).collect()
+}

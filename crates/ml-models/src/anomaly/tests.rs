@@ -1,0 +1,297 @@
+use std::path::Path;
+
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Normal};
+
+use super::*;
+
+#[test]
+fn auc_and_ap_hand_computed() {
+    // Sorted: 0.8 (a), 0.4 (n), 0.35 (a), 0.1 (n). Pairs won: 3 of 4.
+    let s = [0.1, 0.4, 0.35, 0.8];
+    let y = [0, 0, 1, 1];
+    assert!((auc_roc(&s, &y).unwrap() - 0.75).abs() < 1e-12);
+    // AP = 0.5·1 + 0.5·(2/3).
+    assert!((average_precision(&s, &y).unwrap() - (0.5 + 1.0 / 3.0)).abs() < 1e-12);
+}
+
+#[test]
+fn auc_and_ap_with_ties() {
+    // Anomaly 0.9 beats the 3 normals; anomaly 0.5 ties two normals (½ each), beats 0.2: 5/6.
+    let s = [0.5, 0.5, 0.5, 0.2, 0.9];
+    let y = [1, 0, 0, 0, 1];
+    assert!((auc_roc(&s, &y).unwrap() - 5.0 / 6.0).abs() < 1e-12);
+    // Thresholds 0.9: P = 1, R = ½; 0.5 (one group of 3): P = 2/4, R = 1. AP = ½ + ½·½.
+    assert!((average_precision(&s, &y).unwrap() - 0.75).abs() < 1e-12);
+    // All tied: AUC ½, AP = share of anomalies.
+    let flat = [3.0; 5];
+    assert_eq!(auc_roc(&flat, &y).unwrap(), 0.5);
+    assert!((average_precision(&flat, &y).unwrap() - 0.4).abs() < 1e-12);
+}
+
+#[test]
+fn metrics_reject_bad_input() {
+    assert!(matches!(
+        auc_roc(&[1.0, 2.0], &[0]),
+        Err(InputError::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        auc_roc(&[1.0, f64::NAN], &[0, 1]),
+        Err(InputError::NonFiniteScore { index: 1 })
+    ));
+    assert!(matches!(
+        average_precision(&[1.0, 2.0], &[0, 2]),
+        Err(InputError::BadLabel { index: 1, .. })
+    ));
+    assert!(matches!(
+        auc_roc(&[1.0, 2.0], &[0, 0]),
+        Err(InputError::OneClass)
+    ));
+}
+
+/// O(n²) references: pairwise AUC, and AP by scanning every distinct threshold.
+fn auc_reference(s: &[f64], y: &[u8]) -> f64 {
+    let (mut w, mut pairs) = (0.0, 0.0);
+    for i in (0..s.len()).filter(|&i| y[i] == 1) {
+        for j in (0..s.len()).filter(|&j| y[j] == 0) {
+            pairs += 1.0;
+            w += if s[i] > s[j] {
+                1.0
+            } else if s[i] == s[j] {
+                0.5
+            } else {
+                0.0
+            };
+        }
+    }
+    w / pairs
+}
+
+fn ap_reference(s: &[f64], y: &[u8]) -> f64 {
+    let mut t: Vec<f64> = s.to_vec();
+    t.sort_by(|a, b| b.total_cmp(a));
+    t.dedup();
+    let pos = y.iter().filter(|&&l| l == 1).count() as f64;
+    let (mut prev_r, mut ap) = (0.0, 0.0);
+    for th in t {
+        let sel: Vec<usize> = (0..s.len()).filter(|&i| s[i] >= th).collect();
+        let tp = sel.iter().filter(|&&i| y[i] == 1).count() as f64;
+        let r = tp / pos;
+        ap += (r - prev_r) * tp / sel.len() as f64;
+        prev_r = r;
+    }
+    ap
+}
+
+proptest! {
+    #[test]
+    fn metrics_match_references(v in proptest::collection::vec((0u8..6, 0u8..2), 2..40)) {
+        let s: Vec<f64> = v.iter().map(|p| f64::from(p.0)).collect();
+        let mut y: Vec<u8> = v.iter().map(|p| p.1).collect();
+        y[0] = 0;
+        y[1] = 1;
+        prop_assert!((auc_roc(&s, &y).unwrap() - auc_reference(&s, &y)).abs() < 1e-12);
+        prop_assert!((average_precision(&s, &y).unwrap() - ap_reference(&s, &y)).abs() < 1e-12);
+    }
+}
+
+#[test]
+fn path_length_normaliser_exact() {
+    assert_eq!(average_path_length(0), 0.0);
+    assert_eq!(average_path_length(1), 0.0);
+    assert_eq!(average_path_length(2), 1.0);
+    // 2(ln 2 + γ) − 4/3 and 2(ln 255 + γ) − 510/256, evaluated independently in Python.
+    assert!((average_path_length(3) - 1.207_392_357_589_623).abs() < 1e-12);
+    assert!((average_path_length(256) - 10.244_770_920_119_917).abs() < 1e-12);
+}
+
+#[test]
+fn input_validation_gives_typed_errors() {
+    assert!(matches!(
+        Features::new(2, 2, vec![1.0, f64::NAN, 0.0, 1.0]),
+        Err(InputError::NonFinite { row: 0, col: 1 })
+    ));
+    assert!(matches!(
+        Features::new(2, 2, vec![1.0, 0.0, f64::INFINITY, 1.0]),
+        Err(InputError::NonFinite { row: 1, col: 0 })
+    ));
+    assert!(matches!(
+        Features::new(2, 2, vec![1.0]),
+        Err(InputError::Shape { .. })
+    ));
+    let x = Features::new(3, 1, vec![1.0, 2.0, 3.0]).unwrap();
+    assert!(matches!(
+        Labelled::new(x.clone(), &[0.0, 1.0]),
+        Err(InputError::LengthMismatch { rows: 3, labels: 2 })
+    ));
+    assert!(matches!(
+        Labelled::new(x.clone(), &[0.0, 2.0, 1.0]),
+        Err(InputError::BadLabel { index: 1, .. })
+    ));
+    assert!(matches!(
+        Labelled::new(x, &[0.0, 0.5, 1.0]),
+        Err(InputError::BadLabel { index: 1, .. })
+    ));
+    let mut forest = IsolationForest::new(IsolationForestConfig::default());
+    let one = Features::new(1, 1, vec![0.0]).unwrap();
+    assert!(forest.score(&one).is_err());
+    forest.fit(&one).unwrap();
+    let two = Features::new(1, 2, vec![0.0, 1.0]).unwrap();
+    assert!(forest.score(&two).is_err());
+}
+
+/// `n_normal` Gaussian normals around a correlated pattern and `n_out` planted outliers that
+/// break it; column 3 is constant.
+pub(super) fn planted(n_normal: usize, n_out: usize, seed: u64) -> Labelled {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let g = Normal::new(0.0, 1.0).unwrap();
+    let d = 6;
+    let mut data = Vec::new();
+    let mut y = Vec::new();
+    for i in 0..n_normal + n_out {
+        let t: f64 = g.sample(&mut rng);
+        let u: f64 = g.sample(&mut rng);
+        let mut row = [t, 0.5 * t + 0.1 * u, -t, 7.0, u, t + u];
+        for v in row.iter_mut() {
+            *v += 0.05 * g.sample(&mut rng);
+        }
+        row[3] = 7.0;
+        if i >= n_normal {
+            let j = rng.random_range(0..d);
+            row[j] += if rng.random::<bool>() { 6.0 } else { -6.0 };
+            row[3] = 7.0;
+            row[(j + 1) % d] += 4.0;
+        }
+        data.extend(row);
+        y.push(f64::from(u8::from(i >= n_normal)));
+    }
+    let x = Features::new(n_normal + n_out, d, data).unwrap();
+    Labelled::new(x, &y).unwrap()
+}
+
+pub(super) fn assert_detects(det: &mut dyn Detector) {
+    let data = planted(600, 30, 7);
+    let split = protocol_split(&data, 3).unwrap();
+    det.fit(&split.train).unwrap();
+    let s = det.score(&split.test).unwrap();
+    assert!(
+        s.iter().all(|v| v.is_finite()),
+        "{}: non-finite",
+        det.name()
+    );
+    let auc = auc_roc(&s, &split.test_labels).unwrap();
+    assert!(auc > 0.9, "{}: AUC {auc}", det.name());
+    // Scores are per-row: scoring a single row gives the same value.
+    let one = split.test.select(&[split.test.rows - 1]);
+    let s1 = det.score(&one).unwrap();
+    assert!((s1[0] - s[s.len() - 1]).abs() <= 1e-5 * s1[0].abs().max(1.0));
+}
+
+#[test]
+fn planted_outliers_classic_detectors() {
+    assert_detects(&mut IsolationForest::new(IsolationForestConfig::default()));
+    assert_detects(&mut Ecod::new());
+    assert_detects(&mut Knn::new(KnnConfig::default()));
+}
+
+#[test]
+fn split_follows_protocol_and_scales_on_train() {
+    let data = planted(101, 9, 1);
+    let a = protocol_split(&data, 5).unwrap();
+    assert_eq!(a.train.rows, 50);
+    assert_eq!(a.test.rows, 51 + 9);
+    assert_eq!(a.test_labels.iter().filter(|&&l| l == 1).count(), 9);
+    assert_eq!(a, protocol_split(&data, 5).unwrap());
+    assert_ne!(a.train, protocol_split(&data, 6).unwrap().train);
+    for j in 0..a.train.cols {
+        let col: Vec<f64> = (0..a.train.rows).map(|i| a.train.row(i)[j]).collect();
+        let lo = col.iter().cloned().fold(f64::INFINITY, f64::min);
+        let hi = col.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        // Column 3 is constant: it maps to 0; the others span exactly [0, 1].
+        if j == 3 {
+            assert_eq!((lo, hi), (0.0, 0.0));
+        } else {
+            assert!(lo.abs() < 1e-12 && (hi - 1.0).abs() < 1e-12);
+        }
+    }
+    assert!(a.test.data.iter().all(|v| v.is_finite()));
+}
+
+#[test]
+fn reads_shared_adbench_file() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/datasets/tabular-ad/adbench/4_breastw.npz");
+    if !p.is_file() {
+        eprintln!("skipped: {} not present", p.display());
+        return;
+    }
+    // breastw: 683 × 9, stored as u8 in Fortran order, 239 anomalies.
+    let d = data::read_adbench_npz(&p).unwrap();
+    assert_eq!((d.x.rows, d.x.cols, d.anomalies()), (683, 9, 239));
+    assert!(d.x.data.iter().all(|&v| (1.0..=10.0).contains(&v)));
+}
+
+fn quick() -> DeepConfig {
+    DeepConfig {
+        epochs: 30,
+        max_steps: 150,
+        ..DeepConfig::default()
+    }
+}
+
+#[test]
+fn planted_outliers_pcl() {
+    assert_detects(&mut Pcl::new(PclConfig {
+        train: quick(),
+        ..PclConfig::default()
+    }));
+}
+
+#[test]
+fn planted_outliers_icl_and_neutral() {
+    assert_detects(&mut Icl::new(IclConfig {
+        train: quick(),
+        ..IclConfig::default()
+    }));
+    assert_detects(&mut Neutral::new(NeutralConfig {
+        train: quick(),
+        ..NeutralConfig::default()
+    }));
+}
+
+#[test]
+fn deep_detectors_reject_too_few_features_and_are_seeded() {
+    let x = Features::new(4, 2, vec![0.0, 1.0, 1.0, 0.0, 0.5, 0.5, 0.2, 0.9]).unwrap();
+    assert!(Pcl::new(PclConfig::default()).fit(&x).is_err());
+    assert!(Icl::new(IclConfig::default()).fit(&x).is_err());
+    let data = planted(60, 5, 2);
+    let split = protocol_split(&data, 0).unwrap();
+    let cfg = PclConfig {
+        train: DeepConfig {
+            epochs: 2,
+            ..DeepConfig::default()
+        },
+        ..PclConfig::default()
+    };
+    let run = || {
+        let mut p = Pcl::new(cfg);
+        p.fit(&split.train).unwrap();
+        p.score(&split.test).unwrap()
+    };
+    assert_eq!(run(), run());
+}
+
+#[test]
+fn ranks_and_mean_std() {
+    let t = vec![
+        vec![Some(0.9), Some(0.8), Some(0.8)],
+        vec![Some(0.5), None, Some(0.7)],
+    ];
+    // Row 1: 1, 2.5, 2.5; row 2: 2, 3, 1.
+    assert_eq!(eval::average_ranks(&t), vec![1.5, 2.75, 1.75]);
+    let (m, s) = eval::mean_std(&[1.0, 2.0, 3.0]);
+    assert_eq!((m, s), (2.0, 1.0));
+    assert!(eval::detector("nope", 0).is_err());
+}

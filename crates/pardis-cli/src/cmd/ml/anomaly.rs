@@ -1,0 +1,179 @@
+//! `pardis ml anomaly` (issue #27): tabular anomaly detectors on the ADBench protocol, mean ±
+//! std over seeds, a table per data set and each detector's average rank.
+
+use std::path::{Path, PathBuf};
+
+use pardis::ml::anomaly::data::read_labelled;
+use pardis::ml::anomaly::eval::{average_ranks, mean_std, run_seed, SeedResult, DETECTORS};
+use pardis::ml::anomaly::protocol_split;
+
+use crate::output::table;
+
+/// Arguments of `pardis ml anomaly`.
+#[derive(Debug, clap::Args)]
+pub(super) struct AnomalyArgs {
+    /// A `.npz` (ADBench: `X`, `y`) or `.csv` (label last) file; a name matched against
+    /// tabular-ad/adbench/*.npz and tabular-ad/pclad/*.csv under the data roots (`thyroid`,
+    /// `38_thyroid`, `01thyroid`); or `all` for every file there.
+    #[arg(long)]
+    data: String,
+    /// pcl, iforest, ecod, knn, icl, neutral, or all.
+    #[arg(long, default_value = "all")]
+    detector: String,
+    /// Seeds 0..n of the split (each detector is seeded alike).
+    #[arg(long, default_value_t = 5)]
+    seeds: u64,
+    /// Emit machine-readable JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Write each seed's split as `<DIR>/<data>.seed<k>.txt` (train rows, then test rows, one
+    /// line each) for scripts/compare-anomaly's peers.
+    #[arg(long, hide = true)]
+    dump_splits: Option<PathBuf>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Cell {
+    data: String,
+    detector: String,
+    runs: Vec<SeedResult>,
+    error: Option<String>,
+}
+
+/// The data files `spec` names.
+fn resolve(spec: &str, roots: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let p = Path::new(spec);
+    if p.is_file() {
+        return Ok(vec![p.to_path_buf()]);
+    }
+    let mut found = Vec::new();
+    for dir in ["tabular-ad/adbench", "tabular-ad/pclad"] {
+        let Some(d) = roots.iter().map(|r| r.join(dir)).find(|d| d.is_dir()) else {
+            continue;
+        };
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&d)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|f| matches!(f.extension().and_then(|e| e.to_str()), Some("npz" | "csv")))
+            .collect();
+        files.sort_by_key(|f| (set_number(f), f.clone()));
+        found.extend(files.into_iter().filter(|f| {
+            let stem = f.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+            let bare = stem.trim_start_matches(|c: char| c.is_ascii_digit() || c == '_');
+            spec == "all" || stem.eq_ignore_ascii_case(spec) || bare.eq_ignore_ascii_case(spec)
+        }));
+    }
+    if found.is_empty() {
+        anyhow::bail!("no data file matches `{spec}` (searched tabular-ad/ under {roots:?})");
+    }
+    Ok(found)
+}
+
+fn set_number(f: &Path) -> usize {
+    let stem = f.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    let digits: String = stem.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().unwrap_or(usize::MAX)
+}
+
+pub(super) fn run(a: AnomalyArgs, roots: &[PathBuf]) -> anyhow::Result<()> {
+    let detectors: Vec<&str> = if a.detector == "all" {
+        DETECTORS.to_vec()
+    } else {
+        vec![a.detector.as_str()]
+    };
+    let files = resolve(&a.data, roots)?;
+    let mut cells = Vec::new();
+    for f in &files {
+        let name = f
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("?")
+            .to_string();
+        let data = read_labelled(f)?;
+        if !a.json {
+            eprintln!(
+                "{name}: {} × {}, {} anomalies",
+                data.x.rows,
+                data.x.cols,
+                data.anomalies()
+            );
+        }
+        if let Some(dir) = &a.dump_splits {
+            std::fs::create_dir_all(dir)?;
+            for seed in 0..a.seeds.max(1) {
+                let s = protocol_split(&data, seed)?;
+                let line =
+                    |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(" ");
+                let text = format!("{}\n{}\n", line(&s.train_rows), line(&s.test_rows));
+                std::fs::write(dir.join(format!("{name}.seed{seed}.txt")), text)?;
+            }
+        }
+        for &det in &detectors {
+            let mut runs = Vec::new();
+            let mut error = None;
+            for seed in 0..a.seeds.max(1) {
+                match run_seed(&data, det, seed) {
+                    Ok(r) => runs.push(r),
+                    Err(e) => {
+                        error = Some(e.to_string());
+                        break;
+                    }
+                }
+            }
+            if !a.json {
+                let (m, s) = mean_std(&runs.iter().map(|r| r.auc_roc).collect::<Vec<_>>());
+                eprintln!(
+                    "  {det:8} AUC-ROC {m:.4} ± {s:.4}{}",
+                    error
+                        .as_deref()
+                        .map(|e| format!("  ({e})"))
+                        .unwrap_or_default()
+                );
+            }
+            cells.push(Cell {
+                data: name.clone(),
+                detector: det.to_string(),
+                runs,
+                error,
+            });
+        }
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&cells)?);
+        return Ok(());
+    }
+    for (metric, pick) in [("AUC-ROC", 0), ("AUC-PR", 1)] {
+        let value = |r: &SeedResult| if pick == 0 { r.auc_roc } else { r.auc_pr };
+        let mut header = vec!["data".to_string()];
+        header.extend(detectors.iter().map(|d| d.to_string()));
+        let mut t = table(header);
+        let mut means = Vec::new();
+        for chunk in cells.chunks(detectors.len()) {
+            let mut row = vec![chunk[0].data.clone()];
+            let mut mrow = Vec::new();
+            for c in chunk {
+                let v: Vec<f64> = c.runs.iter().map(value).collect();
+                if c.error.is_some() || v.is_empty() {
+                    row.push("failed".into());
+                    mrow.push(None);
+                } else {
+                    let (m, s) = mean_std(&v);
+                    row.push(format!("{m:.3} ± {s:.3}"));
+                    mrow.push(Some(m));
+                }
+            }
+            t.add_row(row);
+            means.push(mrow);
+        }
+        let mut avg = vec!["mean".to_string()];
+        let mut rank = vec!["avg rank".to_string()];
+        for (c, r) in average_ranks(&means).iter().enumerate() {
+            let col: Vec<f64> = means.iter().filter_map(|m| m[c]).collect();
+            avg.push(format!("{:.3}", mean_std(&col).0));
+            rank.push(format!("{r:.2}"));
+        }
+        t.add_row(avg);
+        t.add_row(rank);
+        println!("{metric} (mean ± std over {} seeds)\n{t}", a.seeds.max(1));
+    }
+    Ok(())
+}
