@@ -29,7 +29,8 @@ impl Ecod {
     }
 }
 
-/// The sign of the (biased, as `scipy.stats.skew`) sample skewness of `v`; 0 when constant.
+/// The sign of the (biased, as `scipy.stats.skew`) sample skewness of `v`; 0 when constant or
+/// numerically symmetric (|skewness| < 1e-9, where rounding alone would pick the sign).
 fn skew_sign(v: &[f64]) -> f64 {
     let n = v.len() as f64;
     let mean = v.iter().sum::<f64>() / n;
@@ -41,9 +42,9 @@ fn skew_sign(v: &[f64]) -> f64 {
         return 0.0;
     }
     let s = m3 / n / (m2 / n).powf(1.5);
-    if s > 0.0 {
+    if s > 1e-9 {
         1.0
-    } else if s < 0.0 {
+    } else if s < -1e-9 {
         -1.0
     } else {
         0.0

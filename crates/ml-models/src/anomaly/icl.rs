@@ -1,14 +1,17 @@
 //! ICL, internal contrastive learning (Shenkar & Wolf, "Anomaly detection for tabular data with
-//! internal contrastive learning", ICLR 2022).
+//! internal contrastive learning", ICLR 2022), as DeepOD's reference implementation runs it.
 //!
 //! Each instance is split into P pairs `(a_j, b_j)`: `a_j` the window of k consecutive features
-//! starting at j, `b_j` the other d − k features. Two encoders map windows and complements to the
-//! unit sphere; the loss asks each `a_j` to find its own complement among the instance's P
-//! complements: `mean_j ( log Σ_l exp(f(a_j)·g(b_l)/τ) − f(a_j)·g(b_j)/τ )`. The anomaly score is
-//! this loss. P = min(`max_pairs`, d − 1), so k = d + 1 − P (pardis's choice; the paper tunes k
-//! per data-set size).
+//! starting at j, `b_j` the other d − k features. An encoder `g` maps windows and an encoder `f`
+//! complements to the unit sphere; each complement must find its own window among the
+//! instance's P windows: `mean_j ( log Σ_l exp(f(b_j)·g(a_l)/τ) − f(b_j)·g(a_j)/τ )`, τ = 0.01.
+//! The anomaly score is this loss. k follows the paper's rule by dimension: 2 for d ≤ 40, 10 for
+//! d ≤ 160, d − 150 for d ≤ 240, d − 200 for d ≤ 480, d − 400 beyond. All d − k + 1 windows are
+//! used up to `max_pairs` (default 64; evenly spaced beyond it, pardis's CPU budget). Encoders
+//! `f`: d − k → 100 → 50 → 128 and `g`: k → 50 → 25 → 128 (leaky ReLU; DeepOD adds batch norm
+//! and a tanh first layer, left out here so a row's score never depends on its batch).
 
-use candle_core::Tensor;
+use candle_core::{Device, Tensor};
 
 use super::deep::{l2_normalise, score_rows, to_tensor, train, DeepConfig, Mlp};
 use super::{check_cols, Detector, Features, InputError};
@@ -18,13 +21,15 @@ use crate::Result;
 /// ICL hyper-parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct IclConfig {
-    /// Most window/complement pairs per instance, default 10.
+    /// Window length k; `None` (default) applies the paper's rule by dimension.
+    pub window: Option<usize>,
+    /// Most window/complement pairs per instance, default 64.
     pub max_pairs: usize,
-    /// Temperature τ, default 0.1.
+    /// Temperature τ, default 0.01.
     pub tau: f64,
-    /// Encoder hidden width, default 96.
-    pub hidden: usize,
-    /// Representation size, default 64.
+    /// Hidden widths of the complement encoder, default 100 and 50 (halved for the window one).
+    pub hidden: [usize; 2],
+    /// Representation size, default 128.
     pub rep: usize,
     /// Training loop settings.
     pub train: DeepConfig,
@@ -33,19 +38,34 @@ pub struct IclConfig {
 impl Default for IclConfig {
     fn default() -> Self {
         Self {
-            max_pairs: 10,
-            tau: 0.1,
-            hidden: 96,
-            rep: 64,
+            window: None,
+            max_pairs: 64,
+            tau: 0.01,
+            hidden: [100, 50],
+            rep: 128,
             train: DeepConfig::default(),
         }
     }
 }
 
+/// The paper's window length for `d` features.
+fn auto_window(d: usize) -> usize {
+    match d {
+        0..=40 => 2,
+        41..=160 => 10,
+        161..=240 => d - 150,
+        241..=480 => d - 200,
+        _ => d - 400,
+    }
+}
+
 #[derive(Debug)]
 struct Model {
-    k: usize,
     pairs: usize,
+    k: usize,
+    /// Column indices of the P windows, `[P·k]`, and of their complements, `[P·(d−k)]`.
+    window_idx: Tensor,
+    complement_idx: Tensor,
     window: Mlp,
     complement: Mlp,
     tau: f64,
@@ -53,25 +73,17 @@ struct Model {
 
 impl Model {
     fn loss(&self, x: &Tensor) -> Result<Tensor> {
-        let d = x.dim(1)?;
-        let mut a = Vec::with_capacity(self.pairs);
-        let mut b = Vec::with_capacity(self.pairs);
-        for j in 0..self.pairs {
-            a.push(x.narrow(1, j, self.k)?);
-            let mut rest = Vec::new();
-            if j > 0 {
-                rest.push(x.narrow(1, 0, j)?);
-            }
-            if j + self.k < d {
-                rest.push(x.narrow(1, j + self.k, d - j - self.k)?);
-            }
-            b.push(Tensor::cat(&rest, 1)?);
-        }
-        let fa = l2_normalise(&self.window.forward(&Tensor::stack(&a, 1)?)?)?; // [n, P, rep]
-        let gb = l2_normalise(&self.complement.forward(&Tensor::stack(&b, 1)?)?)?;
-        let s = (fa.matmul(&gb.transpose(1, 2)?.contiguous()?)? / self.tau)?; // [n, P, P]
+        let (b, d) = x.dims2()?;
+        let (p, k) = (self.pairs, self.k);
+        let a = x.index_select(&self.window_idx, 1)?.reshape((b, p, k))?;
+        let c = x
+            .index_select(&self.complement_idx, 1)?
+            .reshape((b, p, d - k))?;
+        let ga = l2_normalise(&self.window.forward(&a)?)?; // [b, P, rep]
+        let fb = l2_normalise(&self.complement.forward(&c)?)?;
+        let s = (fb.matmul(&ga.transpose(1, 2)?.contiguous()?)? / self.tau)?; // [b, P, P]
         let lse = s.log_sum_exp(2)?;
-        let eye = Tensor::eye(self.pairs, s.dtype(), s.device())?;
+        let eye = Tensor::eye(p, s.dtype(), s.device())?;
         let pos = s.broadcast_mul(&eye)?.sum(2)?;
         Ok((lse - pos)?.mean(1)?)
     }
@@ -110,35 +122,48 @@ impl Detector for Icl {
             .into());
         }
         let c = &self.cfg;
-        let pairs = c.max_pairs.clamp(2, d - 1);
-        let k = d + 1 - pairs;
+        let k = c.window.unwrap_or_else(|| auto_window(d)).clamp(1, d - 1);
+        let all = d - k + 1;
+        let pairs = all.min(c.max_pairs.max(2));
+        // Evenly spaced window starts when there are more than `max_pairs`.
+        let starts: Vec<usize> = (0..pairs).map(|i| i * (all - 1) / (pairs - 1)).collect();
+        let mut wi = Vec::with_capacity(pairs * k);
+        let mut ci = Vec::with_capacity(pairs * (d - k));
+        for &s in &starts {
+            wi.extend((s..s + k).map(|j| j as u32));
+            ci.extend((0..d).filter(|j| !(s..s + k).contains(j)).map(|j| j as u32));
+        }
         let mut init = SeededInit::new(c.train.seed);
         let mut store = ParamStore::new();
+        let [h1, h2] = c.hidden;
         let window = Mlp::new(
             &mut store,
             &mut init,
-            "f",
-            &[k, c.hidden, c.rep],
-            true,
+            "g",
+            &[k, (h1 / 2).max(1), (h2 / 2).max(1), c.rep],
+            false,
             true,
         )?;
         let complement = Mlp::new(
             &mut store,
             &mut init,
-            "g",
-            &[d - k, c.hidden, c.rep],
-            true,
+            "f",
+            &[d - k, h1, h2, c.rep],
+            false,
             true,
         )?;
         let model = Model {
-            k,
             pairs,
+            k,
+            window_idx: Tensor::from_vec(wi, pairs * k, &Device::Cpu)?,
+            complement_idx: Tensor::from_vec(ci, pairs * (d - k), &Device::Cpu)?,
             window,
             complement,
             tau: c.tau,
         };
-        train(&store, &to_tensor(train_x)?, &c.train, &mut init, |b| {
-            model.loss(b)
+        let x = to_tensor(train_x)?;
+        train(&store, train_x.rows, &c.train, &mut init, |idx| {
+            model.loss(&x.index_select(idx, 0)?)
         })?;
         self.model = Some(model);
         self.cols = Some(d);

@@ -123,8 +123,9 @@ impl Detector for Neutral {
             encoder,
             tau: c.tau,
         };
-        train(&store, &to_tensor(train_x)?, &c.train, &mut init, |b| {
-            model.loss(b)
+        let x = to_tensor(train_x)?;
+        train(&store, train_x.rows, &c.train, &mut init, |idx| {
+            model.loss(&x.index_select(idx, 0)?)
         })?;
         self.model = Some(model);
         self.cols = Some(d);

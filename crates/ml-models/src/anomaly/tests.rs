@@ -295,3 +295,124 @@ fn ranks_and_mean_std() {
     assert_eq!((m, s), (2.0, 1.0));
     assert!(eval::detector("nope", 0).is_err());
 }
+
+/// ECOD by its definition, O(n) per value: tail counts by a linear scan, skewness from the
+/// central moments.
+fn ecod_reference(train: &Features, x: &Features) -> Vec<f64> {
+    let n = train.rows as f64;
+    let skew: Vec<f64> = (0..train.cols)
+        .map(|j| {
+            let col: Vec<f64> = (0..train.rows).map(|i| train.row(i)[j]).collect();
+            let m = col.iter().sum::<f64>() / n;
+            let m2 = col.iter().map(|v| (v - m).powi(2)).sum::<f64>() / n;
+            let m3 = col.iter().map(|v| (v - m).powi(3)).sum::<f64>() / n;
+            let s = if m2 <= 1e-12 { 0.0 } else { m3 / m2.powf(1.5) };
+            if s.abs() < 1e-9 {
+                0.0
+            } else {
+                s
+            }
+        })
+        .collect();
+    (0..x.rows)
+        .map(|i| {
+            (0..x.cols)
+                .map(|j| {
+                    let v = x.row(i)[j];
+                    let le = (0..train.rows).filter(|&r| train.row(r)[j] <= v).count() as f64;
+                    let ge = (0..train.rows).filter(|&r| train.row(r)[j] >= v).count() as f64;
+                    let ul = -((le + 1.0) / (n + 1.0)).ln();
+                    let ur = -((ge + 1.0) / (n + 1.0)).ln();
+                    let us = if skew[j] < 0.0 {
+                        ul
+                    } else if skew[j] > 0.0 {
+                        ur
+                    } else {
+                        ul + ur
+                    };
+                    us.max((ul + ur) / 2.0)
+                })
+                .sum()
+        })
+        .collect()
+}
+
+/// Random small matrices with repeated values (ties are the ECDF's hard case).
+fn small_matrix(max_rows: usize) -> impl Strategy<Value = Features> {
+    (2usize..max_rows, 1usize..5).prop_flat_map(|(rows, cols)| {
+        proptest::collection::vec(0u8..8, rows * cols).prop_map(move |v| {
+            let data = v.iter().map(|&b| f64::from(b) * 0.5 - 1.0).collect();
+            Features::new(rows, cols, data).unwrap()
+        })
+    })
+}
+
+/// k-NN distance by sorting all distances.
+fn knn_reference(train: &Features, x: &Features, k: usize) -> Vec<f64> {
+    (0..x.rows)
+        .map(|i| {
+            let mut d: Vec<f64> = (0..train.rows)
+                .map(|r| {
+                    train
+                        .row(r)
+                        .iter()
+                        .zip(x.row(i))
+                        .map(|(a, b)| (a - b) * (a - b))
+                        .sum::<f64>()
+                        .sqrt()
+                })
+                .collect();
+            d.sort_by(f64::total_cmp);
+            d[k - 1]
+        })
+        .collect()
+}
+
+proptest! {
+    #[test]
+    fn ecod_matches_reference(train in small_matrix(30), seed in 0u64..1000) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let data: Vec<f64> = (0..7 * train.cols).map(|_| f64::from(rng.random_range(0u8..10)) * 0.5 - 1.5).collect();
+        let x = Features::new(7, train.cols, data).unwrap();
+        let mut e = Ecod::new();
+        e.fit(&train).unwrap();
+        let got = e.score(&x).unwrap();
+        for (g, r) in got.iter().zip(ecod_reference(&train, &x)) {
+            prop_assert!((g - r).abs() < 1e-9, "{g} vs {r}");
+        }
+    }
+
+    #[test]
+    fn knn_matches_reference(train in small_matrix(30), k in 1usize..4) {
+        prop_assume!(train.rows >= k);
+        let mut det = Knn::new(KnnConfig { k, ..KnnConfig::default() });
+        det.fit(&train).unwrap();
+        let got = det.score(&train).unwrap();
+        for (g, r) in got.iter().zip(knn_reference(&train, &train, k)) {
+            prop_assert!((g - r).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn iforest_scores_are_per_row_and_bounded(train in small_matrix(40), seed in 0u64..100) {
+        let mut f = IsolationForest::new(IsolationForestConfig { trees: 20, seed, ..IsolationForestConfig::default() });
+        f.fit(&train).unwrap();
+        let all = f.score(&train).unwrap();
+        for (i, s) in all.iter().enumerate() {
+            prop_assert!(*s > 0.0 && *s <= 1.0);
+            let one = f.score(&train.select(&[i])).unwrap();
+            prop_assert_eq!(one[0], *s);
+        }
+    }
+
+    #[test]
+    fn iforest_on_identical_rows_scores_one_half(rows in 1usize..600, v in -5.0f64..5.0) {
+        // Every tree is a single leaf holding ψ rows: h = c(ψ), so the score is 2^-1 exactly.
+        let x = Features::new(rows, 2, vec![v; 2 * rows]).unwrap();
+        let mut f = IsolationForest::new(IsolationForestConfig { trees: 5, ..IsolationForestConfig::default() });
+        f.fit(&x).unwrap();
+        for s in f.score(&x).unwrap() {
+            prop_assert!((s - 0.5).abs() < 1e-12 || rows == 1, "{s}");
+        }
+    }
+}
