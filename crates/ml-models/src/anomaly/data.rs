@@ -94,10 +94,12 @@ impl Labelled {
         }
         let mut labels = Vec::with_capacity(y.len());
         for (index, &value) in y.iter().enumerate() {
-            match value {
-                v if v == 0.0 => labels.push(0),
-                v if v == 1.0 => labels.push(1),
-                _ => return Err(InputError::BadLabel { index, value }),
+            if value == 0.0 {
+                labels.push(0);
+            } else if value == 1.0 {
+                labels.push(1);
+            } else {
+                return Err(InputError::BadLabel { index, value });
             }
         }
         Ok(Self { x, labels })

@@ -147,7 +147,7 @@ pub(super) fn to_tensor(x: &Features) -> Result<Tensor> {
 /// shuffle, batches of `cfg.batch` row indices (a last batch of one row is skipped), the mean
 /// of `loss(indices)` (a `[b]` tensor of per-sample losses; `indices` is a `u32` tensor the
 /// closure gathers its inputs with), AdamW. Stops after `cfg.max_steps` steps. Returns the
-/// steps taken.
+/// steps taken and the training rows they processed.
 ///
 /// # Errors
 /// [`MlError::Diverged`] when the loss stops being finite.
@@ -157,7 +157,7 @@ pub(super) fn train(
     cfg: &DeepConfig,
     init: &mut SeededInit,
     loss: impl Fn(&Tensor) -> Result<Tensor>,
-) -> Result<usize> {
+) -> Result<(usize, usize)> {
     let mut opt = AdamW::new(
         store,
         AdamWConfig {
@@ -166,12 +166,12 @@ pub(super) fn train(
         },
     )?;
     let mut order: Vec<u32> = (0..n as u32).collect();
-    let mut step = 0;
+    let (mut step, mut seen) = (0, 0);
     for _ in 0..cfg.epochs {
         order.shuffle(init.rng());
         for chunk in order.chunks(cfg.batch.max(2)) {
             if step >= cfg.max_steps {
-                return Ok(step);
+                return Ok((step, seen));
             }
             if chunk.len() < 2 && n >= 2 {
                 continue;
@@ -184,9 +184,10 @@ pub(super) fn train(
             }
             opt.step(&l.backward()?, cfg.lr, None)?;
             step += 1;
+            seen += chunk.len();
         }
     }
-    Ok(step)
+    Ok((step, seen))
 }
 
 /// Scores `x` in chunks of 1 024 rows with `score` (per-sample, `[b]`), as `f64`; rejects a

@@ -198,6 +198,7 @@ pub struct Pcl {
     reference: Option<(Tensor, Tensor)>,
     cols: Option<usize>,
     steps: usize,
+    samples: usize,
 }
 
 impl Pcl {
@@ -209,12 +210,18 @@ impl Pcl {
             reference: None,
             cols: None,
             steps: 0,
+            samples: 0,
         }
     }
 
     /// Optimiser steps taken by the last `fit`.
     pub fn steps(&self) -> usize {
         self.steps
+    }
+
+    /// Training rows processed by the last `fit` (over all epochs).
+    pub fn samples_seen(&self) -> usize {
+        self.samples
     }
 
     /// Transformed views (K) and sub-vectors per view (m) of the fitted model.
@@ -252,10 +259,7 @@ impl Detector for Pcl {
         }
         let c = self.cfg;
         let mut init = SeededInit::new(c.train.seed);
-        let m = c
-            .partitions
-            .unwrap_or((d / 2 + 1).min(20))
-            .clamp(2, d - 1);
+        let m = c.partitions.unwrap_or((d / 2 + 1).min(20)).clamp(2, d - 1);
         let mut parts = draw_partitionings(d, m, c.n_trans.max(2), init.rng());
         if parts.len() < 2 {
             return Err(InputError::Unsupported(format!(
@@ -298,7 +302,7 @@ impl Detector for Pcl {
         };
         let x = to_tensor(train_x)?;
         let views = chunked(&x, |b| model.transform(b))?;
-        self.steps = train(&store, train_x.rows, &c.train, &mut init, |idx| {
+        (self.steps, self.samples) = train(&store, train_x.rows, &c.train, &mut init, |idx| {
             let b = x.index_select(idx, 0)?;
             let (local, z0) = model.local(&views.index_select(idx, 0)?)?;
             let global = model.structure(&b, &z0, &b, &z0, true)?;
