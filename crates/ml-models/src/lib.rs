@@ -24,9 +24,14 @@
 //!   dequantize-and-multiply, LoRA over f32/bf16/NF4/int8 bases with per-layer-type and per-depth
 //!   ranks and equal-budget rank splits, and QLoRA relation classification on FewRel.
 //!
+//! - [`anomaly`]: tabular anomaly detection on the ADBench protocol behind one
+//!   [`anomaly::Detector`] trait: partition contrastive learning (PCL-AD, Li et al., Data Mining
+//!   and Knowledge Discovery 2025) and the baselines Isolation Forest, ECOD, k-NN distance, ICL
+//!   and NeuTraL-AD, with exact AUC-ROC and average precision.
+//!
 //! Not present yet, each to be a module next to `qlora` on the same shared core: PO-HRL
-//! (hyperbolic contrastive relation extraction), semi-supervised class-incremental learning, and
-//! `anomaly` (tabular anomaly detection). The experiment drivers
+//! (hyperbolic contrastive relation extraction) and semi-supervised class-incremental learning.
+//! The experiment drivers
 //! (the key-variables study of Shen et al., CMC 2025, its tables and plots) are not part of this
 //! library: they live in the workspace's unpublished `ml-studies` crate.
 //!

@@ -8,7 +8,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::InputError;
-use crate::core::data::{read_csv, read_npz};
+use crate::data::{read_csv, read_npz};
 use crate::{MlError, Result};
 
 /// A dense feature matrix, `rows × cols`, row-major.

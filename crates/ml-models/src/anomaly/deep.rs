@@ -1,12 +1,12 @@
 //! What the deep detectors share: seeded MLPs, the contrastive view loss, and a mini-batch
 //! training loop on the crate's AdamW.
 
-use candle_core::{DType, Device, Tensor, D};
+use candle_core::{Device, Tensor, D};
 use rand::seq::SliceRandom;
 
 use super::{Features, InputError};
-use crate::core::{AdamW, AdamWConfig, ParamStore, SeededInit};
-use crate::{MlError, Result};
+use crate::train::{AdamWConfig, ParamStore, SeededInit, TrainConfig, Trainer};
+use crate::Result;
 
 /// Training hyper-parameters shared by PCL-AD, ICL and NeuTraL-AD.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -150,7 +150,7 @@ pub(super) fn to_tensor(x: &Features) -> Result<Tensor> {
 /// steps taken and the training rows they processed.
 ///
 /// # Errors
-/// [`MlError::Diverged`] when the loss stops being finite.
+/// [`crate::MlError::Diverged`] when the loss stops being finite.
 pub(super) fn train(
     store: &ParamStore,
     n: usize,
@@ -158,12 +158,20 @@ pub(super) fn train(
     init: &mut SeededInit,
     loss: impl Fn(&Tensor) -> Result<Tensor>,
 ) -> Result<(usize, usize)> {
-    let mut opt = AdamW::new(
-        store,
-        AdamWConfig {
-            weight_decay: cfg.weight_decay,
-            ..AdamWConfig::default()
+    // The crate's training core steps the optimiser (and reports divergence); the epochs of
+    // shuffled mini-batches are this loop's.
+    let mut trainer = Trainer::new(
+        TrainConfig {
+            lr: cfg.lr,
+            adamw: AdamWConfig {
+                weight_decay: cfg.weight_decay,
+                ..AdamWConfig::default()
+            },
+            grad_clip: None,
+            max_steps: cfg.max_steps,
+            ..TrainConfig::default()
         },
+        store,
     )?;
     let mut order: Vec<u32> = (0..n as u32).collect();
     let (mut step, mut seen) = (0, 0);
@@ -177,12 +185,7 @@ pub(super) fn train(
                 continue;
             }
             let idx = Tensor::from_slice(chunk, chunk.len(), &Device::Cpu)?;
-            let l = loss(&idx)?.mean_all()?;
-            let value = l.to_dtype(DType::F32)?.to_scalar::<f32>()?;
-            if !value.is_finite() {
-                return Err(MlError::Diverged { step, loss: value });
-            }
-            opt.step(&l.backward()?, cfg.lr, None)?;
+            trainer.step_once(&mut |_| loss(&idx)?.mean_all().map_err(Into::into))?;
             step += 1;
             seen += chunk.len();
         }

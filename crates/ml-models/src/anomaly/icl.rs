@@ -15,7 +15,7 @@ use candle_core::{Device, Tensor};
 
 use super::deep::{l2_normalise, score_rows, to_tensor, train, DeepConfig, Mlp};
 use super::{check_cols, Detector, Features, InputError};
-use crate::core::{ParamStore, SeededInit};
+use crate::train::{ParamStore, SeededInit};
 use crate::Result;
 
 /// ICL hyper-parameters.

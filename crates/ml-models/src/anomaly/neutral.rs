@@ -14,7 +14,7 @@ use super::deep::{
     l2_normalise, score_rows, to_tensor, train, view_contrast_loss, DeepConfig, Mlp,
 };
 use super::{check_cols, Detector, Features, InputError};
-use crate::core::{ParamStore, SeededInit};
+use crate::train::{ParamStore, SeededInit};
 use crate::Result;
 
 /// NeuTraL-AD hyper-parameters.

@@ -42,7 +42,7 @@ use super::deep::{
     l2_normalise, score_rows, to_tensor, train, view_contrast_loss, DeepConfig, Mlp,
 };
 use super::{check_cols, Detector, Features, InputError};
-use crate::core::{ParamStore, SeededInit};
+use crate::train::{ParamStore, SeededInit};
 use crate::Result;
 
 /// PCL-AD hyper-parameters; defaults are the authors' (`config.py`, `parser_utils.py`).

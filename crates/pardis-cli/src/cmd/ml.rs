@@ -162,7 +162,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         MlCommand::QloraStudy(a) => qlora_study(a),
         MlCommand::MinilmFewrel(a) => minilm_fewrel(a),
-        MlCommand::Anomaly(a) => anomaly::run(a, &data_roots()),
+        MlCommand::Anomaly(a) => anomaly::run(a, &DataRoots::from_env()),
     }
 }
 

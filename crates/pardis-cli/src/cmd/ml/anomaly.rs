@@ -7,6 +7,8 @@ use pardis::ml::anomaly::data::read_labelled;
 use pardis::ml::anomaly::eval::{average_ranks, mean_std, run_seed, SeedResult, DETECTORS};
 use pardis::ml::anomaly::protocol_split;
 
+use pardis_datasets::DataRoots;
+
 use crate::output::table;
 
 /// Arguments of `pardis ml anomaly`.
@@ -41,14 +43,14 @@ struct Cell {
 }
 
 /// The data files `spec` names.
-fn resolve(spec: &str, roots: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+fn resolve(spec: &str, roots: &DataRoots) -> anyhow::Result<Vec<PathBuf>> {
     let p = Path::new(spec);
     if p.is_file() {
         return Ok(vec![p.to_path_buf()]);
     }
     let mut found = Vec::new();
     for dir in ["tabular-ad/adbench", "tabular-ad/pclad"] {
-        let Some(d) = roots.iter().map(|r| r.join(dir)).find(|d| d.is_dir()) else {
+        let Some(d) = roots.dirs().map(|(_, r)| r.join(dir)).find(|d| d.is_dir()) else {
             continue;
         };
         let mut files: Vec<PathBuf> = std::fs::read_dir(&d)?
@@ -63,7 +65,8 @@ fn resolve(spec: &str, roots: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
         }));
     }
     if found.is_empty() {
-        anyhow::bail!("no data file matches `{spec}` (searched tabular-ad/ under {roots:?})");
+        let searched: Vec<_> = roots.dirs().map(|(_, r)| r.display().to_string()).collect();
+        anyhow::bail!("no data file matches `{spec}` (searched tabular-ad/ under {searched:?})");
     }
     Ok(found)
 }
@@ -74,7 +77,7 @@ fn set_number(f: &Path) -> usize {
     digits.parse().unwrap_or(usize::MAX)
 }
 
-pub(super) fn run(a: AnomalyArgs, roots: &[PathBuf]) -> anyhow::Result<()> {
+pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
     let detectors: Vec<&str> = if a.detector == "all" {
         DETECTORS.to_vec()
     } else {
