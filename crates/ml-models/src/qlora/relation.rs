@@ -171,7 +171,7 @@ fn labels(batch: &[&RelationExample]) -> Result<Tensor> {
 }
 
 /// QLoRA fine-tuning of `bert` (modified in place: quantized and adapted per `cfg.lora`) for
-/// the relations of `per_class` (from [`encode_fewrel`]); accuracy on the held-out 20 %.
+/// the relations of `per_class` (from [`encode_fewrel`](crate::data::encode_fewrel)); accuracy on the held-out 20 %.
 pub fn fine_tune_relations(
     bert: &mut Bert,
     per_class: &[Vec<RelationExample>],
