@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
+
 use pardis::ml::anomaly::data::read_labelled;
 use pardis::ml::anomaly::eval::{average_ranks, mean_std, run_seed, SeedResult, DETECTORS};
 use pardis::ml::anomaly::protocol_split;
@@ -107,7 +109,19 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
                 let line =
                     |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(" ");
                 let text = format!("{}\n{}\n", line(&s.train_rows), line(&s.test_rows));
-                std::fs::write(dir.join(format!("{name}.seed{seed}.txt")), text)?;
+                // Never overwrite a file the user did not name: refuse an existing one.
+                let path = dir.join(format!("{name}.seed{seed}.txt"));
+                let mut file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                    .with_context(|| {
+                        format!(
+                            "writing {} (an existing file is not replaced)",
+                            path.display()
+                        )
+                    })?;
+                std::io::Write::write_all(&mut file, text.as_bytes())?;
             }
         }
         for &det in &detectors {
