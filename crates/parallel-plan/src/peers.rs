@@ -332,7 +332,28 @@ pub fn configurations(problem: &Problem, framework: Framework) -> Vec<PeerConfig
 /// [`PlanError::InvalidInput`] when the configuration cannot be laid out on the mesh or a
 /// pinned sharding is invalid for an operator; solver and memory-model errors.
 pub fn evaluate(problem: &Problem, cfg: &PeerConfig) -> Result<Plan> {
-    let cand = cfg.candidate(problem)?;
+    evaluate_split(problem, cfg, cfg.candidate(problem)?)
+}
+
+/// `cfg` with the pipeline layer split `layers` (the even split of [`evaluate`] or an uneven
+/// one an engine can express), priced as [`evaluate`] prices it.
+///
+/// # Errors
+/// [`PlanError::InvalidInput`] when `layers` is not `pp` stages summing to the model's layers;
+/// the errors of [`evaluate`].
+pub fn evaluate_with_layers(problem: &Problem, cfg: &PeerConfig, layers: &[u64]) -> Result<Plan> {
+    if layers.len() as u64 != cfg.pp || layers.iter().sum::<u64>() != problem.model.num_layers {
+        return Err(PlanError::InvalidInput(format!(
+            "layer split {layers:?} is not {} stages of {} layers",
+            cfg.pp, problem.model.num_layers
+        )));
+    }
+    let mut cand = cfg.candidate(problem)?;
+    cand.layers = layers.to_vec();
+    evaluate_split(problem, cfg, cand)
+}
+
+fn evaluate_split(problem: &Problem, cfg: &PeerConfig, cand: Candidate) -> Result<Plan> {
     let pinned = *cfg;
     let pin = move |g: &TransformerGraph, op: usize, s: &Sharding, mesh: &DeviceMesh| {
         s == &pinned.sharding(g, op, mesh)

@@ -33,16 +33,13 @@ pub mod megatron;
 mod shape;
 pub mod torchtitan;
 
-use memory_model::{layers_per_stage, PipelineSchedule, Recompute, ZeroStage as MmZero};
+use memory_model::{PipelineSchedule, Recompute, ZeroStage as MmZero};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{PlanError, Result};
-use crate::ilp::IlpObjective;
 use crate::peers::{self, Framework, PeerConfig};
 use crate::plan::Plan;
 use crate::search::Problem;
-use crate::sharding::Sharding;
-use crate::transformer::TransformerGraph;
 
 pub use shape::{LinearSplit, PlanShape};
 
@@ -414,7 +411,7 @@ pub fn export(problem: &Problem, plan: &Plan, engine: Engine) -> Result<Export> 
             }
             Err(e) => return Err(e),
         };
-        let priced = match price(problem, &nearest.config, &nearest.layers) {
+        let priced = match peers::evaluate_with_layers(problem, &nearest.config, &nearest.layers) {
             Ok(p) => p,
             Err(e @ PlanError::InvalidInput(_)) => {
                 last_err = Some(e);
@@ -468,36 +465,6 @@ pub fn export(problem: &Problem, plan: &Plan, engine: Engine) -> Result<Export> 
     Err(last_err.unwrap_or_else(|| {
         PlanError::InvalidInput(format!("no {engine} configuration fits this mesh"))
     }))
-}
-
-/// `cfg` with the layer split `layers`, priced as [`peers::evaluate`] prices a peer (the same
-/// pinned shardings; only the split can differ from the even one).
-pub fn price(problem: &Problem, cfg: &PeerConfig, layers: &[u64]) -> Result<Plan> {
-    if layers == layers_per_stage(problem.model.num_layers, cfg.pp).as_slice() {
-        return peers::evaluate(problem, cfg);
-    }
-    let mut cand = cfg.candidate(problem)?;
-    if layers.len() as u64 != cfg.pp || layers.iter().sum::<u64>() != problem.model.num_layers {
-        return Err(PlanError::InvalidInput(format!(
-            "layer split {layers:?} is not {} stages of {} layers",
-            cfg.pp, problem.model.num_layers
-        )));
-    }
-    cand.layers = layers.to_vec();
-    let pinned = *cfg;
-    let pin = move |g: &TransformerGraph, op: usize, s: &Sharding, mesh: &_| {
-        s == &pinned.sharding(g, op, mesh)
-    };
-    let stages = problem.build(&cand, Some(&pin))?;
-    let name = format!("{} {}", cfg.framework, cfg.label());
-    problem.solve(
-        &name,
-        &cand,
-        &stages,
-        IlpObjective::MinTime {
-            memory_budget: None,
-        },
-    )
 }
 
 /// The configuration every engine starts from: the plan's shape at tensor-parallel degree

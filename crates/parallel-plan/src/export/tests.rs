@@ -130,11 +130,11 @@ fn uneven_splits_use_first_last_or_a_layout() {
     assert!(args(&[3, 1, 1, 2]).contains("--decoder-last-pipeline-num-layers 2"));
     assert!(args(&[2, 1, 3, 1]).contains("--pipeline-model-parallel-layout Ett|t|ttt|tL"));
     // Priced with the uneven split, exported exactly.
-    let plan = price(&p, &cfg, &[3, 1, 1, 2]).unwrap();
+    let plan = crate::peers::evaluate_with_layers(&p, &cfg, &[3, 1, 1, 2]).unwrap();
     assert_eq!(plan.layers_per_stage, vec![3, 1, 1, 2]);
     let e = export(&p, &plan, Engine::Megatron).unwrap();
     assert_eq!(e.fidelity, Fidelity::Exact, "{:?}", e.given_up);
-    assert!(price(&p, &cfg, &[3, 3, 1]).is_err());
+    assert!(crate::peers::evaluate_with_layers(&p, &cfg, &[3, 3, 1]).is_err());
 }
 
 #[test]
