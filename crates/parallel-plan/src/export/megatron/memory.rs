@@ -265,7 +265,7 @@ fn split_and_replicated(ops: &[memory_model::Operator]) -> (f64, f64) {
 }
 
 /// Megatron's formula on `cfg` (layer split `layers`) beside memory-model's first stage of
-/// `priced` (the configuration priced by [`super::super::price`]). The weight differences are
+/// `priced` (the configuration priced by [`crate::peers::evaluate_with_layers`]). The weight differences are
 /// itemised in parameters and priced at memory-model's bytes per parameter; whatever they do not
 /// explain is listed as `unexplained`.
 pub fn cross_check(
