@@ -4,7 +4,8 @@
 //!   CLI's `plan` subcommand in release mode and runs `pardis plan` on its built-in defaults (the
 //!   main job).
 //! - `cargo xtask test`: everything CI runs, cheapest first: fmt, clippy, tests, selective-build
-//!   checks of the umbrella crate and of the demo's CLI, docs. Prints the wall time of each step.
+//!   checks of the umbrella crate and of the demo's CLI, packaging of the published crates,
+//!   docs. Prints the wall time of each step.
 //! - `cargo xtask deps`: only installs missing system packages.
 
 use std::process::{Command, ExitCode};
@@ -241,6 +242,19 @@ fn use_ccache_for_cmake() {
     eprintln!("xtask: compiling HiGHS through ccache");
 }
 
+/// The crates published to crates.io: the library crates, the umbrella and the data resolver.
+const PUBLISHED: [&str; 9] = [
+    "memory-model",
+    "parallel-plan",
+    "sparse-formats",
+    "sparse-kernels",
+    "graph-kernels",
+    "collectives",
+    "ml-models",
+    "pardis",
+    "pardis-datasets",
+];
+
 fn test() -> Result<(), String> {
     use_ccache_for_cmake();
     let start = Instant::now();
@@ -393,6 +407,16 @@ fn test() -> Result<(), String> {
         eprintln!("sparse-only and graph-only umbrellas keep the kernel crates apart");
         eprintln!("sparse-only umbrella is free of {}", HEAVY.join(", "));
         Ok(())
+    })?;
+    step("package", &mut || {
+        // Every library crate and the umbrella must be importable from crates.io: packaging
+        // them together checks that no dependency (dev-only helpers included) needs an
+        // unpublished crate. Not verified (that would rebuild each crate alone).
+        let mut args = vec!["package", "--no-verify", "--allow-dirty"];
+        for krate in PUBLISHED {
+            args.extend(["-p", krate]);
+        }
+        run("cargo", &args, &[])
     })?;
     step("doc", &mut || {
         run(

@@ -77,7 +77,8 @@ pub use setup::{
     MAX_DEVICES,
 };
 pub use sharding::{
-    is_kept, operator_memory, quantized_bytes, Categories, OperatorMemory, OperatorSharding,
+    dense_model_states, is_kept, operator_memory, quantized_bytes, Categories, OperatorMemory,
+    OperatorSharding,
 };
 pub use stage::{stage_memory, PlacedOperator, StageMemory, StageTensors};
 pub use zoo::PRESET_NAMES;

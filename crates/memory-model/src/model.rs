@@ -4,8 +4,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{positive, MemoryError, Result};
-use crate::layers::{embedding_operators, head_operators, layer_operators};
-use crate::operator::Workload;
 
 /// Feed-forward block of a layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -207,29 +205,5 @@ impl ModelConfig {
     /// Vocabulary rounded up to [`ModelConfig::vocab_pad_multiple`].
     pub fn padded_vocab(&self) -> u64 {
         self.vocab_size.div_ceil(self.vocab_pad_multiple) * self.vocab_pad_multiple
-    }
-
-    /// Parameters of one transformer layer (sum over [`layer_operators`]).
-    pub fn layer_parameters(&self) -> u64 {
-        layer_operators(self, &Workload::UNIT)
-            .iter()
-            .map(|op| op.parameter_elements())
-            .sum()
-    }
-
-    /// Parameters of the embeddings, final norm and output head (a tied head counts once).
-    pub fn embedding_parameters(&self) -> u64 {
-        embedding_operators(self, &Workload::UNIT)
-            .iter()
-            .chain(head_operators(self, &Workload::UNIT, false).iter())
-            .map(|op| op.parameter_elements())
-            .sum()
-    }
-
-    /// Total parameters: `L ·` [`Self::layer_parameters`] `+` [`Self::embedding_parameters`].
-    ///
-    /// Computed from the operator list, the same code path as all memory numbers.
-    pub fn num_parameters(&self) -> u64 {
-        self.num_layers * self.layer_parameters() + self.embedding_parameters()
     }
 }

@@ -98,8 +98,9 @@ impl std::fmt::Display for PipelineSchedule {
     }
 }
 
-/// ZeRO stage (Rajbhandari et al., SC'20), or Megatron's distributed optimizer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+/// ZeRO stage (Rajbhandari et al., SC'20), or Megatron's distributed optimizer: the
+/// workspace's one ZeRO rule (what each stage shards) lives in its methods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ZeroStage {
     /// Plain data parallelism: everything replicated.
@@ -126,6 +127,22 @@ impl ZeroStage {
     /// Parameters are sharded over data parallel.
     pub fn shards_parameters(self) -> bool {
         self == ZeroStage::Zero3
+    }
+    /// The numeric stage 0–3 (the distributed optimizer places states as ZeRO-1 does).
+    pub fn number(self) -> u8 {
+        match self {
+            ZeroStage::Zero0 => 0,
+            ZeroStage::Zero1 | ZeroStage::DistributedOptimizer => 1,
+            ZeroStage::Zero2 => 2,
+            ZeroStage::Zero3 => 3,
+        }
+    }
+    /// The ZeRO stage with the same placement (the distributed optimizer is ZeRO-1).
+    pub fn placement(self) -> Self {
+        match self {
+            ZeroStage::DistributedOptimizer => ZeroStage::Zero1,
+            z => z,
+        }
     }
     /// From the numeric stage 0–3.
     pub fn from_number(stage: u64) -> Result<Self> {

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::error::{MemoryError, Result};
 use crate::operator::{ActDtype, Dim, OpKind, Operator, ParamKind, ParamTensor, SaveClass, Shape};
 use crate::options::{BaseQuant, OffloadTarget};
-use crate::setup::{Optimizer, Recompute, TrainingSetup};
+use crate::setup::{Optimizer, Recompute, TrainingSetup, ZeroStage};
 
 /// How one operator is spread over devices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -26,12 +26,10 @@ pub struct OperatorSharding {
     /// Devices over which ZeRO shards the operator's model states (usually `dp`, `dp·cp`,
     /// or `dp·cp/ep` for experts).
     pub zero_group: u64,
-    /// Shard parameters over `zero_group` (ZeRO-3).
-    pub shard_params: bool,
-    /// Shard gradients over `zero_group` (ZeRO-2, 3).
-    pub shard_grads: bool,
-    /// Shard optimizer states and master weights over `zero_group` (ZeRO-1, 2, 3).
-    pub shard_optimizer: bool,
+    /// What ZeRO shards over `zero_group` ([`ZeroStage::shards_optimizer`],
+    /// [`ZeroStage::shards_gradients`], [`ZeroStage::shards_parameters`]: the workspace's one
+    /// ZeRO rule).
+    pub zero: ZeroStage,
 }
 
 impl OperatorSharding {
@@ -42,9 +40,7 @@ impl OperatorSharding {
             group: 1,
             dp,
             zero_group: dp,
-            shard_params: false,
-            shard_grads: false,
-            shard_optimizer: false,
+            zero: ZeroStage::Zero0,
         }
     }
 
@@ -69,9 +65,7 @@ impl OperatorSharding {
         let mut s = OperatorSharding::replicated(p.dp);
         s.group = p.tp * p.cp;
         s.zero_group = p.dp * p.cp;
-        s.shard_optimizer = p.zero.shards_optimizer();
-        s.shard_grads = p.zero.shards_gradients();
-        s.shard_params = p.zero.shards_parameters();
+        s.zero = p.zero;
         for d in [Dim::Heads, Dim::KvHeads, Dim::Ffn, Dim::Vocab] {
             s = s.split(d, p.tp);
         }
@@ -257,7 +251,7 @@ pub fn operator_memory(
     let devices = sh.group * sh.dp;
     let mut m = OperatorMemory::default();
     for t in &op.params {
-        let zero = if sh.shard_params || sh.shard_grads || sh.shard_optimizer {
+        let zero = if sh.zero.shards_optimizer() {
             sh.zero_group
         } else {
             1
@@ -298,6 +292,36 @@ fn check_split(op: &Operator, tensor: &str, parts: u64, devices: u64) -> Result<
     Ok(())
 }
 
+/// Per-device model states of a trainable, unquantised parameter tensor that a planner placed
+/// itself: `local` elements on each device before ZeRO (after its own splits), of which the
+/// last dimension holds `cols` (Adafactor factors by it; pass `local` for an unshaped tensor),
+/// with `zero` sharding over `zero_group` devices. The same bytes and the same ZeRO rule as
+/// [`operator_memory`] gives a dense tensor; no activations.
+pub fn dense_model_states(
+    local: u64,
+    cols: u64,
+    zero: ZeroStage,
+    zero_group: u64,
+    setup: &TrainingSetup,
+) -> Categories {
+    let shard = |on: bool| {
+        if on {
+            local.div_ceil(zero_group.max(1))
+        } else {
+            local
+        }
+    };
+    let prec = setup.precision;
+    let n_o = shard(zero.shards_optimizer());
+    Categories {
+        parameters: shard(zero.shards_parameters()) * prec.param_bytes(),
+        gradients: shard(zero.shards_gradients()) * setup.grad_bytes(),
+        optimizer_states: state_bytes(setup.optimizer, n_o, cols.min(n_o), prec.state_bytes())
+            + n_o * prec.master_bytes(),
+        activations: 0,
+    }
+}
+
 /// Adds the parameter, gradient and optimizer bytes of one parameter tensor.
 fn param_memory(
     t: &ParamTensor,
@@ -325,7 +349,7 @@ fn param_memory(
         }
         _ => n * prec.param_bytes(),
     };
-    let p_dev = stored(zero(sh.shard_params));
+    let p_dev = stored(zero(sh.zero.shards_parameters()));
     m.gathered_parameters += stored(local);
     let p_off = setup.offload.parameters != OffloadTarget::None;
     let p_cluster = p_dev * devices;
@@ -351,12 +375,15 @@ fn param_memory(
         .0
         .last()
         .map_or(0, |&(d, n)| n.div_ceil(sh.split_of(d)));
-    let n_o = zero(sh.shard_optimizer);
+    let n_o = zero(sh.zero.shards_optimizer());
     let opt_bytes = |n: u64, c: u64| {
         state_bytes(setup.optimizer, n, c, prec.state_bytes()) + n * prec.master_bytes()
     };
     let full_cols = t.shape.0.last().map_or(0, |&(_, n)| n);
-    let (g_dev, o_dev) = (zero(sh.shard_grads) * g_elem, opt_bytes(n_o, cols.min(n_o)));
+    let (g_dev, o_dev) = (
+        zero(sh.zero.shards_gradients()) * g_elem,
+        opt_bytes(n_o, cols.min(n_o)),
+    );
     let (g_unique, o_unique) = (
         full * g_elem * unique_factor,
         opt_bytes(full, full_cols) * unique_factor,

@@ -111,20 +111,24 @@ pub fn stage_memory(
             recomputed_layer += kept_all.device.activations - m.device.activations;
         }
         let sh = &p.sharding;
-        if sh.shard_params {
+        if sh.zero.shards_parameters() {
             largest_gathered = largest_gathered.max(m.gathered_parameters);
         }
         if p.data_parallel <= 1 {
             continue;
         }
-        let group = if sh.shard_params {
+        let group = if sh.zero.shards_parameters() {
             &mut zero3
-        } else if sh.shard_grads || sh.shard_optimizer {
+        } else if sh.zero.shards_optimizer() {
             &mut zero12
         } else {
             &mut zero0
         };
-        let unsharded = if sh.shard_grads { sh.zero_group } else { 1 };
+        let unsharded = if sh.zero.shards_gradients() {
+            sh.zero_group
+        } else {
+            1
+        };
         group.present = true;
         group.gradients += placed.gradients;
         group.gradients_full += placed.gradients * unsharded;

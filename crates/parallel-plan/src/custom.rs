@@ -1,8 +1,10 @@
 //! Planning a user-supplied [`ComputationGraph`] (the JSON format of [`crate::graph`]) on a
-//! mesh with the same ILP. Without memory-model operators behind the nodes, memory follows a
-//! simple documented rule: [`StateBytes`] per parameter element (divided by the data-parallel
-//! group for what ZeRO shards) plus the saved tensors at [`crate::sharding::ACTIVATION_BYTES`]
-//! per element, times the micro-batches in flight.
+//! mesh with the same ILP. A custom graph has no memory-model operators behind its nodes, so
+//! memory-model prices each weight as a dense trainable tensor of its local elements
+//! ([`memory_model::dense_model_states`]: the workspace's one ZeRO rule and bytes per element,
+//! for a [`TrainingSetup`], by default mixed precision with Adam: 2 + 2 + 12 bytes per
+//! element before ZeRO) plus the saved tensors at the setup's activation bytes per element,
+//! times the micro-batches in flight.
 
 use serde::{Deserialize, Serialize};
 
@@ -13,55 +15,32 @@ use crate::ilp::{IlpObjective, IlpStats, SolverConfig};
 use crate::mesh::DeviceMesh;
 use crate::plan::{add_operator, bytes_with_total, DeviceBreakdown, OperatorPlan};
 use crate::search::operator_plan;
-use crate::sharding::{Sharding, ACTIVATION_BYTES};
+use crate::sharding::Sharding;
 use crate::strategy::{build_strategy_space, OpMemory, PipelineContext, StrategySpace};
-use memory_model::Categories;
-
-/// Bytes per parameter element of each model-state category.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StateBytes {
-    /// Stored parameter (default 2: bf16).
-    pub parameter: u64,
-    /// Gradient (default 2).
-    pub gradient: u64,
-    /// Optimizer states with master weights (default 12: Adam's fp32 copy and two moments).
-    pub optimizer: u64,
-}
-
-impl Default for StateBytes {
-    fn default() -> Self {
-        StateBytes {
-            parameter: 2,
-            gradient: 2,
-            optimizer: 12,
-        }
-    }
-}
+use memory_model::{dense_model_states, Categories, TrainingSetup};
 
 /// Memory of operator `op` of `graph` under `s` by the rule of the module docs, by category
 /// (`activations` for one micro-batch; one copy).
 pub fn generic_breakdown(
     graph: &ComputationGraph,
     mesh: &DeviceMesh,
-    bytes: &StateBytes,
+    setup: &TrainingSetup,
     op: usize,
     s: &Sharding,
 ) -> Categories {
     let o = &graph.ops[op];
-    let mut m = Categories::default();
-    if let Some(w) = &o.weight {
-        let local = s.local_numel(mesh, w);
-        let dp = group_size(mesh, s.zero_axes(o)) as u64;
-        let zero = s.zero.number();
-        let shard = |on: bool| if on { local.div_ceil(dp) } else { local };
-        m.parameters = shard(zero >= 3) * bytes.parameter;
-        m.gradients = shard(zero >= 2) * bytes.gradient;
-        m.optimizer_states = shard(zero >= 1) * bytes.optimizer;
-    }
+    let mut m = match &o.weight {
+        Some(w) => {
+            let local = s.local_numel(mesh, w);
+            let zero_group = group_size(mesh, s.zero_axes(o)) as u64;
+            dense_model_states(local, local, s.zero, zero_group, setup)
+        }
+        None => Categories::default(),
+    };
     m.activations = o
         .saved
         .iter()
-        .map(|t| s.local_numel(mesh, t) * ACTIVATION_BYTES)
+        .map(|t| s.local_numel(mesh, t) * setup.precision.activation_bytes())
         .sum();
     m
 }
@@ -70,11 +49,11 @@ pub fn generic_breakdown(
 pub fn generic_memory(
     graph: &ComputationGraph,
     mesh: &DeviceMesh,
-    bytes: &StateBytes,
+    setup: &TrainingSetup,
     op: usize,
     s: &Sharding,
 ) -> OpMemory {
-    let m = generic_breakdown(graph, mesh, bytes, op, s);
+    let m = generic_breakdown(graph, mesh, setup, op, s);
     OpMemory {
         model_states: m.parameters + m.gradients + m.optimizer_states,
         activations_per_micro_batch: m.activations,
@@ -86,10 +65,10 @@ pub fn graph_space(
     graph: &ComputationGraph,
     mesh: &DeviceMesh,
     pipeline: &PipelineContext,
-    bytes: &StateBytes,
+    setup: &TrainingSetup,
 ) -> Result<StrategySpace> {
     graph.validate()?;
-    let memory = |op: usize, s: &Sharding| generic_memory(graph, mesh, bytes, op, s);
+    let memory = |op: usize, s: &Sharding| generic_memory(graph, mesh, setup, op, s);
     Ok(build_strategy_space(
         graph,
         mesh,
@@ -121,7 +100,7 @@ pub struct GraphPlan {
 
 /// Lexicographic min-memory plan of a custom graph: minimise step time among the plans that fit
 /// the mesh's device memory, then per-device memory within `(1 + slack)` of that time, with
-/// [`StateBytes::default`] per parameter.
+/// memory priced for [`TrainingSetup::default`] (mixed precision, Adam).
 ///
 /// # Errors
 /// [`PlanError::Infeasible`] (with the smallest achievable memory) when no plan fits
@@ -144,8 +123,8 @@ pub fn plan_graph(
         stages: 1,
         in_flight: 1,
     };
-    let bytes = StateBytes::default();
-    let space = graph_space(graph, mesh, &ctx, &bytes)?;
+    let setup = TrainingSetup::default();
+    let space = graph_space(graph, mesh, &ctx, &setup)?;
     let fast = space.ilp.solve(
         IlpObjective::MinTime {
             memory_budget: Some(mesh.device_memory_bytes as f64),
@@ -161,7 +140,7 @@ pub fn plan_graph(
     )?;
     let mut memory = DeviceBreakdown::default();
     for (op, &c) in lean.choice.iter().enumerate() {
-        let m = generic_breakdown(graph, mesh, &bytes, op, &space.shardings[op][c]);
+        let m = generic_breakdown(graph, mesh, &setup, op, &space.shardings[op][c]);
         add_operator(&mut memory, &m, graph.ops[op].copies as u64, 1);
     }
     let operators = (0..graph.ops.len())

@@ -13,7 +13,7 @@
 
 use memory_model::{
     layers_per_stage, Dim as MmDim, Parallelism, PipelineSchedule, Recompute, TrainingSetup,
-    ZeroStage as MmZero,
+    ZeroStage,
 };
 use serde::{Deserialize, Serialize};
 
@@ -24,7 +24,7 @@ use crate::ilp::IlpObjective;
 use crate::mesh::DeviceMesh;
 use crate::plan::Plan;
 use crate::search::{Candidate, Problem};
-use crate::sharding::{Sharding, ZeroStage};
+use crate::sharding::Sharding;
 use crate::transformer::TransformerGraph;
 
 /// A training framework whose configurations pardis compares against.
@@ -78,7 +78,7 @@ pub struct PeerConfig {
     pub sequence_parallel: bool,
     /// How model states are sharded over data parallelism: `zero0`, `distributed_optimizer`
     /// (Megatron-LM), `zero1`–`zero3` (DeepSpeed; FSDP is `zero3`).
-    pub zero: MmZero,
+    pub zero: ZeroStage,
     /// Activation recomputation.
     pub recompute: Recompute,
     /// Sequences per data-parallel replica per micro-batch.
@@ -120,9 +120,9 @@ impl PeerConfig {
             parts.push("sp".into());
         }
         let zero = match self.zero {
-            MmZero::Zero0 => None,
-            MmZero::DistributedOptimizer => Some("dist-opt".to_string()),
-            z if self.framework == Framework::Torchtitan && z == MmZero::Zero3 => {
+            ZeroStage::Zero0 => None,
+            ZeroStage::DistributedOptimizer => Some("dist-opt".to_string()),
+            z if self.framework == Framework::Torchtitan && z == ZeroStage::Zero3 => {
                 Some("fsdp".into())
             }
             z => Some(format!("zero{}", z as u8)),
@@ -205,15 +205,9 @@ impl PeerConfig {
         if let Some(k) = names.iter().position(|&d| d == MmDim::Batch) {
             dim_axes[k] |= all & !tp;
         }
-        let zero = match self.zero {
-            MmZero::Zero0 => ZeroStage::Zero0,
-            MmZero::Zero1 | MmZero::DistributedOptimizer => ZeroStage::Zero1,
-            MmZero::Zero2 => ZeroStage::Zero2,
-            MmZero::Zero3 => ZeroStage::Zero3,
-        };
         let mut s = Sharding {
             dim_axes,
-            zero,
+            zero: self.zero.placement(),
             saved_seq_axes: 0,
             zero_skip_axes: 0,
         };
@@ -285,11 +279,13 @@ pub fn configurations(problem: &Problem, framework: Framework) -> Vec<PeerConfig
                 Framework::Torchtitan if tp > 1 => &[true],
                 _ => &[false],
             };
-            let zeros: &[MmZero] = match framework {
-                Framework::MegatronLm if dp > 1 => &[MmZero::Zero0, MmZero::DistributedOptimizer],
-                Framework::MegatronLm => &[MmZero::Zero0],
-                Framework::DeepSpeed => &[MmZero::Zero1, MmZero::Zero2, MmZero::Zero3],
-                Framework::Torchtitan => &[MmZero::Zero3],
+            let zeros: &[ZeroStage] = match framework {
+                Framework::MegatronLm if dp > 1 => {
+                    &[ZeroStage::Zero0, ZeroStage::DistributedOptimizer]
+                }
+                Framework::MegatronLm => &[ZeroStage::Zero0],
+                Framework::DeepSpeed => &[ZeroStage::Zero1, ZeroStage::Zero2, ZeroStage::Zero3],
+                Framework::Torchtitan => &[ZeroStage::Zero3],
             };
             let per_replica = problem.global_batch / dp;
             if per_replica == 0 || !problem.global_batch.is_multiple_of(dp) {

@@ -102,7 +102,8 @@ struct StageKey {
     in_flight: u64,
 }
 
-/// The built ILP of one distinct stage.
+/// The built ILP of one distinct stage (solver internals).
+#[doc(hidden)]
 #[derive(Debug)]
 pub struct StageProblem {
     /// Index of the (first) stage this problem stands for.

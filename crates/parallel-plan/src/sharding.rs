@@ -15,26 +15,7 @@ use crate::cost_model::{
 };
 use crate::graph::{OpKind, Operator, TensorSpec};
 use crate::mesh::DeviceMesh;
-
-/// How parameters, gradients and optimizer states are sharded over the data-parallel axes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum ZeroStage {
-    /// Everything replicated (plain data parallelism).
-    Zero0,
-    /// Optimizer states sharded (ZeRO-1, Megatron's distributed optimizer).
-    Zero1,
-    /// Optimizer states and gradients sharded (ZeRO-2).
-    Zero2,
-    /// Optimizer states, gradients and parameters sharded (ZeRO-3 / FSDP).
-    Zero3,
-}
-
-impl ZeroStage {
-    /// Stage number 0–3.
-    pub fn number(self) -> u8 {
-        self as u8
-    }
-}
+use memory_model::ZeroStage;
 
 /// The sharding of one operator.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -175,10 +156,10 @@ impl Sharding {
             let dp = self.zero_axes(op);
             let bytes = (self.local_numel(mesh, w) * ACTIVATION_BYTES) as f64;
             let mut zero = 0.0;
-            if self.zero >= ZeroStage::Zero2 {
+            if self.zero.shards_gradients() {
                 zero += collective_time(mesh, Collective::ReduceScatter, dp, bytes);
             }
-            if self.zero == ZeroStage::Zero3 {
+            if self.zero.shards_parameters() {
                 zero += 2.0 * collective_time(mesh, Collective::AllGather, dp, bytes);
             }
             time += exposed(mesh, zero, busy);
@@ -202,7 +183,7 @@ impl Sharding {
         };
         let sync = skipped_sync
             + match self.zero {
-                ZeroStage::Zero0 | ZeroStage::Zero1 => {
+                ZeroStage::Zero0 | ZeroStage::Zero1 | ZeroStage::DistributedOptimizer => {
                     collective_time(mesh, Collective::AllReduce, dp, bytes)
                 }
                 ZeroStage::Zero2 => collective_time(mesh, Collective::AllGather, dp, bytes),

@@ -364,11 +364,8 @@ impl TransformerGraph {
         if sharding.saved_seq_axes != 0 {
             s.splits[MmDim::Seq as usize] *= group_size(mesh, sharding.saved_seq_axes) as u64;
         }
-        let zero = sharding.zero.number();
         s.zero_group = group_size(mesh, sharding.zero_axes(&self.graph.ops[op])) as u64;
-        s.shard_optimizer = zero >= 1;
-        s.shard_grads = zero >= 2;
-        s.shard_params = zero >= 3;
+        s.zero = sharding.zero;
         s
     }
 

@@ -384,3 +384,32 @@ pub fn head_operators(
     }
     ops
 }
+
+/// Parameter counts, computed from the operator lists (the same code path as every memory
+/// number); here rather than in `model` so that the model configuration does not depend on the
+/// operators built from it.
+impl ModelConfig {
+    /// Parameters of one transformer layer (sum over [`layer_operators`]).
+    pub fn layer_parameters(&self) -> u64 {
+        layer_operators(self, &Workload::UNIT)
+            .iter()
+            .map(|op| op.parameter_elements())
+            .sum()
+    }
+
+    /// Parameters of the embeddings, final norm and output head (a tied head counts once).
+    pub fn embedding_parameters(&self) -> u64 {
+        embedding_operators(self, &Workload::UNIT)
+            .iter()
+            .chain(head_operators(self, &Workload::UNIT, false).iter())
+            .map(|op| op.parameter_elements())
+            .sum()
+    }
+
+    /// Total parameters: `L ·` [`Self::layer_parameters`] `+` [`Self::embedding_parameters`].
+    ///
+    /// Computed from the operator list, the same code path as all memory numbers.
+    pub fn num_parameters(&self) -> u64 {
+        self.num_layers * self.layer_parameters() + self.embedding_parameters()
+    }
+}

@@ -29,9 +29,7 @@ fn flat_model(n: u64) -> Operator {
 
 fn zero_sharding(dp: u64, zero: ZeroStage) -> OperatorSharding {
     let mut s = OperatorSharding::replicated(dp);
-    s.shard_optimizer = zero.shards_optimizer();
-    s.shard_grads = zero.shards_gradients();
-    s.shard_params = zero.shards_parameters();
+    s.zero = zero;
     s
 }
 

@@ -196,7 +196,7 @@ fn over_split_sharding_is_rejected() {
     // ZeRO over more replicas than exist.
     let mut s = OperatorSharding::replicated(2);
     s.zero_group = 4;
-    s.shard_optimizer = true;
+    s.zero = ZeroStage::Zero1;
     assert!(matches!(
         operator_memory(qkv, &s, &setup),
         Err(MemoryError::InvalidSharding { .. })

@@ -24,7 +24,7 @@
 //! `out_proj`, `fc1`, `fc2`) for GeLU ones. JSON has no comments: the label, memory, time and
 //! what was given up go to `deepspeed_notes.txt` beside it.
 
-use memory_model::{MlpKind, OffloadTarget, Precision, Recompute, ZeroStage as MmZero};
+use memory_model::{MlpKind, OffloadTarget, Precision, Recompute, ZeroStage};
 use serde_json::{json, Value};
 
 use super::shape::PlanShape;
@@ -118,10 +118,10 @@ pub(crate) fn nearest(
 pub(crate) fn config_json(problem: &Problem, nearest: &Nearest) -> Value {
     let c = &nearest.config;
     let stage = match c.zero {
-        MmZero::Zero0 => 0,
-        MmZero::Zero1 | MmZero::DistributedOptimizer => 1,
-        MmZero::Zero2 => 2,
-        MmZero::Zero3 => 3,
+        ZeroStage::Zero0 => 0,
+        ZeroStage::Zero1 | ZeroStage::DistributedOptimizer => 1,
+        ZeroStage::Zero2 => 2,
+        ZeroStage::Zero3 => 3,
     };
     let mut zero = json!({ "stage": stage });
     let device = |t: OffloadTarget| match t {
@@ -205,7 +205,7 @@ pub(crate) fn files(
         .collect();
     if c.tp > 1 {
         notes.push_str("AutoTP layer_specs name Hugging Face linears; needs DeepSpeed >= 0.18.6");
-        notes.push_str(if c.zero == MmZero::Zero3 {
+        notes.push_str(if c.zero == ZeroStage::Zero3 {
             " (>= 0.19.4 with ZeRO-3)\n"
         } else {
             "\n"

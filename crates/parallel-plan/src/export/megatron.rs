@@ -32,7 +32,7 @@
 //! and lists where its assumptions differ from memory-model's.
 
 use memory_model::{
-    MlpKind, NormKind, PipelineSchedule, PositionKind, Precision, Recompute, ZeroStage as MmZero,
+    MlpKind, NormKind, PipelineSchedule, PositionKind, Precision, Recompute, ZeroStage,
 };
 
 use super::shape::PlanShape;
@@ -162,7 +162,7 @@ pub fn arguments(
     if c.sequence_parallel {
         push("--sequence-parallel", None);
     }
-    if c.zero == MmZero::DistributedOptimizer {
+    if c.zero == ZeroStage::DistributedOptimizer {
         push("--use-distributed-optimizer", None);
     }
     match c.recompute {

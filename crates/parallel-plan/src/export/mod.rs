@@ -33,7 +33,7 @@ pub mod megatron;
 mod shape;
 pub mod torchtitan;
 
-use memory_model::{PipelineSchedule, Recompute, ZeroStage as MmZero};
+use memory_model::{PipelineSchedule, Recompute, ZeroStage};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{PlanError, Result};
@@ -515,7 +515,7 @@ pub(crate) fn base_config(
         pp,
         dp,
         sequence_parallel: shape.sequence_parallel && tp > 1,
-        zero: MmZero::Zero0,
+        zero: ZeroStage::Zero0,
         recompute: plan.recompute,
         micro_batch_size: b,
         micro_batches: m,
@@ -525,13 +525,13 @@ pub(crate) fn base_config(
 
 /// memory-model's ZeRO stage for a number 0–3 (1: `distributed` picks Megatron-LM's
 /// distributed optimizer).
-pub(crate) fn zero_of(stage: u8, distributed: bool) -> MmZero {
+pub(crate) fn zero_of(stage: u8, distributed: bool) -> ZeroStage {
     match stage {
-        0 => MmZero::Zero0,
-        1 if distributed => MmZero::DistributedOptimizer,
-        1 => MmZero::Zero1,
-        2 => MmZero::Zero2,
-        _ => MmZero::Zero3,
+        0 => ZeroStage::Zero0,
+        1 if distributed => ZeroStage::DistributedOptimizer,
+        1 => ZeroStage::Zero1,
+        2 => ZeroStage::Zero2,
+        _ => ZeroStage::Zero3,
     }
 }
 

@@ -1,4 +1,4 @@
-use memory_model::{ModelConfig, PipelineSchedule, Recompute, ZeroStage as MmZero};
+use memory_model::{ModelConfig, PipelineSchedule, Recompute, ZeroStage};
 use proptest::prelude::*;
 
 use super::megatron::{self, shell_quote, MegatronInputs};
@@ -22,7 +22,7 @@ fn small_problem(layers: u64, devices: usize) -> Problem {
     p
 }
 
-fn peer(framework: Framework, tp: u64, pp: u64, dp: u64, zero: MmZero) -> PeerConfig {
+fn peer(framework: Framework, tp: u64, pp: u64, dp: u64, zero: ZeroStage) -> PeerConfig {
     PeerConfig {
         framework,
         tp,
@@ -44,19 +44,25 @@ fn peer_configurations_export_exactly_to_their_engines() {
     for (engine, cfg) in [
         (
             Engine::Megatron,
-            peer(Framework::MegatronLm, 2, 1, 2, MmZero::DistributedOptimizer),
+            peer(
+                Framework::MegatronLm,
+                2,
+                1,
+                2,
+                ZeroStage::DistributedOptimizer,
+            ),
         ),
         (
             Engine::Megatron,
-            peer(Framework::MegatronLm, 2, 2, 1, MmZero::Zero0),
+            peer(Framework::MegatronLm, 2, 2, 1, ZeroStage::Zero0),
         ),
         (
             Engine::DeepSpeed,
-            peer(Framework::DeepSpeed, 1, 1, 4, MmZero::Zero3),
+            peer(Framework::DeepSpeed, 1, 1, 4, ZeroStage::Zero3),
         ),
         (
             Engine::Torchtitan,
-            peer(Framework::Torchtitan, 2, 1, 2, MmZero::Zero3),
+            peer(Framework::Torchtitan, 2, 1, 2, ZeroStage::Zero3),
         ),
     ] {
         let plan = peers::evaluate(&p, &cfg).unwrap();
@@ -79,7 +85,7 @@ fn inexpressible_choices_are_listed() {
     let p = small_problem(2, 4);
     // ZeRO-3 with TP 2: Megatron has only the distributed optimizer; DeepSpeed (AutoTP with
     // ZeRO-3 since v0.19.4) keeps it but drops sequence parallelism.
-    let cfg = peer(Framework::Torchtitan, 2, 1, 2, MmZero::Zero3);
+    let cfg = peer(Framework::Torchtitan, 2, 1, 2, ZeroStage::Zero3);
     let plan = peers::evaluate(&p, &cfg).unwrap();
     let m = export(&p, &plan, Engine::Megatron).unwrap();
     assert_eq!(m.fidelity, Fidelity::NearestExpressible);
@@ -91,7 +97,7 @@ fn inexpressible_choices_are_listed() {
         .given_up
         .iter()
         .any(|g| matches!(g, GivenUp::ZeroStage { .. })));
-    assert_eq!(d.config.zero, MmZero::Zero3);
+    assert_eq!(d.config.zero, ZeroStage::Zero3);
     assert!(d.given_up.contains(&GivenUp::SequenceParallel {
         plan: true,
         engine: false
@@ -108,7 +114,8 @@ fn inexpressible_choices_are_listed() {
         );
     }
     // A pipeline DeepSpeed cannot run.
-    let piped = peers::evaluate(&p, &peer(Framework::MegatronLm, 2, 2, 1, MmZero::Zero0)).unwrap();
+    let piped =
+        peers::evaluate(&p, &peer(Framework::MegatronLm, 2, 2, 1, ZeroStage::Zero0)).unwrap();
     let d = export(&p, &piped, Engine::DeepSpeed).unwrap();
     assert!(d
         .given_up
@@ -119,7 +126,7 @@ fn inexpressible_choices_are_listed() {
 #[test]
 fn uneven_splits_use_first_last_or_a_layout() {
     let p = small_problem(7, 4);
-    let mut cfg = peer(Framework::MegatronLm, 1, 4, 1, MmZero::Zero0);
+    let mut cfg = peer(Framework::MegatronLm, 1, 4, 1, ZeroStage::Zero0);
     cfg.micro_batches = 4;
     let args = |layers: &[u64]| megatron::arguments(&p, &cfg, layers).join(" ");
     // 7 layers do not split evenly over 4 stages: Megatron needs the last stage named.
@@ -233,7 +240,7 @@ proptest! {
         let layers: u64 = split.iter().sum();
         let pp = split.len() as u64;
         let p = small_problem(layers, 4);
-        let mut cfg = peer(Framework::MegatronLm, 1, pp, 1, MmZero::Zero0);
+        let mut cfg = peer(Framework::MegatronLm, 1, pp, 1, ZeroStage::Zero0);
         cfg.micro_batches = 8;
         let args = megatron::arguments(&p, &cfg, &split);
         prop_assert_eq!(megatron_split(&args, layers, pp), split);
@@ -244,7 +251,7 @@ proptest! {
 #[test]
 fn recomputation_and_virtual_stages_reach_each_engine() {
     let p = small_problem(4, 4);
-    let mut cfg = peer(Framework::MegatronLm, 1, 2, 2, MmZero::Zero0);
+    let mut cfg = peer(Framework::MegatronLm, 1, 2, 2, ZeroStage::Zero0);
     cfg.micro_batches = 2;
     cfg.micro_batch_size = 2;
     cfg.recompute = Recompute::Full;
@@ -291,7 +298,7 @@ fn recomputation_and_virtual_stages_reach_each_engine() {
     // Optimizer offload goes into zero_optimization.
     let mut p = p;
     p.setup.offload.optimizer = memory_model::OffloadTarget::Cpu;
-    let cfg = peer(Framework::DeepSpeed, 1, 1, 4, MmZero::Zero2);
+    let cfg = peer(Framework::DeepSpeed, 1, 1, 4, ZeroStage::Zero2);
     let plan = peers::evaluate(&p, &cfg).unwrap();
     let d = export(&p, &plan, Engine::DeepSpeed).unwrap();
     let json: serde_json::Value = serde_json::from_str(&d.files[0].contents).unwrap();

@@ -32,7 +32,7 @@
 //! one rather than Megatron's attention core; the export prices memory-model's selective
 //! recomputation and says so in the file.
 
-use memory_model::{MlpKind, PipelineSchedule, Recompute, ZeroStage as MmZero};
+use memory_model::{MlpKind, PipelineSchedule, Recompute, ZeroStage};
 
 use super::shape::PlanShape;
 use super::{base_config, note_zero, EmittedFile, GivenUp, Header, Nearest};
@@ -161,7 +161,7 @@ fn toml_string_list(v: &[String]) -> String {
 /// The TOML of `nearest`.
 fn job_toml(problem: &Problem, nearest: &Nearest, header: &Header) -> String {
     let c = &nearest.config;
-    let (replicate, shard) = if c.zero == MmZero::Zero0 {
+    let (replicate, shard) = if c.zero == ZeroStage::Zero0 {
         (c.dp, 1)
     } else {
         (1, c.dp)
@@ -171,7 +171,7 @@ fn job_toml(problem: &Problem, nearest: &Nearest, header: &Header) -> String {
     s.push_str("\n[parallelism]\n");
     s.push_str(&format!("data_parallel_replicate_degree = {replicate}\n"));
     s.push_str(&format!("data_parallel_shard_degree = {shard}\n"));
-    if c.zero == MmZero::Zero2 {
+    if c.zero == ZeroStage::Zero2 {
         s.push_str("# parameters stay gathered from forward to backward: ZeRO-2's memory\n");
         s.push_str("fsdp_reshard_after_forward = \"never\"\n");
     }

@@ -1,6 +1,6 @@
 //! Custom computation graphs in the documented JSON format.
 
-use parallel_plan::custom::{graph_space, plan_graph, StateBytes};
+use parallel_plan::custom::{graph_space, plan_graph};
 use parallel_plan::graph::ComputationGraph;
 use parallel_plan::ilp::{IlpObjective, SolverConfig};
 use parallel_plan::mesh::DeviceMesh;
@@ -32,7 +32,7 @@ fn example_graph_plans_and_matches_brute_force() {
         stages: 1,
         in_flight: 1,
     };
-    let space = graph_space(&g, &mesh, &ctx, &StateBytes::default()).unwrap();
+    let space = graph_space(&g, &mesh, &ctx, &memory_model::TrainingSetup::default()).unwrap();
     let fastest = space
         .ilp
         .brute_force(IlpObjective::MinTime {

@@ -6,9 +6,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::ValueEnum;
-use pardis::plan::export::{self, Engine, Export};
-use pardis::plan::plan::Plan;
-use pardis::plan::search::Problem;
+use pardis::plan::export;
+use pardis::plan::{Engine, Export, Plan, Problem};
 
 use crate::output;
 

@@ -8,14 +8,11 @@ use anyhow::Context;
 use clap::ValueEnum;
 use pardis::memory::ModelConfig;
 use pardis::memory::{Recompute, ZeroStage, MEGATRON_VOCAB_PADDING};
-use pardis::plan::custom::plan_graph;
-use pardis::plan::graph::ComputationGraph;
-use pardis::plan::ilp::SolverConfig;
-use pardis::plan::mesh::DeviceMesh;
-use pardis::plan::peers::PeerConfig;
-use pardis::plan::plan::{OperatorPlan, Plan};
-use pardis::plan::planner::{self, Objective, PeerPlan, PlanReport, TimeReference};
-use pardis::plan::search::Problem;
+use pardis::plan::planner;
+use pardis::plan::{
+    plan_graph, ComputationGraph, DeviceMesh, Objective, OperatorPlan, PeerConfig, PeerPlan, Plan,
+    PlanReport, Problem, SolverConfig, TimeReference,
+};
 use serde_json::json;
 
 use crate::output;
@@ -70,10 +67,10 @@ pub(crate) struct Args {
     #[arg(long, value_parser = output::parse_bytes)]
     gpu_mem: Option<u64>,
     /// Sequences per training step.
-    #[arg(long, default_value_t = pardis::plan::search::DEFAULT_GLOBAL_BATCH)]
+    #[arg(long, default_value_t = pardis::plan::DEFAULT_GLOBAL_BATCH)]
     global_batch: u64,
     /// Sequence length.
-    #[arg(long, default_value_t = pardis::plan::search::DEFAULT_SEQ_LEN)]
+    #[arg(long, default_value_t = pardis::plan::DEFAULT_SEQ_LEN)]
     seq: u64,
     /// HiGHS time limit per ILP, seconds.
     #[arg(long, default_value_t = pardis::plan::ilp::DEFAULT_TIME_LIMIT_S)]

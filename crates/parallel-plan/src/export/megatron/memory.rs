@@ -21,7 +21,7 @@
 
 use memory_model::{
     embedding_operators, layer_operators, MlpKind, NormKind, PipelineSchedule, PositionKind,
-    Recompute, ZeroStage as MmZero,
+    Recompute, ZeroStage,
 };
 use serde::{Deserialize, Serialize};
 
@@ -99,7 +99,7 @@ impl MegatronInputs {
             num_microbatches: cfg.micro_batches as f64,
             sequence_parallel: cfg.sequence_parallel,
             recompute: cfg.recompute,
-            distributed_optimizer: cfg.zero == MmZero::DistributedOptimizer,
+            distributed_optimizer: cfg.zero == ZeroStage::DistributedOptimizer,
             swiglu: m.mlp == MlpKind::SwiGlu,
             rms_norm: m.norm == NormKind::RmsNorm,
             untied: !m.tied_embeddings,
