@@ -8,7 +8,8 @@
 //! A data set's relative path is looked up, in order, under
 //! 1. the directory named by `$PARDIS_DATA` (passed in by the caller, see [`DataRoots::from_env`]),
 //! 2. `<workspace>/datasets/cache/`,
-//! 3. `<workspace>/../shared/datasets/`.
+//! 3. `<workspace>/../shared/datasets/`,
+//! 4. `/usr/share/datasets/` (where Debian's `dataset-*` packages install).
 //!
 //! ```
 //! use pardis_datasets::{DataRoots, Manifest};

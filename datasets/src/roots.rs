@@ -14,6 +14,9 @@ pub enum Origin {
     Cache,
     /// `<workspace>/../shared/datasets/`.
     Shared,
+    /// `/usr/share/datasets/`, where Debian's `dataset-*` packages install (e.g.
+    /// `dataset-fashion-mnist`).
+    System,
 }
 
 impl std::fmt::Display for Origin {
@@ -22,6 +25,7 @@ impl std::fmt::Display for Origin {
             Origin::Env => "$PARDIS_DATA",
             Origin::Cache => "datasets/cache",
             Origin::Shared => "../shared/datasets",
+            Origin::System => "/usr/share/datasets",
         })
     }
 }
@@ -51,7 +55,8 @@ fn workspace_root() -> PathBuf {
 
 impl DataRoots {
     /// Roots for this workspace: `env_dir` (the value of `$PARDIS_DATA`, if the caller has one),
-    /// then `datasets/cache/`, then `../shared/datasets/`.
+    /// then `datasets/cache/`, then `../shared/datasets/`, then `/usr/share/datasets/` (Debian
+    /// data-set packages).
     pub fn default_for_workspace(env_dir: Option<PathBuf>) -> DataRoots {
         let ws = workspace_root();
         let mut roots = Vec::new();
@@ -63,6 +68,7 @@ impl DataRoots {
             Origin::Shared,
             ws.join("..").join("shared").join("datasets"),
         ));
+        roots.push((Origin::System, PathBuf::from("/usr/share/datasets")));
         DataRoots { roots }
     }
 

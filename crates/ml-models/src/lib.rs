@@ -29,8 +29,13 @@
 //!   and Knowledge Discovery 2025) and the baselines Isolation Forest, ECOD, k-NN distance, ICL
 //!   and NeuTraL-AD, with exact AUC-ROC and average precision.
 //!
-//! Not present yet, each to be a module next to `qlora` on the same shared core: PO-HRL
-//! (hyperbolic contrastive relation extraction) and semi-supervised class-incremental learning.
+//! - [`incremental`]: semi-supervised class-incremental learning with replay of unlabelled data
+//!   and temporal consistency (Wang et al., Frontiers of Computer Science 2025): task streams,
+//!   a bounded labelled/unlabelled memory, MLP/CNN with a growing head, fine-tuning, joint, ER,
+//!   iCaRL-style, DER++ and the paper's method, incremental accuracy and forgetting.
+//!
+//! Not present yet, a module next to `qlora` on the same shared core: PO-HRL
+//! (hyperbolic contrastive relation extraction).
 //! The experiment drivers
 //! (the key-variables study of Shen et al., CMC 2025, its tables and plots) are not part of this
 //! library: they live in the workspace's unpublished `ml-studies` crate.
@@ -59,6 +64,7 @@
 pub mod anomaly;
 pub mod data;
 mod error;
+pub mod incremental;
 pub mod models;
 pub mod qlora;
 pub mod train;

@@ -5,6 +5,7 @@ use candle_core::{Device, Tensor, D};
 use rand::seq::SliceRandom;
 
 use super::{Features, InputError};
+use crate::train::ops::leaky_relu;
 use crate::train::{AdamWConfig, ParamStore, SeededInit, TrainConfig, Trainer};
 use crate::Result;
 
@@ -38,11 +39,6 @@ impl Default for DeepConfig {
             seed: 0,
         }
     }
-}
-
-/// Leaky ReLU with PyTorch's default slope 0.01 (the activation of every hidden layer here).
-pub(super) fn leaky_relu(x: &Tensor) -> Result<Tensor> {
-    Ok(x.maximum(&(x * 0.01)?)?)
 }
 
 /// A multi-layer perceptron `widths[0] → … → widths[last]`, leaky ReLU between layers, no

@@ -49,6 +49,12 @@ pub fn silu(x: &Tensor) -> Result<Tensor> {
     Ok(x.div(&denom)?)
 }
 
+/// Leaky ReLU with PyTorch's default slope 0.01, `max(x, 0.01·x)` (the hidden activation of the
+/// anomaly detectors' MLPs and the class-incremental networks).
+pub fn leaky_relu(x: &Tensor) -> Result<Tensor> {
+    Ok(x.maximum(&(x * 0.01)?)?)
+}
+
 /// Mean cross-entropy of `logits` `[n, classes]` against integer `targets` `[n]` (u32).
 pub fn cross_entropy(logits: &Tensor, targets: &Tensor) -> Result<Tensor> {
     let lp = log_softmax(logits)?;
