@@ -63,6 +63,7 @@
 
 pub mod anomaly;
 pub mod data;
+pub mod hyperbolic;
 mod error;
 pub mod incremental;
 pub mod models;

@@ -5,6 +5,7 @@ mod core_ops;
 #[cfg(feature = "collectives")]
 mod distributed;
 mod gpt;
+mod hyperbolic;
 mod incremental;
 mod loaders;
 mod lora;
