@@ -68,6 +68,16 @@ pub enum MlError {
     #[cfg(feature = "collectives")]
     #[error("collective failed: {0}")]
     Collective(#[from] collectives::CollectiveError),
+    /// A few-shot episode needs more instances of a relation than the data has.
+    #[error("relation {relation} has {have} instances, an episode needs {need} (K + Q)")]
+    TooFewInstances {
+        /// The relation id.
+        relation: String,
+        /// Instances available.
+        have: usize,
+        /// Instances an episode draws (K support + Q query).
+        need: usize,
+    },
     /// Tabular anomaly-detection input was unusable (NaN, bad label, shape, ...).
     #[error("anomaly detection: {0}")]
     AnomalyInput(#[from] crate::anomaly::InputError),

@@ -34,8 +34,12 @@
 //!   a bounded labelled/unlabelled memory, MLP/CNN with a growing head, fine-tuning, joint, ER,
 //!   iCaRL-style, DER++ and the paper's method, incremental accuracy and forgetting.
 //!
-//! Not present yet, a module next to `qlora` on the same shared core: PO-HRL
-//! (hyperbolic contrastive relation extraction).
+//! - [`hyperbolic`]: the Lorentz model of hyperbolic space on candle tensors
+//!   ([`hyperbolic::lorentz`]: distances, maps, entailment cones, centroids, all differentiable)
+//!   and PO-HRL, partial-order-centred hyperbolic representation learning for few-shot relation
+//!   extraction (Hu et al., COLING 2025), with Euclidean baselines
+//!   ([`hyperbolic::pohrl`]), on the FewRel episode harness of [`fewshot`].
+//!
 //! The experiment drivers
 //! (the key-variables study of Shen et al., CMC 2025, its tables and plots) are not part of this
 //! library: they live in the workspace's unpublished `ml-studies` crate.
@@ -63,8 +67,9 @@
 
 pub mod anomaly;
 pub mod data;
-pub mod hyperbolic;
 mod error;
+pub mod fewshot;
+pub mod hyperbolic;
 pub mod incremental;
 pub mod models;
 pub mod qlora;

@@ -51,3 +51,27 @@ pub fn read_fewrel_unlabelled(path: &Path) -> Result<Vec<FewRelInstance>> {
     let text = std::fs::read_to_string(path).map_err(|e| MlError::io(path, e))?;
     serde_json::from_str(&text).map_err(|e| MlError::format("fewrel", path, e.to_string()))
 }
+
+/// Names and descriptions of FewRel relations (`pid2name.json`: `{"P155": ["follows",
+/// "immediately prior item ..."], ...}`), by relation id.
+pub type RelationNames = std::collections::BTreeMap<String, (String, String)>;
+
+/// Reads FewRel's `pid2name.json`.
+pub fn read_pid2name(path: &Path) -> Result<RelationNames> {
+    let text = std::fs::read_to_string(path).map_err(|e| MlError::io(path, e))?;
+    let map: std::collections::BTreeMap<String, Vec<String>> = serde_json::from_str(&text)
+        .map_err(|e| MlError::format("pid2name", path, e.to_string()))?;
+    map.into_iter()
+        .map(|(id, v)| match <[String; 2]>::try_from(v) {
+            Ok([name, desc]) => Ok((id, (name, desc))),
+            Err(v) => Err(MlError::format(
+                "pid2name",
+                path,
+                format!(
+                    "relation {id}: expected [name, description], got {} strings",
+                    v.len()
+                ),
+            )),
+        })
+        .collect()
+}

@@ -15,9 +15,14 @@ mod text;
 mod tokenize;
 
 pub use csv::{parse_csv, read_csv, CsvTable};
-pub use fewrel::{read_fewrel, read_fewrel_unlabelled, Entity, FewRel, FewRelInstance};
+pub use fewrel::{
+    read_fewrel, read_fewrel_unlabelled, read_pid2name, Entity, FewRel, FewRelInstance,
+    RelationNames,
+};
 pub use idx::{parse_idx, read_idx, IdxArray, IdxData};
-pub use marked::{encode_fewrel, mark_entities, RelationExample};
+pub use marked::{
+    encode_fewrel, encode_marked, mark_entities, RelationExample, WordEncoder, WordVocab,
+};
 pub use npy::{parse_npy, read_npy, read_npz, NpyArray};
 pub use text::{lm_batch, lm_eval_batches, CharTokenizer};
 pub use tokenize::{pad_batch, Encoded, SubwordTokenizer};

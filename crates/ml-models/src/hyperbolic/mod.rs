@@ -3,3 +3,4 @@
 //! (Hu et al., COLING 2025), with its Euclidean baselines ([`pohrl`]).
 
 pub mod lorentz;
+pub mod pohrl;

@@ -91,6 +91,15 @@ struct Norm {
     bias: Tensor,
 }
 
+impl Norm {
+    fn detached(&self) -> Norm {
+        Norm {
+            weight: self.weight.detach(),
+            bias: self.bias.detach(),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct BertLayer {
     q: Dense,
@@ -214,6 +223,107 @@ impl Bert {
         })
     }
 
+    /// An encoder with fresh trainable weights registered in `store`, for encoders trained from
+    /// scratch, e.g. a few-layer BERT over a [`crate::data::WordVocab`]: projections
+    /// `N(0, 1/fan_in)` (BERT's fixed 0.02 suits width 768; at width 32–64 it leaves the
+    /// attention output ~1 % of the residual, so sentences barely reach the marker states),
+    /// word embeddings `N(0, 1)` (a LayerNorm follows), position embeddings `N(0, 0.1²)` (at the
+    /// words' scale, a state would mostly encode where its token sits), token types 0, biases 0,
+    /// LayerNorms 1/0.
+    ///
+    /// # Panics
+    /// If `hidden_size` is not divisible by `num_attention_heads`.
+    #[track_caller]
+    pub fn new(cfg: BertConfig, store: &mut ParamStore, init: &mut SeededInit) -> Result<Self> {
+        let (d, ff) = (cfg.hidden_size, cfg.intermediate_size);
+        assert!(
+            cfg.num_attention_heads > 0 && d.is_multiple_of(cfg.num_attention_heads),
+            "hidden size {d} is not divisible by {} heads",
+            cfg.num_attention_heads
+        );
+        let dev = Device::Cpu;
+        let var = |name: String, t: Tensor, store: &mut ParamStore| -> Result<Tensor> {
+            Ok(store.add(name, t, true)?.as_tensor().clone())
+        };
+        let norm = |p: &str, store: &mut ParamStore| -> Result<Norm> {
+            Ok(Norm {
+                weight: var(
+                    format!("{p}.LayerNorm.weight"),
+                    Tensor::ones(d, DType::F32, &dev)?,
+                    store,
+                )?,
+                bias: var(
+                    format!("{p}.LayerNorm.bias"),
+                    Tensor::zeros(d, DType::F32, &dev)?,
+                    store,
+                )?,
+            })
+        };
+        let dense = |p: String,
+                     i: usize,
+                     o: usize,
+                     store: &mut ParamStore,
+                     init: &mut SeededInit|
+         -> Result<Dense> {
+            let lin = Linear::new(&p, i, o, (i as f32).powf(-0.5), store, init)?;
+            let bias = store
+                .add(
+                    format!("{p}.bias"),
+                    Tensor::zeros(o, DType::F32, &dev)?,
+                    true,
+                )?
+                .as_tensor()
+                .clone();
+            Ok(Dense { lin, bias })
+        };
+        let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
+        for l in 0..cfg.num_hidden_layers {
+            let p = format!("encoder.layer.{l}");
+            layers.push(BertLayer {
+                q: dense(format!("{p}.attention.self.query"), d, d, store, init)?,
+                k: dense(format!("{p}.attention.self.key"), d, d, store, init)?,
+                v: dense(format!("{p}.attention.self.value"), d, d, store, init)?,
+                o: dense(format!("{p}.attention.output.dense"), d, d, store, init)?,
+                attn_norm: norm(&format!("{p}.attention.output"), store)?,
+                up: dense(format!("{p}.intermediate.dense"), d, ff, store, init)?,
+                down: dense(format!("{p}.output.dense"), ff, d, store, init)?,
+                out_norm: norm(&format!("{p}.output"), store)?,
+            });
+        }
+        let emb = |name: &str,
+                   rows: usize,
+                   std: f32,
+                   store: &mut ParamStore,
+                   init: &mut SeededInit|
+         -> Result<Tensor> {
+            let t = init.normal(&[rows, d], std, &dev)?;
+            Ok(store
+                .add(format!("embeddings.{name}.weight"), t, true)?
+                .as_tensor()
+                .clone())
+        };
+        Ok(Self {
+            word: emb("word_embeddings", cfg.vocab_size, 1.0, store, init)?,
+            position: emb(
+                "position_embeddings",
+                cfg.max_position_embeddings,
+                0.1,
+                store,
+                init,
+            )?,
+            token_type: emb(
+                "token_type_embeddings",
+                cfg.type_vocab_size,
+                0.0,
+                store,
+                init,
+            )?,
+            embed_norm: norm("embeddings", store)?,
+            layers,
+            cfg,
+        })
+    }
+
     /// The configuration.
     pub fn config(&self) -> &BertConfig {
         &self.cfg
@@ -293,18 +403,19 @@ impl Bert {
     }
 
     /// An evaluation view sharing the weights (no copy) whose forward pass builds no autograd
-    /// graph through the adapters (see [`Linear::detached`]).
+    /// graph (adapters through [`Linear::detached`], trainable weights of [`Bert::new`] through
+    /// `Tensor::detach`).
     pub fn detached(&self) -> Bert {
         let dense = |d: &Dense| Dense {
             lin: d.lin.detached(),
-            bias: d.bias.clone(),
+            bias: d.bias.detach(),
         };
         Bert {
             cfg: self.cfg,
-            word: self.word.clone(),
-            position: self.position.clone(),
-            token_type: self.token_type.clone(),
-            embed_norm: self.embed_norm.clone(),
+            word: self.word.detach(),
+            position: self.position.detach(),
+            token_type: self.token_type.detach(),
+            embed_norm: self.embed_norm.detached(),
             layers: self
                 .layers
                 .iter()
@@ -313,10 +424,10 @@ impl Bert {
                     k: dense(&l.k),
                     v: dense(&l.v),
                     o: dense(&l.o),
-                    attn_norm: l.attn_norm.clone(),
+                    attn_norm: l.attn_norm.detached(),
                     up: dense(&l.up),
                     down: dense(&l.down),
-                    out_norm: l.out_norm.clone(),
+                    out_norm: l.out_norm.detached(),
                 })
                 .collect(),
         }

@@ -34,10 +34,7 @@ fn ref_distance(x: &[f32], y: &[f32], c: f64) -> f64 {
     (-c * ref_inner(x, y, c)).max(1.0).acosh() / c.sqrt()
 }
 fn ref_norm(x: &[f32]) -> f64 {
-    x.iter()
-        .map(|&a| (a as f64).powi(2))
-        .sum::<f64>()
-        .sqrt()
+    x.iter().map(|&a| (a as f64).powi(2)).sum::<f64>().sqrt()
 }
 
 fn point() -> impl Strategy<Value = Vec<f32>> {
@@ -176,8 +173,8 @@ fn full_coordinates_lie_on_the_hyperboloid_and_project_back() {
     for c in [0.5, 1.0, 2.0] {
         let x = t(&[0.3, -1.2, 2.0, 0.0]);
         let full = vec1(to_full(&x, c).unwrap());
-        let l: f64 = full[1..].iter().map(|&a| (a as f64).powi(2)).sum::<f64>()
-            - (full[0] as f64).powi(2);
+        let l: f64 =
+            full[1..].iter().map(|&a| (a as f64).powi(2)).sum::<f64>() - (full[0] as f64).powi(2);
         assert!((l + 1.0 / c).abs() < 1e-5, "⟨x, x⟩_L = {l}");
         assert!((full[0] - scalar(time(&x, c).unwrap())).abs() < 1e-6);
         assert!((scalar(inner(&x, &x, c).unwrap()) as f64 + 1.0 / c).abs() < 1e-5);
@@ -222,7 +219,10 @@ fn gradients_are_finite_everywhere_tested() {
                 inner(xt, yt, c).unwrap(),
                 expmap0(xt, c).unwrap().sum_all().unwrap(),
                 logmap0(yt, c).unwrap().sum_all().unwrap(),
-                centroid(&pts, &t(&[0.3, 0.7]), c).unwrap().sum_all().unwrap(),
+                centroid(&pts, &t(&[0.3, 0.7]), c)
+                    .unwrap()
+                    .sum_all()
+                    .unwrap(),
             ];
             for (i, term) in terms.iter().enumerate() {
                 let v = term.sum_all().unwrap().to_scalar::<f32>().unwrap();

@@ -4,6 +4,7 @@ mod common;
 mod core_ops;
 #[cfg(feature = "collectives")]
 mod distributed;
+mod fewshot;
 mod gpt;
 mod hyperbolic;
 mod incremental;

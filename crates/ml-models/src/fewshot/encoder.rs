@@ -1,0 +1,230 @@
+//! Sentence encoders for few-shot relation extraction behind one trait, and the two feature
+//! kinds of PO-HRL (Hu et al., COLING 2025): an instance is `[h_E1; h_E2]`, the hidden states at
+//! the opening head and tail markers (typed markers `@ … @`, `# … #`, see
+//! [`crate::data::mark_entities`]); a relation is `[h_CLS; mean of its tokens]` of its name and
+//! description.
+
+use std::path::Path;
+
+use candle_core::{Device, Tensor};
+
+use crate::data::{
+    encode_marked, pad_batch, RelationExample, SubwordTokenizer, WordEncoder, WordVocab,
+};
+use crate::fewshot::RelationSet;
+use crate::models::{Bert, BertConfig};
+use crate::train::{ParamStore, SeededInit};
+use crate::{MlError, Result};
+
+/// A contextual encoder: token ids `[b, t]` and a mask `[b, t]` (1 = token) to hidden states
+/// `[b, t, d]`.
+pub trait SentenceEncoder {
+    /// Width `d` of the hidden states.
+    fn hidden_size(&self) -> usize;
+    /// Hidden states; `train` switches dropout-like behaviour on (none in BERT here).
+    fn hidden_states(&self, ids: &Tensor, mask: &Tensor, train: bool) -> Result<Tensor>;
+}
+
+impl SentenceEncoder for Bert {
+    fn hidden_size(&self) -> usize {
+        self.config().hidden_size
+    }
+    fn hidden_states(&self, ids: &Tensor, mask: &Tensor, train: bool) -> Result<Tensor> {
+        self.forward(ids, mask, train)
+    }
+}
+
+/// The shape of the tiny from-scratch encoder for a vocabulary of `vocab` words: a BERT with
+/// 2 layers, width 64, 4 heads, MLP 128, 64 positions.
+pub fn tiny_bert(vocab: usize) -> BertConfig {
+    BertConfig::new(vocab, 64, 2, 4, 128, 64)
+}
+
+/// Which encoder a [`FewShotEncoder`] wraps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EncoderKind {
+    /// A small BERT trained from scratch with the method, over a [`WordVocab`].
+    Tiny,
+    /// Pretrained all-MiniLM-L6-v2 (frozen; its outputs are cached), word pieces.
+    MiniLm,
+}
+
+/// One relation tokenised: its text (name + description) and its marked instances.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedRelation {
+    /// Ids of the relation text, position 0 being `[CLS]`.
+    pub text: Vec<u32>,
+    /// Marked instances (labels are the relation's index in the encoded list).
+    pub instances: Vec<RelationExample>,
+}
+
+/// An encoder with its tokenisation: instance and relation features of width `2·d`.
+pub struct FewShotEncoder {
+    kind: EncoderKind,
+    bert: Bert,
+    tok: Box<dyn WordEncoder>,
+}
+
+impl std::fmt::Debug for FewShotEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FewShotEncoder")
+            .field("kind", &self.kind)
+            .field("bert", self.bert.config())
+            .finish_non_exhaustive()
+    }
+}
+
+impl FewShotEncoder {
+    /// The tiny encoder, its parameters registered in `store` (trainable): a [`WordVocab`] of
+    /// the words seen at least twice in `train` (instances and relation texts; at most 20 000),
+    /// over a [`tiny_bert`]-shaped model (`shape` overrides it, e.g. for tests).
+    pub fn tiny(
+        train: &[RelationSet],
+        shape: Option<fn(usize) -> BertConfig>,
+        store: &mut ParamStore,
+        init: &mut SeededInit,
+    ) -> Result<Self> {
+        let texts: Vec<String> = train.iter().map(|r| r.text(true)).collect();
+        let corpus = train
+            .iter()
+            .flat_map(|r| r.instances.iter())
+            .flat_map(|i| i.tokens.iter().map(String::as_str))
+            .chain(texts.iter().flat_map(|t| t.split_whitespace()));
+        let cfg = shape.unwrap_or(tiny_bert)(0);
+        let vocab = WordVocab::fit(corpus, 2, 20_000, cfg.max_position_embeddings);
+        let cfg = BertConfig {
+            vocab_size: vocab.len(),
+            ..cfg
+        };
+        Ok(Self {
+            kind: EncoderKind::Tiny,
+            bert: Bert::new(cfg, store, init)?,
+            tok: Box::new(vocab),
+        })
+    }
+
+    /// All-MiniLM-L6-v2 from the directory `dir` holding `config.json`, `model.safetensors` and
+    /// `tokenizer.json` (as placed by `scripts/fetch-minilm`); a missing file is an
+    /// [`MlError::Io`] naming it.
+    pub fn minilm(dir: &Path) -> Result<Self> {
+        let file = |name: &str| -> Result<std::path::PathBuf> {
+            let p = dir.join(name);
+            if p.is_file() {
+                Ok(p)
+            } else {
+                Err(MlError::io(
+                    &p,
+                    std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "all-MiniLM-L6-v2 is not there; run scripts/fetch-minilm",
+                    ),
+                ))
+            }
+        };
+        let cfg = BertConfig::from_file(&file("config.json")?)?;
+        let tok = SubwordTokenizer::from_file(&file("tokenizer.json")?, 128)?;
+        Ok(Self {
+            kind: EncoderKind::MiniLm,
+            bert: Bert::load(cfg, &file("model.safetensors")?)?,
+            tok: Box::new(tok),
+        })
+    }
+
+    /// Which encoder this is.
+    pub fn kind(&self) -> EncoderKind {
+        self.kind
+    }
+
+    /// Whether the encoder's weights train with the method (tiny) or stay frozen (MiniLM).
+    pub fn fine_tuned(&self) -> bool {
+        self.kind == EncoderKind::Tiny
+    }
+
+    /// Width of instance and relation features, `2·d`.
+    pub fn feature_dim(&self) -> usize {
+        2 * self.bert.hidden_size()
+    }
+
+    /// Tokenises relations: texts with or without descriptions, instances with markers.
+    pub fn encode(
+        &self,
+        rels: &[RelationSet],
+        with_description: bool,
+    ) -> Result<Vec<EncodedRelation>> {
+        rels.iter()
+            .enumerate()
+            .map(|(label, r)| {
+                let text = r.text(with_description);
+                let words: Vec<&str> = text.split_whitespace().collect();
+                let instances = r
+                    .instances
+                    .iter()
+                    .map(|inst| encode_marked(inst, self.tok.as_ref(), label as u32))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(EncodedRelation {
+                    text: self.tok.encode_words(&words)?.ids,
+                    instances,
+                })
+            })
+            .collect()
+    }
+
+    fn hidden(&self, seqs: &[&[u32]], train: bool) -> Result<(Tensor, Tensor)> {
+        let (ids, mask) = pad_batch(seqs, self.tok.pad_id(), &Device::Cpu)?;
+        let h = if train {
+            self.bert.hidden_states(&ids, &mask, true)?
+        } else {
+            self.bert.detached().hidden_states(&ids, &mask, false)?
+        };
+        Ok((h, mask))
+    }
+
+    /// Instance features `[b, 2d]`: hidden states at the head and tail markers. With
+    /// `train = false` no autograd graph is built.
+    pub fn instance_features(&self, batch: &[&RelationExample], train: bool) -> Result<Tensor> {
+        if batch.is_empty() {
+            return Err(MlError::InvalidInput("empty instance batch".into()));
+        }
+        let seqs: Vec<&[u32]> = batch.iter().map(|e| e.ids.as_slice()).collect();
+        let (h, _) = self.hidden(&seqs, train)?;
+        let (b, t, d) = h.dims3()?;
+        let flat = h.reshape((b * t, d))?;
+        let pick = |f: fn(&RelationExample) -> usize| -> Result<Tensor> {
+            let idx: Vec<u32> = batch
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (i * t + f(e).min(t - 1)) as u32)
+                .collect();
+            Ok(flat.index_select(&Tensor::new(idx, &Device::Cpu)?, 0)?)
+        };
+        Ok(Tensor::cat(&[pick(|e| e.head)?, pick(|e| e.tail)?], 1)?)
+    }
+
+    /// Relation features `[r, 2d]`: `[h_CLS; mean of the tokens]` of each relation text.
+    pub fn relation_features(&self, texts: &[&[u32]], train: bool) -> Result<Tensor> {
+        if texts.is_empty() {
+            return Err(MlError::InvalidInput("empty relation batch".into()));
+        }
+        let (h, mask) = self.hidden(texts, train)?;
+        let cls = h.narrow(1, 0, 1)?.squeeze(1)?;
+        Ok(Tensor::cat(&[cls, Bert::mean_pool(&h, &mask)?], 1)?)
+    }
+
+    /// Instance features of many instances without autograd, in batches of `batch` sorted by
+    /// length (little padding), returned in input order `[n, 2d]`.
+    pub fn instance_features_eval(&self, all: &[&RelationExample], batch: usize) -> Result<Tensor> {
+        let mut order: Vec<usize> = (0..all.len()).collect();
+        order.sort_by_key(|&i| all[i].ids.len());
+        let mut parts = Vec::new();
+        for chunk in order.chunks(batch.max(1)) {
+            let b: Vec<&RelationExample> = chunk.iter().map(|&i| all[i]).collect();
+            parts.push(self.instance_features(&b, false)?);
+        }
+        let sorted = Tensor::cat(&parts, 0)?;
+        let mut inverse = vec![0u32; all.len()];
+        for (pos, &i) in order.iter().enumerate() {
+            inverse[i] = pos as u32;
+        }
+        Ok(sorted.index_select(&Tensor::new(inverse, &Device::Cpu)?, 0)?)
+    }
+}

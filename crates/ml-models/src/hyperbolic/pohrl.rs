@@ -1,0 +1,736 @@
+//! PO-HRL: partial-order-centred hyperbolic representation learning for few-shot relation
+//! extraction (Hu, Huang, Hu, Yang, Qiao, Dou, Wang; COLING 2025), and its baselines in the same
+//! harness with the same encoder and projection head.
+//!
+//! Every method reads instance features `[h_E1; h_E2]` and relation features
+//! `[h_CLS; mean]` from a [`FewShotEncoder`], maps both through one trainable linear head to
+//! width `p`, and classifies the queries of an N-way K-shot episode by distance to one prototype
+//! per class:
+//!
+//! - [`Method::Proto`]: Euclidean prototypical network (Snell et al., 2017): prototype = mean of
+//!   the support, logits `−‖q − c‖²`.
+//! - [`Method::ProtoDesc`]: prototypes plus relation information in Euclidean space (as in
+//!   SimpleFSRE, Liu et al., ACL 2022): prototype = mean of the support + relation feature.
+//! - [`Method::Pohrl`]: support `s = u + α·r` (α = 1 at 1-shot, 0 otherwise, as in the paper;
+//!   [`PohrlConfig::alpha`] overrides), every vector mapped to the hyperboloid by
+//!   `expmap0(x/√p)`; prototype = Lorentz centroid of the support weighted by
+//!   `softmax(cos_L(s, r)/τ)` over the shots (see [`lorentz::centroid`]); logits `−d_L(q, c)²/τ`
+//!   (the paper gives no scale; hyperbolic distances of `expmap0(x/√p)` are O(1), so without one
+//!   the softmax stays nearly uniform).
+//!   Loss `L = L_cls + λ₁·L_align + λ₂·L_cone` where `L_align` is the supervised contrastive
+//!   loss (Khosla et al., 2020) over the episode's instances and relations with Lorentzian
+//!   cosine similarity and temperature τ, and `L_cone` keeps every instance inside the
+//!   entailment cone of its own relation (`max(0, φ − γ)`, φ the exterior angle, γ the
+//!   half-aperture with constant C) and at least a margin `m` outside the cones of the other
+//!   relations (`1/(N−1)·Σ max(0, m − (φ − γ))`).
+//! - [`Method::PohrlNoCone`]: the same without `L_cone` (λ₂ = 0).
+//!
+//! Training samples episodes of the meta-training relations ([`train`]); evaluation encodes
+//! every test instance once and classifies seeded test episodes ([`evaluate`]). The tiny encoder
+//! trains with the method; MiniLM stays frozen and only the head trains, on cached features.
+
+use std::time::Instant;
+
+use candle_core::{Device, Tensor, D};
+
+use crate::fewshot::{
+    accuracy_ci, Accuracy, EncodedRelation, Episode, EpisodeConfig, EpisodeSampler, FewShotEncoder,
+};
+use crate::hyperbolic::lorentz;
+use crate::qlora::Linear;
+use crate::train::ops::{cross_entropy, log_softmax, softmax};
+use crate::train::{ParamStore, SeededInit, TrainCallback, TrainConfig, Trainer};
+use crate::{MlError, Result};
+
+/// A few-shot relation classifier of this module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Method {
+    /// Euclidean prototypical network.
+    Proto,
+    /// Euclidean prototypes plus relation features.
+    ProtoDesc,
+    /// PO-HRL without the entailment-cone loss.
+    PohrlNoCone,
+    /// Full PO-HRL.
+    Pohrl,
+}
+
+impl Method {
+    /// Every method, baselines first.
+    pub const ALL: [Method; 4] = [
+        Method::Proto,
+        Method::ProtoDesc,
+        Method::PohrlNoCone,
+        Method::Pohrl,
+    ];
+
+    /// The command-line name (`proto`, `proto-desc`, `pohrl-no-cone`, `pohrl`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Proto => "proto",
+            Method::ProtoDesc => "proto-desc",
+            Method::PohrlNoCone => "pohrl-no-cone",
+            Method::Pohrl => "pohrl",
+        }
+    }
+
+    /// Parses a command-line name.
+    pub fn parse(s: &str) -> Result<Method> {
+        Method::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| {
+                MlError::InvalidInput(format!(
+                    "unknown method `{s}` (proto, proto-desc, pohrl-no-cone, pohrl)"
+                ))
+            })
+    }
+
+    fn hyperbolic(self) -> bool {
+        matches!(self, Method::Pohrl | Method::PohrlNoCone)
+    }
+}
+
+/// Hyper-parameters of the methods (defaults: the paper's values where it gives them).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct PohrlConfig {
+    /// Curvature magnitude `c` (fixed), default 1.
+    pub c: f64,
+    /// Cone constant `C` of the half-aperture `asin(C/(√c‖r‖))`, default 0.2.
+    pub cone_k: f64,
+    /// Margin `m` of the other-relation cone term, default 0.2.
+    pub margin: f64,
+    /// Temperature τ of the contrastive loss and of the prototype weights, default 0.1.
+    pub tau: f64,
+    /// λ₁, weight of the alignment (contrastive) loss, default 1.
+    pub lambda_align: f64,
+    /// λ₂, weight of the cone loss, default 1.
+    pub lambda_cone: f64,
+    /// α of `support = instance + α·relation`; `None`: 1 at 1-shot, 0 otherwise.
+    pub alpha: Option<f64>,
+    /// Width `p` of the projection head, default 128.
+    pub proj_dim: usize,
+}
+
+impl Default for PohrlConfig {
+    fn default() -> Self {
+        Self {
+            c: 1.0,
+            cone_k: 0.2,
+            margin: 0.2,
+            tau: 0.1,
+            lambda_align: 1.0,
+            lambda_cone: 1.0,
+            alpha: None,
+            proj_dim: 128,
+        }
+    }
+}
+
+/// One episode's projected features.
+#[derive(Debug, Clone)]
+pub struct EpisodeTensors {
+    /// Support `[n, k, p]`.
+    pub support: Tensor,
+    /// Queries `[m, p]`.
+    pub query: Tensor,
+    /// Relations `[n, p]`.
+    pub relations: Tensor,
+}
+
+/// Query logits `[m, n]` of an episode and, when the query labels `[m]` (u32) are given, the
+/// method's training loss.
+pub fn forward(
+    method: Method,
+    cfg: &PohrlConfig,
+    ep: &EpisodeTensors,
+    labels: Option<&[u32]>,
+) -> Result<(Tensor, Option<Tensor>)> {
+    let (n, k, p) = ep.support.dims3()?;
+    if !method.hyperbolic() {
+        let mut protos = ep.support.mean(1)?;
+        if method == Method::ProtoDesc {
+            protos = (protos + &ep.relations)?;
+        }
+        let diff = ep
+            .query
+            .unsqueeze(1)?
+            .broadcast_sub(&protos.unsqueeze(0)?)?;
+        let logits = diff.sqr()?.sum(D::Minus1)?.neg()?;
+        let loss = match labels {
+            Some(l) => Some(cross_entropy(&logits, &Tensor::new(l, &Device::Cpu)?)?),
+            None => None,
+        };
+        return Ok((logits, loss));
+    }
+    let c = cfg.c;
+    let scale = 1.0 / (p as f64).sqrt();
+    let alpha = cfg.alpha.unwrap_or(if k == 1 { 1.0 } else { 0.0 });
+    let mixed = (&ep.support + (ep.relations.unsqueeze(1)? * alpha)?.broadcast_as((n, k, p))?)?;
+    let hs = lorentz::expmap0(&(mixed * scale)?, c)?;
+    let hq = lorentz::expmap0(&(&ep.query * scale)?, c)?;
+    let hr = lorentz::expmap0(&(&ep.relations * scale)?, c)?;
+    let w = softmax(&(lorentz::cosine(&hs, &hr.unsqueeze(1)?)? / cfg.tau)?)?;
+    let protos = lorentz::centroid(&hs, &w, c)?;
+    let d = lorentz::distance(&hq.unsqueeze(1)?, &protos.unsqueeze(0)?, c)?;
+    let logits = (d.sqr()?.neg()? / cfg.tau)?;
+    let Some(labels) = labels else {
+        return Ok((logits, None));
+    };
+    let mut loss = cross_entropy(&logits, &Tensor::new(labels, &Device::Cpu)?)?;
+    // Instances: the support (without the relation mixed in) and the queries.
+    let hu = lorentz::expmap0(&(ep.support.reshape((n * k, p))? * scale)?, c)?;
+    let inst = Tensor::cat(&[hu, hq], 0)?;
+    let mut ys: Vec<u32> = (0..n as u32)
+        .flat_map(|c| std::iter::repeat_n(c, k))
+        .collect();
+    ys.extend_from_slice(labels);
+    if cfg.lambda_align > 0.0 {
+        let pts = Tensor::cat(&[inst.clone(), hr.clone()], 0)?;
+        let mut all = ys.clone();
+        all.extend(0..n as u32);
+        let l = supcon(&pts, &all, cfg.tau)?;
+        loss = (loss + (l * cfg.lambda_align)?)?;
+    }
+    if method == Method::Pohrl && cfg.lambda_cone > 0.0 {
+        let l = cone_loss(&hr, &inst, &ys, cfg)?;
+        loss = (loss + (l * cfg.lambda_cone)?)?;
+    }
+    Ok((logits, Some(loss)))
+}
+
+/// Supervised contrastive loss over points `[M, p]` with labels: for each anchor, the mean over
+/// its positives (same label, not itself) of `−log softmax_j≠i(cos_L(i, j)/τ)`.
+fn supcon(pts: &Tensor, labels: &[u32], tau: f64) -> Result<Tensor> {
+    let m = labels.len();
+    let sim = (lorentz::cosine(&pts.unsqueeze(1)?, &pts.unsqueeze(0)?)? / tau)?;
+    let mut self_mask = vec![0f32; m * m];
+    let mut pos = vec![0f32; m * m];
+    for i in 0..m {
+        self_mask[i * m + i] = -1e9;
+        let mut count = 0.0;
+        for j in 0..m {
+            if i != j && labels[i] == labels[j] {
+                count += 1.0;
+            }
+        }
+        for j in 0..m {
+            if i != j && labels[i] == labels[j] {
+                pos[i * m + j] = 1.0 / count;
+            }
+        }
+    }
+    let dev = Device::Cpu;
+    let lp = log_softmax(&(sim + Tensor::from_vec(self_mask, (m, m), &dev)?)?)?;
+    let pos = Tensor::from_vec(pos, (m, m), &dev)?;
+    // Self entries hold -1e9·0 after masking by `pos` (0 there).
+    let per_anchor = (lp * pos)?.sum(1)?.neg()?;
+    Ok(per_anchor.mean_all()?)
+}
+
+/// The entailment-cone loss of instances `[M, p]` with labels against relations `[n, p]`.
+fn cone_loss(rel: &Tensor, inst: &Tensor, labels: &[u32], cfg: &PohrlConfig) -> Result<Tensor> {
+    let n = rel.dim(0)?;
+    let m = labels.len();
+    let phi = lorentz::exterior_angle(&rel.unsqueeze(1)?, &inst.unsqueeze(0)?, cfg.c)?;
+    let gamma = lorentz::half_aperture(rel, cfg.c, cfg.cone_k)?;
+    let viol = phi.broadcast_sub(&gamma.unsqueeze(1)?)?; // [n, M]
+    let mut own = vec![0f32; n * m];
+    let mut other = vec![0f32; n * m];
+    let per_other = 1.0 / (n.saturating_sub(1).max(1) as f32);
+    for (i, &y) in labels.iter().enumerate() {
+        for c in 0..n {
+            if c == y as usize {
+                own[c * m + i] = 1.0;
+            } else {
+                other[c * m + i] = per_other;
+            }
+        }
+    }
+    let dev = Device::Cpu;
+    let own = Tensor::from_vec(own, (n, m), &dev)?;
+    let other = Tensor::from_vec(other, (n, m), &dev)?;
+    let inside = (viol.relu()? * own)?.sum_all()?;
+    let outside = (viol.affine(-1.0, cfg.margin)?.relu()? * other)?.sum_all()?;
+    Ok(((inside + outside)? / m as f64)?)
+}
+
+/// Instance and relation features of a set of relations, computed once without autograd
+/// (evaluation, or training on a frozen encoder).
+#[derive(Debug, Clone)]
+pub struct FeatureTable {
+    /// Every instance, relation after relation, `[total, 2d]`.
+    pub instances: Tensor,
+    /// Offset of each relation's first instance in `instances`.
+    pub offsets: Vec<usize>,
+    /// Instances per relation.
+    pub sizes: Vec<usize>,
+    /// Relation features `[R, 2d]`.
+    pub relations: Tensor,
+}
+
+impl FeatureTable {
+    /// Encodes every instance and relation text of `rels` with `enc` (batches of 64).
+    pub fn build(enc: &FewShotEncoder, rels: &[EncodedRelation]) -> Result<Self> {
+        let all: Vec<_> = rels.iter().flat_map(|r| r.instances.iter()).collect();
+        if all.is_empty() {
+            return Err(MlError::InvalidInput("no instances to encode".into()));
+        }
+        let instances = enc.instance_features_eval(&all, 64)?;
+        let texts: Vec<&[u32]> = rels.iter().map(|r| r.text.as_slice()).collect();
+        let relations = enc.relation_features(&texts, false)?;
+        let sizes: Vec<usize> = rels.iter().map(|r| r.instances.len()).collect();
+        let offsets = sizes
+            .iter()
+            .scan(0, |acc, &s| {
+                let o = *acc;
+                *acc += s;
+                Some(o)
+            })
+            .collect();
+        Ok(Self {
+            instances: instances.contiguous()?,
+            offsets,
+            sizes,
+            relations: relations.contiguous()?,
+        })
+    }
+
+    fn gather(&self, ep: &Episode) -> Result<(Tensor, Tensor, Tensor)> {
+        let flat = |sets: &[Vec<usize>]| -> Vec<u32> {
+            ep.classes
+                .iter()
+                .zip(sets)
+                .flat_map(|(&c, idx)| idx.iter().map(move |&i| (self.offsets[c] + i) as u32))
+                .collect()
+        };
+        let dev = Device::Cpu;
+        let s = self
+            .instances
+            .index_select(&Tensor::new(flat(&ep.support), &dev)?, 0)?;
+        let q = self
+            .instances
+            .index_select(&Tensor::new(flat(&ep.query), &dev)?, 0)?;
+        let cls: Vec<u32> = ep.classes.iter().map(|&c| c as u32).collect();
+        let r = self.relations.index_select(&Tensor::new(cls, &dev)?, 0)?;
+        Ok((s, q, r))
+    }
+}
+
+/// Query labels of an episode: class `i` for each of its queries.
+fn query_labels(ep: &Episode) -> Vec<u32> {
+    ep.query
+        .iter()
+        .enumerate()
+        .flat_map(|(i, q)| std::iter::repeat_n(i as u32, q.len()))
+        .collect()
+}
+
+/// A trained model: the projection head (and, for the tiny encoder, the encoder's trained
+/// weights, shared with the encoder the caller passed).
+#[derive(Debug)]
+pub struct FewShotModel {
+    /// The method.
+    pub method: Method,
+    /// Its hyper-parameters.
+    pub cfg: PohrlConfig,
+    head: Linear,
+    /// Optimiser steps taken.
+    pub steps: usize,
+    /// Training loss per step.
+    pub losses: Vec<f32>,
+    /// Wall-clock seconds of training (encoder caching excluded).
+    pub train_seconds: f64,
+}
+
+/// How to train.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct TrainSettings {
+    /// Training episodes (one optimiser step each).
+    pub steps: usize,
+    /// AdamW learning rate (10 % linear warm-up), default 1e-3.
+    pub lr: f64,
+    /// Shape of training episodes.
+    pub episode: EpisodeConfig,
+    /// Seed of the head initialisation and of the training episodes.
+    pub seed: u64,
+}
+
+/// Trains `method` on the meta-training relations. With a tiny encoder (its parameters in
+/// `store`) every step encodes the episode's sentences and trains encoder and head; with a
+/// frozen one, `frozen` must hold the cached features of `train` and only the head trains.
+#[allow(clippy::too_many_arguments)]
+pub fn train(
+    method: Method,
+    cfg: &PohrlConfig,
+    settings: &TrainSettings,
+    enc: &FewShotEncoder,
+    store: &mut ParamStore,
+    train: &[EncodedRelation],
+    frozen: Option<&FeatureTable>,
+    cb: &mut dyn TrainCallback,
+) -> Result<FewShotModel> {
+    if !enc.fine_tuned() && frozen.is_none() {
+        return Err(MlError::InvalidInput(
+            "a frozen encoder trains on cached features; pass the feature table".into(),
+        ));
+    }
+    let mut init = SeededInit::new(settings.seed ^ 0x9e37_79b9);
+    let f = enc.feature_dim();
+    let head = Linear::new(
+        "fewshot.head",
+        f,
+        cfg.proj_dim,
+        (1.0 / f as f64).sqrt() as f32,
+        store,
+        &mut init,
+    )?;
+    let sizes: Vec<usize> = train.iter().map(|r| r.instances.len()).collect();
+    let ids: Vec<String> = (0..train.len())
+        .map(|i| format!("train relation #{i}"))
+        .collect();
+    let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let mut sampler = EpisodeSampler::new(&sizes, &id_refs, settings.episode, settings.seed)?;
+    let tcfg = TrainConfig {
+        lr: settings.lr,
+        warmup_steps: settings.steps / 10,
+        max_steps: settings.steps,
+        steps_per_epoch: settings.steps.max(1),
+        grad_clip: Some(1.0),
+        restore_best: false,
+        ..TrainConfig::default()
+    };
+    let mut trainer = Trainer::new(tcfg, store)?;
+    let (n, k) = (settings.episode.n, settings.episode.k);
+    let rep = trainer.fit(
+        store,
+        &mut |_| {
+            let ep = sampler.sample();
+            let (s, q, r) = match frozen {
+                Some(table) => table.gather(&ep)?,
+                None => live_features(enc, train, &ep)?,
+            };
+            let t = EpisodeTensors {
+                support: head.forward(&s, true)?.reshape((n, k, cfg.proj_dim))?,
+                query: head.forward(&q, true)?,
+                relations: head.forward(&r, true)?,
+            };
+            let labels = query_labels(&ep);
+            let (_, loss) = forward(method, cfg, &t, Some(&labels))?;
+            loss.ok_or_else(|| MlError::InvalidInput("no loss without labels".into()))
+        },
+        None,
+        cb,
+    )?;
+    Ok(FewShotModel {
+        method,
+        cfg: *cfg,
+        head,
+        steps: rep.steps,
+        losses: rep.losses,
+        train_seconds: rep.seconds,
+    })
+}
+
+/// Encodes one episode with autograd (tiny encoder training).
+fn live_features(
+    enc: &FewShotEncoder,
+    rels: &[EncodedRelation],
+    ep: &Episode,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let pick = |sets: &[Vec<usize>]| -> Vec<&crate::data::RelationExample> {
+        ep.classes
+            .iter()
+            .zip(sets)
+            .flat_map(|(&c, idx)| idx.iter().map(move |&i| &rels[c].instances[i]))
+            .collect()
+    };
+    let s = pick(&ep.support);
+    let q = pick(&ep.query);
+    let ns = s.len();
+    let both: Vec<_> = s.into_iter().chain(q).collect();
+    let feats = enc.instance_features(&both, true)?;
+    let texts: Vec<&[u32]> = ep
+        .classes
+        .iter()
+        .map(|&c| rels[c].text.as_slice())
+        .collect();
+    let r = enc.relation_features(&texts, true)?;
+    Ok((
+        feats.narrow(0, 0, ns)?,
+        feats.narrow(0, ns, both.len() - ns)?,
+        r,
+    ))
+}
+
+/// Outcome of [`evaluate`].
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct EvalReport {
+    /// Accuracy over the episodes with its 95 % confidence interval.
+    pub accuracy: Accuracy,
+    /// Seconds spent classifying the episodes (features already cached).
+    pub seconds: f64,
+}
+
+/// Accuracy of `model` on `episodes` seeded test episodes of shape `cfg` drawn from the
+/// relations of `table` (features of the trained encoder, see [`FeatureTable::build`]).
+pub fn evaluate(
+    model: &FewShotModel,
+    table: &FeatureTable,
+    cfg: EpisodeConfig,
+    episodes: usize,
+    seed: u64,
+) -> Result<EvalReport> {
+    let ids: Vec<String> = (0..table.sizes.len())
+        .map(|i| format!("test relation #{i}"))
+        .collect();
+    let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let mut sampler = EpisodeSampler::new(&table.sizes, &id_refs, cfg, seed)?;
+    let head = model.head.detached();
+    let start = Instant::now();
+    let mut accs = Vec::with_capacity(episodes);
+    for _ in 0..episodes {
+        let ep = sampler.sample();
+        let (s, q, r) = table.gather(&ep)?;
+        let t = EpisodeTensors {
+            support: head
+                .forward(&s, false)?
+                .reshape((cfg.n, cfg.k, model.cfg.proj_dim))?,
+            query: head.forward(&q, false)?,
+            relations: head.forward(&r, false)?,
+        };
+        let (logits, _) = forward(model.method, &model.cfg, &t, None)?;
+        let pred = logits.argmax(D::Minus1)?.to_vec1::<u32>()?;
+        let labels = query_labels(&ep);
+        let hits = pred.iter().zip(&labels).filter(|(a, b)| a == b).count();
+        accs.push(hits as f64 / labels.len() as f64);
+    }
+    Ok(EvalReport {
+        accuracy: accuracy_ci(&accs),
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// A model that never trained (the head at its initial values), for chance-level checks and
+/// encoder-only baselines.
+pub fn untrained(
+    method: Method,
+    cfg: &PohrlConfig,
+    enc: &FewShotEncoder,
+    seed: u64,
+) -> Result<FewShotModel> {
+    let mut store = ParamStore::new();
+    let mut init = SeededInit::new(seed ^ 0x9e37_79b9);
+    let f = enc.feature_dim();
+    let head = Linear::new(
+        "fewshot.head",
+        f,
+        cfg.proj_dim,
+        (1.0 / f as f64).sqrt() as f32,
+        &mut store,
+        &mut init,
+    )?;
+    Ok(FewShotModel {
+        method,
+        cfg: *cfg,
+        head,
+        steps: 0,
+        losses: Vec::new(),
+        train_seconds: 0.0,
+    })
+}
+
+/// Which encoder a benchmark uses.
+#[derive(Debug, Clone)]
+pub enum EncoderChoice {
+    /// The tiny encoder trained from scratch with each method; `Some(shape)` overrides
+    /// [`crate::fewshot::tiny_bert`].
+    Tiny(Option<fn(usize) -> crate::models::BertConfig>),
+    /// Frozen all-MiniLM-L6-v2 from this directory (`scripts/fetch-minilm`).
+    MiniLm(std::path::PathBuf),
+}
+
+/// A benchmark: methods × episode shapes on one split.
+#[derive(Debug, Clone)]
+pub struct BenchmarkConfig {
+    /// The encoder.
+    pub encoder: EncoderChoice,
+    /// Methods to train and evaluate.
+    pub methods: Vec<Method>,
+    /// Episode shapes (N, K, Q); training uses the same shape.
+    pub shapes: Vec<EpisodeConfig>,
+    /// Test episodes per method and shape.
+    pub episodes: usize,
+    /// Training episodes (optimiser steps) per method and shape.
+    pub train_steps: usize,
+    /// Learning rate.
+    pub lr: f64,
+    /// Relation texts with descriptions (`false`: names only).
+    pub descriptions: bool,
+    /// Seed of initialisation, training and test episodes.
+    pub seed: u64,
+    /// Method hyper-parameters.
+    pub pohrl: PohrlConfig,
+}
+
+/// One cell of a benchmark.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct BenchmarkRow {
+    /// Method name.
+    pub method: &'static str,
+    /// Episode shape.
+    pub shape: EpisodeConfig,
+    /// Test accuracy with its 95 % interval.
+    pub accuracy: Accuracy,
+    /// Optimiser steps.
+    pub train_steps: usize,
+    /// Seconds of training.
+    pub train_seconds: f64,
+    /// Seconds to encode the test instances with the trained encoder (0 when shared and
+    /// cached, see [`BenchmarkReport::cache_seconds`]).
+    pub encode_seconds: f64,
+    /// Seconds to classify the test episodes.
+    pub eval_seconds: f64,
+    /// Whether the encoder trained with the method (tiny) or stayed frozen (MiniLM).
+    pub fine_tuned_encoder: bool,
+    /// Mean training loss over the last 10 % of the steps.
+    pub final_loss: f32,
+}
+
+/// Outcome of [`run_benchmark`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct BenchmarkReport {
+    /// One row per method × shape.
+    pub rows: Vec<BenchmarkRow>,
+    /// Seconds spent caching the frozen encoder's features of train and test instances (0 for
+    /// the tiny encoder).
+    pub cache_seconds: f64,
+    /// Training and test relations.
+    pub relations: (usize, usize),
+}
+
+/// Trains and evaluates every method × shape of `cfg` on `split`; `phase` hears what starts
+/// next, `cb` sees every training step.
+pub fn run_benchmark(
+    split: &crate::fewshot::MetaSplit,
+    cfg: &BenchmarkConfig,
+    phase: &mut dyn FnMut(&str),
+    cb: &mut dyn TrainCallback,
+) -> Result<BenchmarkReport> {
+    split.check_disjoint()?;
+    let mut rows = Vec::new();
+    let mut cache_seconds = 0.0;
+    let frozen = match &cfg.encoder {
+        EncoderChoice::MiniLm(dir) => {
+            phase("loading all-MiniLM-L6-v2");
+            let enc = FewShotEncoder::minilm(dir)?;
+            let start = Instant::now();
+            phase("caching MiniLM features of the training relations");
+            let train_rels = enc.encode(&split.train, cfg.descriptions)?;
+            let train_table = FeatureTable::build(&enc, &train_rels)?;
+            phase("caching MiniLM features of the test relations");
+            let test_rels = enc.encode(&split.test, cfg.descriptions)?;
+            let test_table = FeatureTable::build(&enc, &test_rels)?;
+            cache_seconds = start.elapsed().as_secs_f64();
+            Some((enc, train_rels, train_table, test_table))
+        }
+        EncoderChoice::Tiny(_) => None,
+    };
+    for &shape in &cfg.shapes {
+        for &method in &cfg.methods {
+            let settings = TrainSettings {
+                steps: cfg.train_steps,
+                lr: cfg.lr,
+                episode: shape,
+                seed: cfg.seed,
+            };
+            let mut store = ParamStore::new();
+            phase(&format!(
+                "{} {}-way {}-shot: training",
+                method.name(),
+                shape.n,
+                shape.k
+            ));
+            let (model, encode_seconds, eval) = match &frozen {
+                Some((enc, train_rels, train_table, test_table)) => {
+                    let model = train(
+                        method,
+                        &cfg.pohrl,
+                        &settings,
+                        enc,
+                        &mut store,
+                        train_rels,
+                        Some(train_table),
+                        cb,
+                    )?;
+                    phase(&format!(
+                        "{} {}-way {}-shot: testing",
+                        method.name(),
+                        shape.n,
+                        shape.k
+                    ));
+                    let eval =
+                        evaluate(&model, test_table, shape, cfg.episodes, cfg.seed ^ 0x7e57)?;
+                    (model, 0.0, eval)
+                }
+                None => {
+                    let tiny_shape = match &cfg.encoder {
+                        EncoderChoice::Tiny(shape) => *shape,
+                        EncoderChoice::MiniLm(_) => None,
+                    };
+                    let mut init = SeededInit::new(cfg.seed);
+                    let enc =
+                        FewShotEncoder::tiny(&split.train, tiny_shape, &mut store, &mut init)?;
+                    let train_rels = enc.encode(&split.train, cfg.descriptions)?;
+                    let model = train(
+                        method,
+                        &cfg.pohrl,
+                        &settings,
+                        &enc,
+                        &mut store,
+                        &train_rels,
+                        None,
+                        cb,
+                    )?;
+                    phase(&format!(
+                        "{} {}-way {}-shot: testing",
+                        method.name(),
+                        shape.n,
+                        shape.k
+                    ));
+                    let start = Instant::now();
+                    let test_rels = enc.encode(&split.test, cfg.descriptions)?;
+                    let table = FeatureTable::build(&enc, &test_rels)?;
+                    let encode_seconds = start.elapsed().as_secs_f64();
+                    let eval = evaluate(&model, &table, shape, cfg.episodes, cfg.seed ^ 0x7e57)?;
+                    (model, encode_seconds, eval)
+                }
+            };
+            let tail = (model.losses.len() / 10).max(1).min(model.losses.len());
+            let final_loss = if tail == 0 {
+                f32::NAN
+            } else {
+                model.losses[model.losses.len() - tail..]
+                    .iter()
+                    .sum::<f32>()
+                    / tail as f32
+            };
+            rows.push(BenchmarkRow {
+                method: method.name(),
+                shape,
+                accuracy: eval.accuracy,
+                train_steps: model.steps,
+                train_seconds: model.train_seconds,
+                encode_seconds,
+                eval_seconds: eval.seconds,
+                fine_tuned_encoder: frozen.is_none(),
+                final_loss,
+            });
+        }
+    }
+    Ok(BenchmarkReport {
+        rows,
+        cache_seconds,
+        relations: (split.train.len(), split.test.len()),
+    })
+}
