@@ -12,6 +12,7 @@ use crate::data::{
     encode_marked, pad_batch, RelationExample, SubwordTokenizer, WordEncoder, WordVocab,
 };
 use crate::fewshot::RelationSet;
+use crate::models::bert::marker_states;
 use crate::models::{Bert, BertConfig};
 use crate::train::{ParamStore, SeededInit};
 use crate::{MlError, Result};
@@ -187,17 +188,7 @@ impl FewShotEncoder {
         }
         let seqs: Vec<&[u32]> = batch.iter().map(|e| e.ids.as_slice()).collect();
         let (h, _) = self.hidden(&seqs, train)?;
-        let (b, t, d) = h.dims3()?;
-        let flat = h.reshape((b * t, d))?;
-        let pick = |f: fn(&RelationExample) -> usize| -> Result<Tensor> {
-            let idx: Vec<u32> = batch
-                .iter()
-                .enumerate()
-                .map(|(i, e)| (i * t + f(e).min(t - 1)) as u32)
-                .collect();
-            Ok(flat.index_select(&Tensor::new(idx, &Device::Cpu)?, 0)?)
-        };
-        Ok(Tensor::cat(&[pick(|e| e.head)?, pick(|e| e.tail)?], 1)?)
+        marker_states(&h, batch)
     }
 
     /// Relation features `[r, 2d]`: `[h_CLS; mean of the tokens]` of each relation text.

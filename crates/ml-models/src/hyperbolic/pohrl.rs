@@ -375,16 +375,7 @@ pub fn train(
             "a frozen encoder trains on cached features; pass the feature table".into(),
         ));
     }
-    let mut init = SeededInit::new(settings.seed ^ 0x9e37_79b9);
-    let f = enc.feature_dim();
-    let head = Linear::new(
-        "fewshot.head",
-        f,
-        cfg.proj_dim,
-        (1.0 / f as f64).sqrt() as f32,
-        store,
-        &mut init,
-    )?;
+    let head = new_head(cfg, enc, store, settings.seed)?;
     let sizes: Vec<usize> = train.iter().map(|r| r.instances.len()).collect();
     let ids: Vec<String> = (0..train.len())
         .map(|i| format!("train relation #{i}"))
@@ -430,6 +421,19 @@ pub fn train(
         losses: rep.losses,
         train_seconds: rep.seconds,
     })
+}
+
+/// The projection head `2d → p`, weights `N(0, 1/(2d))`, registered in `store`.
+fn new_head(
+    cfg: &PohrlConfig,
+    enc: &FewShotEncoder,
+    store: &mut ParamStore,
+    seed: u64,
+) -> Result<Linear> {
+    let mut init = SeededInit::new(seed ^ 0x9e37_79b9);
+    let f = enc.feature_dim();
+    let std = (1.0 / f as f64).sqrt() as f32;
+    Linear::new("fewshot.head", f, cfg.proj_dim, std, store, &mut init)
 }
 
 /// Encodes one episode with autograd (tiny encoder training).
@@ -519,17 +523,7 @@ pub fn untrained(
     enc: &FewShotEncoder,
     seed: u64,
 ) -> Result<FewShotModel> {
-    let mut store = ParamStore::new();
-    let mut init = SeededInit::new(seed ^ 0x9e37_79b9);
-    let f = enc.feature_dim();
-    let head = Linear::new(
-        "fewshot.head",
-        f,
-        cfg.proj_dim,
-        (1.0 / f as f64).sqrt() as f32,
-        &mut store,
-        &mut init,
-    )?;
+    let head = new_head(cfg, enc, &mut ParamStore::new(), seed)?;
     Ok(FewShotModel {
         method,
         cfg: *cfg,

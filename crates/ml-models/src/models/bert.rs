@@ -443,6 +443,28 @@ impl Bert {
     }
 }
 
+/// Entity-marker features `[b, 2d]` of hidden states `[b, t, d]`: the states at each example's
+/// opening head and tail markers, concatenated (positions past the sequence clamp to its end).
+pub fn marker_states(hidden: &Tensor, batch: &[&crate::data::RelationExample]) -> Result<Tensor> {
+    let (b, t, d) = hidden.dims3()?;
+    if b != batch.len() || t == 0 {
+        return Err(MlError::InvalidInput(format!(
+            "{b} hidden sequences of length {t} for {} examples",
+            batch.len()
+        )));
+    }
+    let flat = hidden.reshape((b * t, d))?;
+    let pick = |f: fn(&crate::data::RelationExample) -> usize| -> Result<Tensor> {
+        let idx: Vec<u32> = batch
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (i * t + f(e).min(t - 1)) as u32)
+            .collect();
+        Ok(flat.index_select(&Tensor::new(idx, hidden.device())?, 0)?)
+    };
+    Ok(Tensor::cat(&[pick(|e| e.head)?, pick(|e| e.tail)?], 1)?)
+}
+
 fn norm(x: &Tensor, n: &Norm, eps: f64) -> Result<Tensor> {
     layer_norm(x, &n.weight, &n.bias, eps)
 }

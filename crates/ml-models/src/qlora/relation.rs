@@ -10,7 +10,7 @@ use candle_core::{DType, Device, Tensor, Var};
 use rand::seq::SliceRandom;
 
 use crate::data::{pad_batch, RelationExample};
-use crate::models::bert::Bert;
+use crate::models::bert::{marker_states, Bert};
 use crate::qlora::lora::LoraConfig;
 use crate::train::ops::{accuracy, cross_entropy};
 use crate::train::{ParamStore, SeededInit, TrainCallback, TrainConfig, Trainer};
@@ -125,17 +125,7 @@ impl Classifier<'_> {
         let seqs: Vec<&[u32]> = batch.iter().map(|e| e.ids.as_slice()).collect();
         let (ids, mask) = pad_batch(&seqs, self.pad, &dev)?;
         let h = self.bert.forward(&ids, &mask, train)?;
-        let (b, t, d) = h.dims3()?;
-        let flat = h.reshape((b * t, d))?;
-        let pick = |f: fn(&RelationExample) -> usize| -> Result<Tensor> {
-            let idx: Vec<u32> = batch
-                .iter()
-                .enumerate()
-                .map(|(i, e)| (i * t + f(e)) as u32)
-                .collect();
-            Ok(flat.index_select(&Tensor::new(idx, &dev)?, 0)?)
-        };
-        let feat = Tensor::cat(&[pick(|e| e.head)?, pick(|e| e.tail)?], 1)?;
+        let feat = marker_states(&h, batch)?;
         let (w, b) = (self.w.as_tensor(), self.b.as_tensor());
         let (w, b) = if self.track {
             (w.clone(), b.clone())
