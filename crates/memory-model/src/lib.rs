@@ -80,5 +80,8 @@ pub use sharding::{
     dense_model_states, is_kept, operator_memory, quantized_bytes, Categories, OperatorMemory,
     OperatorSharding,
 };
-pub use stage::{stage_memory, PlacedOperator, StageMemory, StageTensors};
+pub use stage::{
+    placed_memory, stage_memory, stage_terms, PlacedMemory, PlacedOperator, StageMemory,
+    StageTensors, StageTerm, StageTermKind, TermValues, STAGE_TERMS,
+};
 pub use zoo::PRESET_NAMES;

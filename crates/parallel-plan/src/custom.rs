@@ -57,6 +57,7 @@ pub fn generic_memory(
     OpMemory {
         model_states: m.parameters + m.gradients + m.optimizer_states,
         activations_per_micro_batch: m.activations,
+        terms: Default::default(),
     }
 }
 

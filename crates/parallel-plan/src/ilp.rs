@@ -20,6 +20,7 @@ mod heuristic;
 mod highs_model;
 mod prune;
 mod sweep;
+mod terms;
 
 /// Primal and integer feasibility tolerance given to HiGHS (its defaults are 1e-7 and 1e-6);
 /// coefficients are scaled so that the largest total is about 1.
@@ -94,6 +95,26 @@ impl StrategyEdge {
     }
 }
 
+/// A memory term that is not a sum over nodes (a buffer held once, a transient peak):
+/// `min(cap, max(Σ_v sum[v][s_v], max_v largest[v][s_v]))` bytes for the choice `s`. Linearised
+/// exactly with one continuous variable `t` (`t ≥` the sum, `t ≥` each node's largest value
+/// under its chosen strategy) and, when the cap can bind, one binary `z`:
+/// `t ≥ cap·z` and `t + M·z ≥` each part, with `M` the largest value a part can take.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemoryTerm {
+    /// What the term holds.
+    pub name: String,
+    /// Per node, per strategy: the contribution to the term's sum, bytes (empty: none).
+    #[serde(default)]
+    pub sum: Vec<Vec<u64>>,
+    /// Per node, per strategy: the candidate for the term's largest value, bytes (empty: none).
+    #[serde(default)]
+    pub largest: Vec<Vec<u64>>,
+    /// Upper bound of the term, bytes.
+    #[serde(default)]
+    pub cap: Option<u64>,
+}
+
 /// Operators, strategies and costs: the input of the ILP.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StrategyGraph {
@@ -101,6 +122,12 @@ pub struct StrategyGraph {
     pub nodes: Vec<StrategyNode>,
     /// Edges.
     pub edges: Vec<StrategyEdge>,
+    /// Memory terms that are not sums over nodes (counted once, not per copy).
+    #[serde(default)]
+    pub memory_terms: Vec<MemoryTerm>,
+    /// Memory every choice holds, bytes (e.g. framework overhead).
+    #[serde(default)]
+    pub memory_offset: u64,
 }
 
 /// What the ILP optimises.
@@ -214,7 +241,7 @@ pub struct IlpSolution {
     pub choice: Vec<usize>,
     /// Total time of the choice (nodes and edges, copies counted), seconds.
     pub time: f64,
-    /// Total memory of the choice (copies counted), bytes.
+    /// Total memory of the choice (copies counted, memory terms and offset included), bytes.
     pub memory: u64,
     /// Solver statistics.
     pub stats: IlpStats,

@@ -274,8 +274,15 @@ impl Problem {
             };
             let mesh = &cand.stage_mesh;
             let failure: std::cell::RefCell<Option<PlanError>> = std::cell::RefCell::new(None);
-            let memory = |op: usize, s: &Sharding| match graph.operator_memory(op, s, mesh, &setup)
-            {
+            let pipelined = cand.pp > 1;
+            let memory = |op: usize, s: &Sharding| match graph.operator_memory(
+                op,
+                s,
+                mesh,
+                &setup,
+                key.in_flight,
+                pipelined,
+            ) {
                 Ok(m) => m,
                 Err(e) => {
                     failure.borrow_mut().get_or_insert(e);
@@ -283,7 +290,8 @@ impl Problem {
                 }
             };
             let keep = |op: usize, s: &Sharding| restrict.is_none_or(|r| r(&graph, op, s, mesh));
-            let space = build_strategy_space(&graph.graph, mesh, &ctx, &memory, &keep);
+            let mut space = build_strategy_space(&graph.graph, mesh, &ctx, &memory, &keep);
+            space.add_stage_terms(&setup);
             if let Some(e) = failure.into_inner() {
                 return Err(e);
             }

@@ -1,19 +1,24 @@
 //! From a computation graph on a mesh to the ILP's [`StrategyGraph`]: candidate shardings per
 //! operator, their time and memory, and the resharding cost of every edge.
 
+use memory_model::{stage_terms, TermValues, TrainingSetup, STAGE_TERMS};
+
 use crate::cost_model::AxisMask;
 use crate::graph::ComputationGraph;
-use crate::ilp::{StrategyEdge, StrategyGraph, StrategyNode};
+use crate::ilp::{MemoryTerm, StrategyEdge, StrategyGraph, StrategyNode};
 use crate::mesh::DeviceMesh;
 use crate::sharding::{enumerate_shardings, reshard, Layout, Sharding};
 
 /// Memory of one operator under one sharding, bytes per device.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OpMemory {
-    /// Parameters, gradients and optimizer states (held for the whole step).
+    /// Parameters, gradients and optimizer states of one copy (held for the whole step).
     pub model_states: u64,
-    /// Activations saved for backward by one micro-batch.
+    /// Activations saved for backward by one micro-batch, one copy.
     pub activations_per_micro_batch: u64,
+    /// Contributions of all copies to the stage's buffers and transients (memory-model's stage
+    /// terms; zero where a graph has no memory-model operators behind it).
+    pub terms: TermValues,
 }
 
 /// Where in the pipeline the graph runs: the multipliers that turn per-micro-batch costs into
@@ -44,6 +49,42 @@ pub struct StrategySpace {
     pub shardings: Vec<Vec<Sharding>>,
     /// Per operator, the memory of each strategy (model states, activations per micro-batch).
     pub memory: Vec<Vec<OpMemory>>,
+}
+
+impl StrategySpace {
+    /// Gives the ILP memory-model's stage terms of `setup` (buffers and transients, from each
+    /// strategy's [`OpMemory::terms`]) and its fixed overhead, so that the ILP's memory of a
+    /// choice is the stage's whole per-device memory.
+    pub fn add_stage_terms(&mut self, setup: &TrainingSetup) {
+        let table = |k: usize, largest: bool| -> Vec<Vec<u64>> {
+            self.memory
+                .iter()
+                .map(|op| {
+                    op.iter()
+                        .map(|m| {
+                            if largest {
+                                m.terms.largest[k]
+                            } else {
+                                m.terms.sum[k]
+                            }
+                        })
+                        .collect()
+                })
+                .collect()
+        };
+        self.ilp.memory_terms = stage_terms(setup)
+            .iter()
+            .enumerate()
+            .map(|(k, term)| MemoryTerm {
+                name: format!("{:?}", term.kind),
+                sum: table(k, false),
+                largest: table(k, true),
+                cap: term.cap,
+            })
+            .collect();
+        debug_assert_eq!(self.ilp.memory_terms.len(), STAGE_TERMS);
+        self.ilp.memory_offset = setup.overhead_bytes;
+    }
 }
 
 /// Layout signature of a sharding: what its edges see (output, inputs, input gradients).
@@ -100,6 +141,7 @@ pub fn build_strategy_space(
                         && sigs[a] == sigs[b]
                         && cands[b].1 <= cands[a].1
                         && total(&cands[b].2) <= total(&cands[a].2)
+                        && cands[b].2.terms.all_le(&cands[a].2.terms)
                         && (cands[b].1 < cands[a].1
                             || total(&cands[b].2) < total(&cands[a].2)
                             || b < a)

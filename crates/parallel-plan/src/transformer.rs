@@ -9,9 +9,9 @@
 //! [`StageSpec::tie_layers`] is off.
 
 use memory_model::{
-    embedding_operators, head_operators, is_kept, layer_operators, operator_memory, Dim as MmDim,
-    ModelConfig, OpKind as MmKind, Operator as MmOperator, OperatorSharding, Recompute, Shape,
-    TrainingSetup, Workload,
+    embedding_operators, head_operators, is_kept, layer_operators, placed_memory, Dim as MmDim,
+    ModelConfig, OpKind as MmKind, Operator as MmOperator, OperatorSharding, PlacedOperator,
+    Recompute, Shape, StageTermKind, TrainingSetup, Workload,
 };
 
 use crate::cost_model::group_size;
@@ -369,22 +369,86 @@ impl TransformerGraph {
         s
     }
 
-    /// Memory of operator `op` under `sharding`, from memory-model's [`operator_memory`].
+    /// Operator `op` under `sharding` as memory-model places it on a stage holding `in_flight`
+    /// micro-batches: its copies, its activation sets, whether it is in the first layer block,
+    /// and its data-parallel replicas (the axes splitting the batch that are data-parallel).
+    pub fn placed_operator(
+        &self,
+        op: usize,
+        sharding: &Sharding,
+        mesh: &DeviceMesh,
+        in_flight: u64,
+    ) -> PlacedOperator<'_> {
+        let o = &self.graph.ops[op];
+        let copies = o.copies as u64;
+        let batch_axes = self.dim_names[op]
+            .iter()
+            .position(|&d| d == MmDim::Batch)
+            .map_or(0, |k| sharding.dim_axes[k]);
+        PlacedOperator {
+            op: &self.source_ops[op],
+            sharding: self.operator_sharding(op, sharding, mesh),
+            copies,
+            activation_sets: copies * in_flight,
+            in_layer: self.first_layer[op],
+            data_parallel: group_size(mesh, batch_axes & sharding.dp_axes(o)) as u64,
+        }
+    }
+
+    /// The operator whose output crosses the stage boundary when pipelining (the last of the
+    /// first layer block).
+    pub fn boundary_operator(&self) -> Option<usize> {
+        self.first_layer.iter().rposition(|&l| l)
+    }
+
+    /// The operator producing the logits (the output head), if the stage holds it.
+    pub fn logits_operator(&self) -> Option<usize> {
+        self.source_ops.iter().position(|o| o.name == "lm_head")
+    }
+
+    /// Bytes of one device's share of operator `op`'s output under `sharding`, at `elem` bytes
+    /// per element.
+    pub fn output_bytes(
+        &self,
+        op: usize,
+        sharding: &Sharding,
+        mesh: &DeviceMesh,
+        elem: u64,
+    ) -> u64 {
+        let o = &self.graph.ops[op];
+        o.output.numel.div_ceil(sharding.shards(mesh, &o.output)) * elem
+    }
+
+    /// Memory of operator `op` under `sharding` on a stage holding `in_flight` micro-batches
+    /// (`pipelined`: the stage sends and receives its boundary activation), from memory-model's
+    /// [`placed_memory`]: model states and activations of one copy, and the operator's
+    /// contributions to the stage's buffers and transients, the boundary buffers and the logits
+    /// included, so that the ILP's memory of a choice is [`memory_model::stage_memory`]'s.
     pub fn operator_memory(
         &self,
         op: usize,
         sharding: &Sharding,
         mesh: &DeviceMesh,
         setup: &TrainingSetup,
+        in_flight: u64,
+        pipelined: bool,
     ) -> Result<OpMemory> {
-        let m = operator_memory(
-            &self.source_ops[op],
-            &self.operator_sharding(op, sharding, mesh),
-            setup,
-        )?;
+        let placed = self.placed_operator(op, sharding, mesh, in_flight);
+        let m = placed_memory(setup, &placed)?;
+        let mut terms = m.terms;
+        if pipelined && self.boundary_operator() == Some(op) {
+            let act = setup.precision.activation_bytes();
+            terms.sum[StageTermKind::PipelineBuffers as usize] +=
+                2 * self.output_bytes(op, sharding, mesh, act);
+        }
+        if self.logits_operator() == Some(op) {
+            let logits = &mut terms.largest[StageTermKind::RecomputeOrLogits as usize];
+            *logits = (*logits).max(self.output_bytes(op, sharding, mesh, 4));
+        }
         Ok(OpMemory {
-            model_states: m.device.model_states(),
-            activations_per_micro_batch: m.device.activations,
+            model_states: m.operator.device.model_states(),
+            activations_per_micro_batch: m.operator.device.activations,
+            terms,
         })
     }
 }

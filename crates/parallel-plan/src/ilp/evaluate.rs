@@ -22,6 +22,22 @@ impl StrategyGraph {
                 )));
             }
         }
+        for t in &self.memory_terms {
+            let fits = |table: &[Vec<u64>]| {
+                table.is_empty()
+                    || (table.len() == self.nodes.len()
+                        && table
+                            .iter()
+                            .zip(&self.nodes)
+                            .all(|(r, n)| r.len() == n.time.len()))
+            };
+            if !fits(&t.sum) || !fits(&t.largest) {
+                return Err(PlanError::InvalidGraph(format!(
+                    "memory term `{}` needs one value per node and strategy",
+                    t.name
+                )));
+            }
+        }
         for (k, e) in self.edges.iter().enumerate() {
             let (Some(u), Some(v)) = (self.nodes.get(e.from), self.nodes.get(e.to)) else {
                 return Err(PlanError::InvalidGraph(format!(
@@ -49,7 +65,8 @@ impl StrategyGraph {
 
     /// Variables and constraints of the ILP of `self` for `objective`: one binary per strategy
     /// and one product per pair of edge classes; one row per node, per edge one plus one per
-    /// class on each side, and the bound row of the objective, if any.
+    /// class on each side, and the bound row of the objective, if any; plus the memory terms'
+    /// columns and rows.
     pub fn formulation_size(&self, objective: IlpObjective) -> (usize, usize) {
         let strategies: usize = self.nodes.iter().map(|n| n.time.len()).sum();
         let products: usize = self.edges.iter().map(|e| e.cost.len()).sum();
@@ -68,7 +85,11 @@ impl StrategyGraph {
                 memory_budget: None
             }
         ));
-        (strategies + products, self.nodes.len() + edge_rows + bound)
+        let (term_cols, term_rows) = self.terms_size();
+        (
+            strategies + products + term_cols,
+            self.nodes.len() + edge_rows + bound + term_rows,
+        )
     }
 
     /// Total time of a choice, seconds (copies counted).
@@ -90,13 +111,14 @@ impl StrategyGraph {
         nodes + edges
     }
 
-    /// Total memory of a choice, bytes (copies counted).
+    /// Total memory of a choice, bytes (copies counted; memory terms and offset included).
     pub fn memory_of(&self, choice: &[usize]) -> u64 {
         self.nodes
             .iter()
             .zip(choice)
             .map(|(n, &c)| n.copies as u64 * n.memory[c])
-            .sum()
+            .sum::<u64>()
+            + self.term_memory(choice)
     }
 
     /// A lower bound on the time of any choice, seconds: each node's edges are charged to their
@@ -110,12 +132,14 @@ impl StrategyGraph {
             .sum()
     }
 
-    /// The smallest memory any choice reaches (memory is separable per node), bytes.
+    /// A lower bound on the memory of any choice, bytes: each node at its leanest strategy, plus
+    /// the offset (exact without memory terms, where memory is separable per node).
     pub fn min_memory(&self) -> u64 {
         self.nodes
             .iter()
             .map(|n| n.copies as u64 * n.memory.iter().copied().min().unwrap_or(0))
-            .sum()
+            .sum::<u64>()
+            + self.memory_offset
     }
 
     /// Exhaustive reference: the best choice for `objective` by enumerating every combination

@@ -26,6 +26,7 @@ impl StrategyGraph {
                 + StrategyEdge::class(&e.to_class, choice[e.to]);
             cols.extend((0..rows_from * cols_to).map(|k| if k == hot { 1.0 } else { 0.0 }));
         }
+        cols.extend(self.term_columns_of(choice));
         cols
     }
 
@@ -52,7 +53,13 @@ impl StrategyGraph {
             .nodes
             .iter()
             .map(|n| n.copies as f64 * n.memory.iter().copied().max().unwrap_or(0) as f64)
-            .sum();
+            .sum::<f64>()
+            + self.memory_offset as f64
+            + self
+                .memory_terms
+                .iter()
+                .map(|t| t.upper_bound() as f64)
+                .sum::<f64>();
         let ilp_time_unit = if max_time > 0.0 { max_time } else { 1.0 };
         let ilp_memory_unit = if max_memory > 0.0 { max_memory } else { 1.0 };
         let mut pb = RowProblem::default();
@@ -87,6 +94,14 @@ impl StrategyGraph {
                     .collect(),
             );
         }
+        // The memory terms' columns come after the edges' (see `columns_of`); their `t` are in
+        // memory units already.
+        let t_cols = self.add_terms(
+            &mut pb,
+            &s,
+            ilp_memory_unit,
+            if min_time { 0.0 } else { 1.0 },
+        );
         for sv in &s {
             pb.add_row(1..=1, sv.iter().map(|&c| (c, 1.0)));
         }
@@ -121,12 +136,13 @@ impl StrategyGraph {
                         min_achievable: min,
                     });
                 }
-                let bound = budget / ilp_memory_unit;
+                let bound = (budget - self.memory_offset as f64) / ilp_memory_unit;
                 let terms = self.nodes.iter().zip(&s).flat_map(|(n, sv)| {
                     sv.iter()
                         .zip(&n.memory)
                         .map(|(&c, &m)| (c, n.copies as f64 * m as f64 / ilp_memory_unit))
                 });
+                let terms = terms.chain(t_cols.iter().map(|&t| (t, 1.0)));
                 pb.add_row(..=bound, terms.collect::<Vec<_>>());
             }
             IlpObjective::MinTime {

@@ -164,7 +164,16 @@ impl StrategyGraph {
                 }
             })
             .collect();
-        StrategyGraph { nodes, edges }
+        StrategyGraph {
+            nodes,
+            edges,
+            memory_terms: self
+                .memory_terms
+                .iter()
+                .map(|t| t.restricted(kept))
+                .collect(),
+            memory_offset: self.memory_offset,
+        }
     }
 }
 

@@ -4,7 +4,6 @@
 use memory_model::{stage_memory, PlacedOperator, StageTensors, TrainingSetup};
 
 use super::{Candidate, Problem, StageProblem};
-use crate::cost_model::group_size;
 use crate::error::Result;
 use crate::graph::ComputationGraph;
 use crate::ilp::{IlpObjective, IlpSolution};
@@ -49,42 +48,17 @@ impl Problem {
             .map(|(i, &c)| &st.space.shardings[i][c])
             .collect();
         let placed: Vec<PlacedOperator<'_>> = (0..choice.len())
-            .map(|i| {
-                let o = &g.graph.ops[i];
-                let copies = o.copies as u64;
-                // Replicas that see different samples: the data-parallel axes splitting the batch.
-                let batch_axes = g.dim_names[i]
-                    .iter()
-                    .position(|&d| d == memory_model::Dim::Batch)
-                    .map_or(0, |k| shardings[i].dim_axes[k]);
-                PlacedOperator {
-                    op: &g.source_ops[i],
-                    sharding: g.operator_sharding(i, shardings[i], mesh),
-                    copies,
-                    activation_sets: copies * in_flight,
-                    in_layer: g.first_layer[i],
-                    data_parallel: group_size(mesh, batch_axes & shardings[i].dp_axes(o)) as u64,
-                }
-            })
+            .map(|i| g.placed_operator(i, shardings[i], mesh, in_flight))
             .collect();
-        // Bytes of one device's share of operator `i`'s output.
-        let output_bytes = |i: usize, elem: u64| {
-            let o = &g.graph.ops[i];
-            o.output
-                .numel
-                .div_ceil(shardings[i].shards(mesh, &o.output))
-                * elem
-        };
-        let act = setup.precision.activation_bytes();
         let boundary = (cand.pp > 1)
-            .then(|| g.first_layer.iter().rposition(|&l| l))
+            .then(|| g.boundary_operator())
             .flatten()
-            .map_or(0, |i| output_bytes(i, act));
+            .map_or(0, |i| {
+                g.output_bytes(i, shardings[i], mesh, setup.precision.activation_bytes())
+            });
         let logits = g
-            .source_ops
-            .iter()
-            .position(|o| o.name == "lm_head")
-            .map_or(0, |i| output_bytes(i, 4));
+            .logits_operator()
+            .map_or(0, |i| g.output_bytes(i, shardings[i], mesh, 4));
         let tensors = StageTensors {
             pipeline_boundary_bytes: boundary,
             logits_bytes: logits,

@@ -1,6 +1,8 @@
 //! The ILP against exhaustive search on small random graphs.
 
-use parallel_plan::ilp::{IlpObjective, SolverConfig, StrategyEdge, StrategyGraph, StrategyNode};
+use parallel_plan::ilp::{
+    IlpObjective, MemoryTerm, SolverConfig, StrategyEdge, StrategyGraph, StrategyNode,
+};
 
 /// xorshift64: a tiny deterministic generator (proptest is not a dev-dependency here because its
 /// regex features would force a second HiGHS build).
@@ -19,7 +21,29 @@ impl Rng {
     }
 }
 
-/// A random graph: 2–6 nodes × 1–4 strategies, a random tree plus chain edges, random copies.
+/// A per-node, per-strategy table of random bytes (mostly zero), or none.
+fn random_table(rng: &mut Rng, nodes: &[StrategyNode]) -> Vec<Vec<u64>> {
+    if rng.below(3) == 0 {
+        return Vec::new();
+    }
+    nodes
+        .iter()
+        .map(|n| {
+            (0..n.time.len())
+                .map(|_| {
+                    if rng.below(2) == 0 {
+                        0
+                    } else {
+                        rng.below(1500) << 20
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A random graph: 2–6 nodes × 1–4 strategies, a random tree plus chain edges, random copies,
+/// 0–3 memory terms (sums, largest values, caps that may bind) and an offset.
 fn random_graph(rng: &mut Rng) -> StrategyGraph {
     let n = 2 + rng.below(5) as usize;
     let nodes: Vec<StrategyNode> = (0..n)
@@ -52,7 +76,20 @@ fn random_graph(rng: &mut Rng) -> StrategyGraph {
             });
         }
     }
-    StrategyGraph { nodes, edges }
+    let memory_terms = (0..rng.below(4))
+        .map(|k| MemoryTerm {
+            name: format!("term{k}"),
+            sum: random_table(rng, &nodes),
+            largest: random_table(rng, &nodes),
+            cap: (rng.below(2) == 0).then(|| rng.below(2000) << 20),
+        })
+        .collect();
+    StrategyGraph {
+        nodes,
+        edges,
+        memory_terms,
+        memory_offset: rng.below(100) << 20,
+    }
 }
 
 const CASES: u64 = 60;
@@ -81,7 +118,12 @@ fn ilp_min_time_equals_brute_force() {
             "seed {seed}"
         );
         // A budget between the smallest memory and the unconstrained optimum's memory.
-        let lo = g.min_memory() as f64;
+        let lo = g
+            .brute_force(IlpObjective::MinMemory {
+                time_limit: f64::INFINITY,
+            })
+            .unwrap()
+            .1;
         let hi = g.memory_of(&unconstrained.0) as f64;
         let budget = lo + (rng.below(1001) as f64 / 1000.0) * (hi - lo).max(0.0);
         let objective = IlpObjective::MinTime {
@@ -133,6 +175,7 @@ fn infeasible_budget_names_smallest_memory() {
             memory: vec![100, 40],
         }],
         edges: vec![],
+        ..Default::default()
     };
     let within = |budget: f64| {
         g.solve(
@@ -173,6 +216,7 @@ fn malformed_graph_is_a_typed_error() {
             to_class: vec![],
             cost: vec![0.0],
         }],
+        ..Default::default()
     };
     assert!(g
         .solve(
@@ -182,4 +226,33 @@ fn malformed_graph_is_a_typed_error() {
             &SolverConfig::default()
         )
         .is_err());
+}
+
+/// A memory term the node memories do not show decides the plan.
+#[test]
+fn memory_terms_decide_the_leanest_choice() {
+    let g = StrategyGraph {
+        nodes: vec![StrategyNode {
+            name: "a".into(),
+            copies: 2,
+            time: vec![1.0, 1.0],
+            memory: vec![100, 40],
+        }],
+        memory_terms: vec![MemoryTerm {
+            name: "bucket".into(),
+            sum: vec![vec![0, 1000]],
+            largest: vec![],
+            cap: Some(300),
+        }],
+        memory_offset: 7,
+        ..Default::default()
+    };
+    let s = g
+        .solve(
+            IlpObjective::MinMemory { time_limit: 10.0 },
+            &SolverConfig::default(),
+        )
+        .unwrap();
+    // 2·100 + 0 + 7 beats 2·40 + min(300, 1000) + 7.
+    assert_eq!((s.choice, s.memory), (vec![0], 207));
 }

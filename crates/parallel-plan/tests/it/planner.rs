@@ -113,8 +113,9 @@ fn tying_gives_the_untied_min_time_optimum() {
 /// budget shared by identical items: a knapsack), which tying excludes, so there tying is exact
 /// only up to that mixing: the tied optimum, expanded to every layer, is a feasible untied plan
 /// with the same time and memory (so untied ≤ tied, exactly), both proven optimal; the mixing
-/// gain is small on this model; and where the bound does not bind, both reach the separable
-/// minimum memory exactly.
+/// gain is small on this model (a few per cent: the buffers' caps and the transients' maxima
+/// reward mixing a little more than the per-operator sums alone); and where the bound does not
+/// bind, both are at least the per-node lower bound.
 #[test]
 fn tying_under_a_time_bound_differs_only_by_mixing_layers() {
     let (t, u) = tied_and_untied(3, None);
@@ -129,16 +130,12 @@ fn tying_under_a_time_bound_differs_only_by_mixing_layers() {
         assert!((u.time_of(&expanded) - mt.time).abs() <= 1e-12 * mt.time);
         assert!(mu.memory <= mt.memory, "slack {slack}");
         assert!(
-            (mt.memory - mu.memory) as f64 <= 0.02 * mu.memory as f64,
+            (mt.memory - mu.memory) as f64 <= 0.05 * mu.memory as f64,
             "slack {slack}: tied {} untied {}",
             mt.memory,
             mu.memory
         );
-        if slack == 100.0 {
-            assert_eq!(mt.memory, t.min_memory());
-            assert_eq!(mu.memory, u.min_memory());
-            assert_eq!(mt.memory, mu.memory);
-        }
+        assert!(mt.memory >= t.min_memory() && mu.memory >= u.min_memory());
     }
 }
 
@@ -168,18 +165,18 @@ fn ilp_memory_equals_memory_model_and_splits_divide() {
     }
 }
 
-/// The ILP's memory of a stage equals the operator categories memory-model recomputes for it.
-fn assert_ilp_memory_is_operator_memory(plan: &parallel_plan::plan::Plan) {
+/// The ILP's memory of a stage is the whole per-device memory memory-model recomputes for it:
+/// operators, buffers, transients and overhead.
+fn assert_ilp_memory_is_stage_memory(plan: &parallel_plan::plan::Plan) {
     for s in &plan.stages {
-        let m = &s.memory;
         assert_eq!(
             s.ilp_memory,
-            m.parameters + m.gradients + m.optimizer_states + m.activations,
-            "{} stage {}",
+            s.memory.total(),
+            "{} stage {}: {:?}",
             plan.name,
-            s.index
+            s.index,
+            s.memory
         );
-        assert!(m.total() >= s.ilp_memory + m.overhead);
     }
 }
 
@@ -196,7 +193,7 @@ fn check_memory_and_splits(p: &Problem) {
         .chain(std::iter::once(&report.fastest))
         .chain(peer_plans)
     {
-        assert_ilp_memory_is_operator_memory(plan);
+        assert_ilp_memory_is_stage_memory(plan);
         assert!(
             plan.ilp.status == SolveStatus::Optimal,
             "{}",
@@ -257,7 +254,7 @@ fn peer_plans_match_pardis_memory_to_the_byte() {
                 "{}",
                 plan.name
             );
-            assert_ilp_memory_is_operator_memory(&plan);
+            assert_ilp_memory_is_stage_memory(&plan);
             checked += 1;
         }
     }
@@ -339,7 +336,7 @@ fn recomputation_is_chosen_when_nothing_else_fits() {
     assert_eq!(report.plan.recompute, Recompute::Full);
     assert!(report.plan.fits);
     assert!(report.plan.step_time_s > without.plan.step_time_s);
-    assert_ilp_memory_is_operator_memory(&report.plan);
+    assert_ilp_memory_is_stage_memory(&report.plan);
 }
 
 /// The search prunes schedules and recomputation modes that cannot win, and balances layers.
@@ -433,7 +430,7 @@ fn hf_config_model_plans() {
     p.solver.time_limit_s = 60.0;
     let report = planner::plan(&p, Objective::MinMemory { slack: 0.05 }, &quiet).unwrap();
     assert!(report.plan.fits);
-    assert_ilp_memory_is_operator_memory(&report.plan);
+    assert_ilp_memory_is_stage_memory(&report.plan);
     assert!(report
         .peers
         .iter()
