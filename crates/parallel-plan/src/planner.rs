@@ -276,9 +276,9 @@ fn smallest_total(problem: &Problem, cands: impl Iterator<Item = Candidate>) -> 
     totals.into_iter().try_fold(u64::MAX, |m, t| Ok(m.min(t?)))
 }
 
-/// Attempts at fitting a candidate's fastest plan: the ILP bounds operator memory only, so a
-/// stage whose whole memory (buffers and transients added) overflows is solved again with its
-/// budget lowered by the overflow.
+/// Attempts at fitting a candidate's fastest plan: a stage whose whole memory overflows is solved
+/// again with its budget lowered by the overflow (a safeguard: the ILP's memory is the stage's
+/// whole memory, so the first attempt fits unless round-off intervenes).
 const FIT_ATTEMPTS: usize = 4;
 
 /// The fastest plan of `cand` whose whole per-device memory fits, and its stage solutions; `None`
@@ -359,8 +359,9 @@ fn sort_plans(plans: &mut [Plan], by_memory: bool) {
 /// configuration), or pardis's own fastest plan when no peer configuration fits; the chosen plan
 /// is the leanest within `(1 + slack) ×` that, and [`PlanReport::peer_reference`] is the leanest
 /// peer configuration within the same budget. The peers' configurations are points of pardis's
-/// space and are candidates too: when one beats every plan the search found (the per-stage ILPs
-/// do not see buffers and transients), it is the chosen plan, named `pardis … (= <peer>)`. When no pardis plan meets the budget, the chosen
+/// space and are candidates too: when one beats every plan the search found (a safeguard; the
+/// ILPs model the whole memory, so this happens only within their MIP gap), it is the chosen
+/// plan, named `pardis … (= <peer>)`. When no pardis plan meets the budget, the chosen
 /// plan is pardis's fastest. Min-time: the fastest plan; the budget is its step time.
 ///
 /// # Errors
@@ -405,9 +406,9 @@ pub fn plan(problem: &Problem, objective: Objective, progress: Progress<'_>) -> 
     let budget = reference.step_time_s() * (1.0 + slack);
     // The peers' configurations are points of pardis's own space (a sharding per operator, a
     // pipeline, a micro-batch, a schedule, a recomputation mode), priced by the same model. The
-    // per-stage ILPs see the operators' memory but not the buffers and transients that depend
-    // on the whole choice, so a peer's configuration can be a better plan than any the ILPs
-    // found; it is then pardis's answer too, named after it.
+    // per-stage ILPs stop at a relative MIP gap, so a peer's configuration can still be a
+    // slightly better plan than any the ILPs returned; it is then pardis's answer too, named
+    // after it.
     let as_candidate = |p: &PeerPlan| {
         let mut plan = p.plan.clone();
         plan.name = format!("{PEER_CONFIGURATION}{}", p.plan.name);

@@ -389,7 +389,7 @@ fn print_table(report: &PlanReport, problem: &Problem) {
     println!("{t}");
     if peer_chosen {
         println!(
-            "the chosen plan is a peer's configuration ({}): no plan of pardis's own search is leaner in this model.",
+            "the chosen plan is a peer's configuration ({}): no plan the search returned is leaner (within the ILP's MIP gap).",
             report.plan.name
         );
     }
