@@ -1,6 +1,7 @@
 //! Criterion benchmarks of `ml-models`: NF4 fused dequantize-matmul vs dense f32 matmul vs
 //! dequantize-then-matmul, NF4 quantization, training tokens/s of the mini GPT, and the forward
-//! latency of all-MiniLM-L6-v2 (f32 and NF4; skipped unless `scripts/fetch-minilm` has run).
+//! latency of all-MiniLM-L6-v2 (f32 and NF4; skipped unless `scripts/fetch-minilm` has run), and
+//! PO-HRL/baseline test episodes and head training steps on MiniLM-width cached features.
 #![allow(missing_docs)]
 
 use std::time::Duration;
@@ -152,11 +153,67 @@ fn minilm_forward(c: &mut Criterion) {
     g.finish();
 }
 
+/// PO-HRL and its baselines on cached frozen-encoder features of MiniLM's width (2 × 384):
+/// one 5-way 1-shot 5-query test episode (projection head + classification), and one training
+/// step of the head (forward with the method's loss, backward, AdamW).
+fn pohrl_episode(c: &mut Criterion) {
+    use pardis::ml::hyperbolic::pohrl::{forward, EpisodeTensors, Method, PohrlConfig};
+    use pardis::ml::qlora::Linear;
+    use pardis::ml::train::{AdamW, AdamWConfig};
+    let mut g = c.benchmark_group("pohrl_episode");
+    g.sample_size(20)
+        .measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_millis(500));
+    let (n, k, q, f) = (5usize, 1usize, 5usize, 768usize);
+    let cfg = PohrlConfig::default();
+    let feats = |rows: usize, seed: u64| {
+        Tensor::from_vec(normal(rows * f, seed), (rows, f), &Device::Cpu).unwrap()
+    };
+    let (s, qx, r) = (feats(n * k, 1), feats(n * q, 2), feats(n, 3));
+    let labels: Vec<u32> = (0..n as u32).flat_map(|c| [c; 5]).collect();
+    for method in Method::ALL {
+        let mut store = ParamStore::new();
+        let head = Linear::new(
+            "head",
+            f,
+            cfg.proj_dim,
+            0.036,
+            &mut store,
+            &mut SeededInit::new(0),
+        )
+        .unwrap();
+        let view = head.detached();
+        let project = |h: &Linear, train: bool| EpisodeTensors {
+            support: h
+                .forward(&s, train)
+                .unwrap()
+                .reshape((n, k, cfg.proj_dim))
+                .unwrap(),
+            query: h.forward(&qx, train).unwrap(),
+            relations: h.forward(&r, train).unwrap(),
+        };
+        g.bench_function(BenchmarkId::new("test_episode", method.name()), |b| {
+            b.iter(|| forward(method, &cfg, &project(&view, false), None).unwrap())
+        });
+        let mut opt = AdamW::new(&store, AdamWConfig::default()).unwrap();
+        g.bench_function(BenchmarkId::new("train_step", method.name()), |b| {
+            b.iter(|| {
+                let (_, loss) =
+                    forward(method, &cfg, &project(&head, true), Some(&labels)).unwrap();
+                let grads = loss.unwrap().backward().unwrap();
+                opt.step(&grads, 1e-3, Some(1.0)).unwrap()
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     nf4_matmul,
     nf4_quantize,
     train_step,
-    minilm_forward
+    minilm_forward,
+    pohrl_episode
 );
 criterion_main!(benches);

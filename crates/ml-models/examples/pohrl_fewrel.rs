@@ -5,7 +5,7 @@
 //! cargo run --release -p ml-models --example pohrl_fewrel -- \
 //!     [--encoder tiny|minilm] [--methods proto,proto-desc,pohrl-no-cone,pohrl] \
 //!     [--shapes 5x1,5x5,10x1,10x5] [--queries 5] [--episodes 1000] [--steps 300] \
-//!     [--lr 1e-3] [--seed 0] [--no-descriptions] [--data FILE]
+//!     [--lr 1e-3] [--seed 0] [--no-descriptions] [--data FILE] [--max-train N] [--max-test N]
 //! ```
 //!
 //! `--encoder minilm` needs `scripts/fetch-minilm` first.
@@ -51,7 +51,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "minilm" => {
             let cfg = file("minilm/config.json")
                 .map_err(|e| format!("{e} (run scripts/fetch-minilm)"))?;
-            EncoderChoice::MiniLm(cfg.parent().expect("a file has a parent").to_path_buf())
+            EncoderChoice::MiniLm {
+                dir: cfg.parent().expect("a file has a parent").to_path_buf(),
+                cache: None,
+            }
         }
         _ => EncoderChoice::Tiny(None),
     };
@@ -81,6 +84,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         descriptions: !args.iter().any(|a| a == "--no-descriptions"),
         seed: flag("--seed", "0").parse()?,
         pohrl: PohrlConfig::default(),
+        max_train_instances: flag("--max-train", "0")
+            .parse()
+            .ok()
+            .filter(|&m: &usize| m > 0),
+        max_test_instances: flag("--max-test", "0")
+            .parse()
+            .ok()
+            .filter(|&m: &usize| m > 0),
     };
     let start = Instant::now();
     let rep = run_benchmark(

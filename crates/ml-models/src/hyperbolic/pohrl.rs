@@ -280,6 +280,62 @@ impl FeatureTable {
         let texts: Vec<&[u32]> = rels.iter().map(|r| r.text.as_slice()).collect();
         let relations = enc.relation_features(&texts, false)?;
         let sizes: Vec<usize> = rels.iter().map(|r| r.instances.len()).collect();
+        Self::from_parts(instances, sizes, relations)
+    }
+
+    /// [`FeatureTable::build`] through a cache directory: the table is read from
+    /// `<dir>/features-<hash>.safetensors` when present (hash: FNV-1a of the tokenised
+    /// relations and the feature width) and written there otherwise. Without `dir`, builds.
+    pub fn cached(
+        enc: &FewShotEncoder,
+        rels: &[EncodedRelation],
+        dir: Option<&std::path::Path>,
+    ) -> Result<Self> {
+        let Some(dir) = dir else {
+            return Self::build(enc, rels);
+        };
+        let path = dir.join(format!(
+            "features-{:016x}.safetensors",
+            input_hash(rels, enc.feature_dim())
+        ));
+        let sizes: Vec<usize> = rels.iter().map(|r| r.instances.len()).collect();
+        if path.is_file() {
+            let map = crate::train::params::read_checkpoint(&path, &Device::Cpu)?;
+            let get = |name: &str| {
+                map.get(name)
+                    .cloned()
+                    .ok_or_else(|| MlError::MissingTensor {
+                        path: path.clone(),
+                        name: name.into(),
+                    })
+            };
+            let table = Self::from_parts(get("instances")?, sizes, get("relations")?)?;
+            return Ok(table);
+        }
+        let table = Self::build(enc, rels)?;
+        std::fs::create_dir_all(dir).map_err(|e| MlError::io(dir, e))?;
+        let map: std::collections::HashMap<String, Tensor> = [
+            ("instances".to_string(), table.instances.clone()),
+            ("relations".to_string(), table.relations.clone()),
+        ]
+        .into();
+        candle_core::safetensors::save(&map, &path).map_err(|e| match e {
+            candle_core::Error::Io(io) => MlError::io(&path, io),
+            other => MlError::Candle(other),
+        })?;
+        Ok(table)
+    }
+
+    fn from_parts(instances: Tensor, sizes: Vec<usize>, relations: Tensor) -> Result<Self> {
+        let total: usize = sizes.iter().sum();
+        if instances.dim(0)? != total || relations.dim(0)? != sizes.len() {
+            return Err(MlError::InvalidInput(format!(
+                "feature table of {} instances and {} relations for {total} and {}",
+                instances.dim(0)?,
+                relations.dim(0)?,
+                sizes.len()
+            )));
+        }
         let offsets = sizes
             .iter()
             .scan(0, |acc, &s| {
@@ -315,6 +371,30 @@ impl FeatureTable {
         let r = self.relations.index_select(&Tensor::new(cls, &dev)?, 0)?;
         Ok((s, q, r))
     }
+}
+
+/// FNV-1a over the tokenised relations (ids, marker positions) and the feature width.
+fn input_hash(rels: &[EncodedRelation], width: usize) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |x: u64| {
+        for b in x.to_le_bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x100_0000_01b3);
+        }
+    };
+    eat(width as u64);
+    for r in rels {
+        eat(r.text.len() as u64);
+        r.text.iter().for_each(|&t| eat(t as u64));
+        eat(r.instances.len() as u64);
+        for e in &r.instances {
+            eat(e.ids.len() as u64);
+            e.ids.iter().for_each(|&t| eat(t as u64));
+            eat(e.head as u64);
+            eat(e.tail as u64);
+        }
+    }
+    h
 }
 
 /// Query labels of an episode: class `i` for each of its queries.
@@ -540,8 +620,15 @@ pub enum EncoderChoice {
     /// The tiny encoder trained from scratch with each method; `Some(shape)` overrides
     /// [`crate::fewshot::tiny_bert`].
     Tiny(Option<fn(usize) -> crate::models::BertConfig>),
-    /// Frozen all-MiniLM-L6-v2 from this directory (`scripts/fetch-minilm`).
-    MiniLm(std::path::PathBuf),
+    /// Frozen all-MiniLM-L6-v2 from `dir` (`scripts/fetch-minilm`); its features are cached
+    /// in `cache` (a directory, created if needed) when given, keyed by a hash of the
+    /// tokenised input, so reruns skip the encoder.
+    MiniLm {
+        /// The model directory.
+        dir: std::path::PathBuf,
+        /// The feature-cache directory.
+        cache: Option<std::path::PathBuf>,
+    },
 }
 
 /// A benchmark: methods × episode shapes on one split.
@@ -565,6 +652,11 @@ pub struct BenchmarkConfig {
     pub seed: u64,
     /// Method hyper-parameters.
     pub pohrl: PohrlConfig,
+    /// Use at most this many instances of each training relation (the first in file order;
+    /// `None`: all).
+    pub max_train_instances: Option<usize>,
+    /// Use at most this many instances of each test relation (`None`: all).
+    pub max_test_instances: Option<usize>,
 }
 
 /// One cell of a benchmark.
@@ -612,19 +704,30 @@ pub fn run_benchmark(
     cb: &mut dyn TrainCallback,
 ) -> Result<BenchmarkReport> {
     split.check_disjoint()?;
+    let cap = |rels: &[crate::fewshot::RelationSet], max: Option<usize>| {
+        let mut rels = rels.to_vec();
+        for r in &mut rels {
+            r.instances.truncate(max.unwrap_or(usize::MAX));
+        }
+        rels
+    };
+    let split = &crate::fewshot::MetaSplit {
+        train: cap(&split.train, cfg.max_train_instances),
+        test: cap(&split.test, cfg.max_test_instances),
+    };
     let mut rows = Vec::new();
     let mut cache_seconds = 0.0;
     let frozen = match &cfg.encoder {
-        EncoderChoice::MiniLm(dir) => {
+        EncoderChoice::MiniLm { dir, cache } => {
             phase("loading all-MiniLM-L6-v2");
             let enc = FewShotEncoder::minilm(dir)?;
             let start = Instant::now();
-            phase("caching MiniLM features of the training relations");
+            phase("MiniLM features of the training relations");
             let train_rels = enc.encode(&split.train, cfg.descriptions)?;
-            let train_table = FeatureTable::build(&enc, &train_rels)?;
-            phase("caching MiniLM features of the test relations");
+            let train_table = FeatureTable::cached(&enc, &train_rels, cache.as_deref())?;
+            phase("MiniLM features of the test relations");
             let test_rels = enc.encode(&split.test, cfg.descriptions)?;
-            let test_table = FeatureTable::build(&enc, &test_rels)?;
+            let test_table = FeatureTable::cached(&enc, &test_rels, cache.as_deref())?;
             cache_seconds = start.elapsed().as_secs_f64();
             Some((enc, train_rels, train_table, test_table))
         }
@@ -670,7 +773,7 @@ pub fn run_benchmark(
                 None => {
                     let tiny_shape = match &cfg.encoder {
                         EncoderChoice::Tiny(shape) => *shape,
-                        EncoderChoice::MiniLm(_) => None,
+                        EncoderChoice::MiniLm { .. } => None,
                     };
                     let mut init = SeededInit::new(cfg.seed);
                     let enc =

@@ -281,3 +281,36 @@ fn micro_encoder_training_beats_chance_on_unseen_relations() {
         "training loss {first} -> {last} (sums of 10 steps)"
     );
 }
+
+/// The feature cache writes a table once and reads back the same values; other input gets
+/// another file.
+#[test]
+fn feature_cache_round_trips() {
+    let rel = |id: &str, w: &str| RelationSet {
+        id: id.into(),
+        name: format!("{w} relation"),
+        description: format!("{w} of something"),
+        instances: (0..4)
+            .map(|i| inst(&["alpha", w, &i.to_string(), "omega"]))
+            .collect(),
+    };
+    let rels = vec![rel("R1", "first"), rel("R2", "second")];
+    let mut store = ParamStore::new();
+    let enc =
+        FewShotEncoder::tiny(&rels, Some(micro), &mut store, &mut SeededInit::new(0)).unwrap();
+    let encoded = enc.encode(&rels, true).unwrap();
+    let dir = scratch("feature-cache");
+    let built = FeatureTable::cached(&enc, &encoded, Some(&dir)).unwrap();
+    let files = || std::fs::read_dir(&dir).unwrap().count();
+    assert_eq!(files(), 1);
+    let read = FeatureTable::cached(&enc, &encoded, Some(&dir)).unwrap();
+    assert_eq!(files(), 1);
+    assert_eq!(read.sizes, vec![4, 4]);
+    assert_eq!(read.offsets, vec![0, 4]);
+    let v = |t: &candle_core::Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    assert_eq!(v(&read.instances), v(&built.instances));
+    assert_eq!(v(&read.relations), v(&built.relations));
+    let names_only = enc.encode(&rels, false).unwrap();
+    FeatureTable::cached(&enc, &names_only, Some(&dir)).unwrap();
+    assert_eq!(files(), 2);
+}

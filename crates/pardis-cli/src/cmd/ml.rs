@@ -35,6 +35,9 @@ enum MlCommand {
     MinilmFewrel(MinilmArgs),
     /// Tabular anomaly detection (PCL-AD and baselines) on the ADBench protocol.
     Anomaly(anomaly::AnomalyArgs),
+    /// Few-shot relation extraction on FewRel: PO-HRL (hyperbolic, partial-order cones) and
+    /// Euclidean baselines, N-way K-shot accuracy with 95% CI on unseen relations.
+    Fewrel(fewrel::FewrelArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -120,6 +123,7 @@ struct StudyArgs {
 }
 
 mod anomaly;
+mod fewrel;
 mod seeds;
 
 struct Bar(indicatif::ProgressBar);
@@ -163,6 +167,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         MlCommand::QloraStudy(a) => qlora_study(a),
         MlCommand::MinilmFewrel(a) => minilm_fewrel(a),
         MlCommand::Anomaly(a) => anomaly::run(a, &DataRoots::from_env()),
+        MlCommand::Fewrel(a) => fewrel::run(a, &DataRoots::from_env()),
     }
 }
 

@@ -1,0 +1,203 @@
+//! `pardis ml fewrel` (issue #28): few-shot relation extraction on FewRel with PO-HRL and its
+//! baselines; training on the meta-train relations happens inside the command.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use pardis::ml::fewshot::{load_split, EpisodeConfig};
+use pardis::ml::hyperbolic::pohrl::{
+    run_benchmark, BenchmarkConfig, EncoderChoice, Method, PohrlConfig,
+};
+use pardis::ml::train::{StepMetrics, TrainCallback};
+use pardis_datasets::{DataRoots, Origin};
+
+use crate::output::{progress, table};
+
+/// Arguments of `pardis ml fewrel`.
+#[derive(Debug, clap::Args)]
+pub(super) struct FewrelArgs {
+    /// `tiny` (a 2-layer BERT trained from scratch with each method) or `minilm` (frozen
+    /// all-MiniLM-L6-v2, features cached, only the projection head trains; fetch it with
+    /// scripts/fetch-minilm).
+    #[arg(long, default_value = "tiny")]
+    encoder: String,
+    /// pohrl, proto, proto-desc, pohrl-no-cone, or all; several as proto,pohrl.
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    method: Vec<String>,
+    /// Classes per episode (N-way); several as 5,10.
+    #[arg(long, value_delimiter = ',', default_value = "5")]
+    n: Vec<usize>,
+    /// Support instances per class (K-shot); several as 1,5.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    k: Vec<usize>,
+    /// Query instances per class.
+    #[arg(long, default_value_t = 5)]
+    q: usize,
+    /// Test episodes per method and setting.
+    #[arg(long, default_value_t = 1000)]
+    episodes: usize,
+    /// Training episodes (optimiser steps) per method and setting.
+    #[arg(long, default_value_t = 300)]
+    steps: usize,
+    /// AdamW learning rate.
+    #[arg(long, default_value_t = 1e-3)]
+    lr: f64,
+    /// Test set: the 8 unseen val_wiki relations (default), `semeval` (val_semeval.json), or
+    /// any file in FewRel format (relations seen in training are dropped).
+    #[arg(long)]
+    data: Option<String>,
+    /// Represent relations by their names only.
+    #[arg(long)]
+    no_descriptions: bool,
+    /// Seed of initialisation, training and test episodes.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Use at most this many instances of each training relation (first in file order).
+    #[arg(long)]
+    max_train_instances: Option<usize>,
+    /// Use at most this many instances of each test relation (first in file order).
+    #[arg(long)]
+    max_test_instances: Option<usize>,
+    /// Directory of the cached MiniLM features (default: `fewrel-features/` in the workspace's
+    /// data cache, `datasets/cache/`).
+    #[arg(long)]
+    feature_cache: Option<PathBuf>,
+    /// Emit machine-readable JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+struct Steps(indicatif::ProgressBar);
+
+impl TrainCallback for Steps {
+    fn on_step(&mut self, m: &StepMetrics) {
+        self.0.inc(1);
+        self.0.set_message(format!("loss {:.3}", m.loss));
+    }
+}
+
+pub(super) fn run(a: FewrelArgs, roots: &DataRoots) -> anyhow::Result<()> {
+    let dir = "relation-extraction/fewrel";
+    let file = |rel: String| -> anyhow::Result<PathBuf> { Ok(roots.require_path(&rel)?.path) };
+    let test = match a.data.as_deref() {
+        None | Some("wiki") => None,
+        Some("semeval") => Some(file(format!("{dir}/val_semeval.json"))?),
+        Some(path) => Some(PathBuf::from(path)),
+    };
+    let (split, removed) = load_split(
+        &file(format!("{dir}/val_wiki.json"))?,
+        &file(format!("{dir}/val_nyt.json"))?,
+        &file(format!("{dir}/pid2name.json"))?,
+        test.as_deref(),
+    )?;
+    let encoder = match a.encoder.as_str() {
+        "tiny" => EncoderChoice::Tiny(None),
+        "minilm" => {
+            let cfg = roots
+                .require_path("minilm/config.json")
+                .context("all-MiniLM-L6-v2 is missing: run scripts/fetch-minilm")?
+                .path;
+            let cache = a.feature_cache.clone().or_else(|| {
+                roots
+                    .dirs()
+                    .find(|(o, _)| *o == Origin::Cache)
+                    .map(|(_, d)| d.join("fewrel-features"))
+            });
+            EncoderChoice::MiniLm {
+                dir: cfg.parent().unwrap_or(&cfg).to_path_buf(),
+                cache,
+            }
+        }
+        e => anyhow::bail!("unknown --encoder {e} (tiny, minilm)"),
+    };
+    let methods = if a.method.iter().any(|m| m == "all") {
+        Method::ALL.to_vec()
+    } else {
+        a.method
+            .iter()
+            .map(|m| Method::parse(m))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    let shapes: Vec<EpisodeConfig> =
+        a.n.iter()
+            .flat_map(|&n| a.k.iter().map(move |&k| EpisodeConfig { n, k, q: a.q }))
+            .collect();
+    let cfg = BenchmarkConfig {
+        encoder,
+        methods,
+        shapes,
+        episodes: a.episodes,
+        train_steps: a.steps,
+        lr: a.lr,
+        descriptions: !a.no_descriptions,
+        seed: a.seed,
+        pohrl: PohrlConfig::default(),
+        max_train_instances: a.max_train_instances,
+        max_test_instances: a.max_test_instances,
+    };
+    let cells = (cfg.methods.len() * cfg.shapes.len()) as u64;
+    let bar = progress(cells * a.steps as u64, "fewrel");
+    if a.json {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let rep = run_benchmark(
+        &split,
+        &cfg,
+        &mut |p| bar.set_message(p.to_string()),
+        &mut Steps(bar.clone()),
+    )?;
+    bar.finish_and_clear();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rep)?);
+        return Ok(());
+    }
+    println!(
+        "{} training relations, {} test relations{}; {} test episodes per cell, {} training \
+         episodes; encoder {}",
+        rep.relations.0,
+        rep.relations.1,
+        if removed > 0 {
+            format!(" ({removed} dropped: seen in training)")
+        } else {
+            String::new()
+        },
+        a.episodes,
+        a.steps,
+        if a.encoder == "tiny" {
+            "tiny, trained with each method".to_string()
+        } else {
+            format!(
+                "MiniLM, frozen (features cached in {:.1} s)",
+                rep.cache_seconds
+            )
+        }
+    );
+    let mut t = table([
+        "method",
+        "setting",
+        "accuracy % (95% CI)",
+        "train steps/s",
+        "test episodes/s",
+        "final loss",
+    ]);
+    for r in &rep.rows {
+        t.add_row(vec![
+            r.method.to_string(),
+            format!("{}-way {}-shot", r.shape.n, r.shape.k),
+            format!(
+                "{:.2} ± {:.2}",
+                100.0 * r.accuracy.mean,
+                100.0 * r.accuracy.ci95
+            ),
+            format!("{:.1}", r.train_steps as f64 / r.train_seconds.max(1e-9)),
+            format!(
+                "{:.0}",
+                r.accuracy.episodes as f64 / r.eval_seconds.max(1e-9)
+            ),
+            format!("{:.3}", r.final_loss),
+        ]);
+    }
+    println!("{t}");
+    Ok(())
+}
