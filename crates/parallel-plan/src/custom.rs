@@ -45,11 +45,13 @@ pub fn generic_breakdown(
     m
 }
 
-/// Memory of operator `op` of `graph` under `s` by the rule of the module docs.
+/// Memory of operator `op` of `graph` under `s` by the rule of the module docs, with
+/// `in_flight` micro-batches' activations held.
 pub fn generic_memory(
     graph: &ComputationGraph,
     mesh: &DeviceMesh,
     setup: &TrainingSetup,
+    in_flight: u64,
     op: usize,
     s: &Sharding,
 ) -> OpMemory {
@@ -57,6 +59,8 @@ pub fn generic_memory(
     OpMemory {
         model_states: m.parameters + m.gradients + m.optimizer_states,
         activations_per_micro_batch: m.activations,
+        activations_held: m.activations * in_flight,
+        activations_rest: 0,
         terms: Default::default(),
     }
 }
@@ -69,7 +73,8 @@ pub fn graph_space(
     setup: &TrainingSetup,
 ) -> Result<StrategySpace> {
     graph.validate()?;
-    let memory = |op: usize, s: &Sharding| generic_memory(graph, mesh, setup, op, s);
+    let memory =
+        |op: usize, s: &Sharding| generic_memory(graph, mesh, setup, pipeline.in_flight, op, s);
     Ok(build_strategy_space(
         graph,
         mesh,
@@ -123,6 +128,7 @@ pub fn plan_graph(
         micro_batches,
         stages: 1,
         in_flight: 1,
+        virtual_stages: 1,
     };
     let setup = TrainingSetup::default();
     let space = graph_space(graph, mesh, &ctx, &setup)?;

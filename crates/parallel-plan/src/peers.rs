@@ -4,12 +4,12 @@
 //!
 //! | framework | knobs searched | rules |
 //! |---|---|---|
-//! | Megatron-LM | TP (divisors of a node), PP, DP, sequence parallelism, distributed optimizer, recomputation none/selective/full, micro-batch size | TP inside a node and dividing the heads; layers divisible by PP (even split); 1F1B |
+//! | Megatron-LM | TP (divisors of a node), PP, DP, sequence parallelism, distributed optimizer, recomputation none/selective/full, micro-batch size, interleaved virtual stages (2, 4) | TP inside a node and dividing the heads; layers divisible by PP (even split); 1F1B, or interleaved 1F1B when PP divides the micro-batches and the virtual stages divide each stage's layers |
 //! | DeepSpeed ZeRO | ZeRO stage 1/2/3, activation checkpointing on/off, micro-batch size | data parallel over every device |
 //! | torchtitan FSDP + TP | TP (divisors of a node), FSDP (ZeRO-3) over the rest, activation checkpointing none/selective/full, micro-batch size | sequence-parallel norms with TP (its TP plan); 2-D, no PP |
 //!
-//! Not searched: interleaved virtual stages, uneven Megatron layer splits, context parallelism
-//! and DeepSpeed's optimizer offload (the planner's time model has no host link).
+//! Not searched: uneven Megatron layer splits, context parallelism and DeepSpeed's optimizer
+//! offload (the planner's time model has no host link).
 
 use memory_model::{
     layers_per_stage, Dim as MmDim, Parallelism, PipelineSchedule, Recompute, TrainingSetup,
@@ -125,13 +125,16 @@ impl PeerConfig {
             z if self.framework == Framework::Torchtitan && z == ZeroStage::Zero3 => {
                 Some("fsdp".into())
             }
-            z => Some(format!("zero{}", z as u8)),
+            z => Some(format!("zero{}", z.number())),
         };
         parts.extend(zero);
         if self.recompute != Recompute::None {
             parts.push(format!("rc-{}", self.recompute));
         }
         parts.push(format!("b{}", self.micro_batch_size));
+        if let PipelineSchedule::Interleaved { virtual_stages } = self.schedule {
+            parts.push(format!("vp{virtual_stages}"));
+        }
         parts.join(" ")
     }
 
@@ -294,22 +297,35 @@ pub fn configurations(problem: &Problem, framework: Framework) -> Vec<PeerConfig
             let mut b = 1;
             while b <= per_replica.min(MAX_PEER_MICRO_BATCH) {
                 let m = per_replica / b;
+                // Megatron-LM's interleaved schedule (`--num-layers-per-virtual-pipeline-stage`)
+                // needs PP | micro-batches and whole layers per virtual stage.
+                let mut schedules = vec![PipelineSchedule::OneFOneB];
+                if framework == Framework::MegatronLm && pp > 1 && m.is_multiple_of(pp) {
+                    schedules.extend(
+                        [2, 4]
+                            .into_iter()
+                            .filter(|&v| (layers / pp).is_multiple_of(v))
+                            .map(|v| PipelineSchedule::Interleaved { virtual_stages: v }),
+                    );
+                }
                 if per_replica.is_multiple_of(b) && m >= pp {
                     for &sequence_parallel in sps {
                         for &zero in zeros {
                             for &recompute in &recomputes {
-                                out.push(PeerConfig {
-                                    framework,
-                                    tp,
-                                    pp,
-                                    dp,
-                                    sequence_parallel,
-                                    zero,
-                                    recompute,
-                                    micro_batch_size: b,
-                                    micro_batches: m,
-                                    schedule: PipelineSchedule::OneFOneB,
-                                });
+                                for &schedule in &schedules {
+                                    out.push(PeerConfig {
+                                        framework,
+                                        tp,
+                                        pp,
+                                        dp,
+                                        sequence_parallel,
+                                        zero,
+                                        recompute,
+                                        micro_batch_size: b,
+                                        micro_batches: m,
+                                        schedule,
+                                    });
+                                }
                             }
                         }
                     }

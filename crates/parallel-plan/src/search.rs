@@ -49,12 +49,22 @@ impl Candidate {
         }
     }
 
-    /// Micro-batch slots of the step: `m + p − 1` (the pipeline bubble included, GPipe and 1F1B).
-    pub fn time_slots(&self) -> u64 {
-        self.micro_batches + self.pp - 1
+    /// Model chunks per device: the interleaved schedule's virtual stages, else 1.
+    pub fn virtual_stages(&self) -> u64 {
+        match self.schedule {
+            PipelineSchedule::Interleaved { virtual_stages } => virtual_stages.max(1),
+            _ => 1,
+        }
     }
 
-    /// Micro-batches whose activations stage `i` holds at its peak under the schedule.
+    /// Micro-batch slots of the step: `m + (p − 1)/v` (the pipeline bubble included; `v` = 1
+    /// for GPipe and 1F1B, the virtual stages for interleaved 1F1B, Narayanan et al. 2021).
+    pub fn time_slots(&self) -> f64 {
+        self.micro_batches as f64 + (self.pp - 1) as f64 / self.virtual_stages() as f64
+    }
+
+    /// Micro-batches (model chunks, interleaved) whose activations stage `i` holds at its peak
+    /// under the schedule.
     pub fn in_flight(&self, stage: u64) -> u64 {
         chunks_in_flight(self.schedule, self.pp, stage, self.micro_batches)
     }
@@ -82,9 +92,11 @@ pub struct Problem {
     pub solver: SolverConfig,
     /// Tie identical layers (default true).
     pub tie_layers: bool,
-    /// Pipeline schedules the search tries (default 1F1B and GPipe; a schedule that holds at
-    /// least as many micro-batches on every stage as another with the same step time is pruned,
-    /// see [`Problem::candidates`]). Interleaved 1F1B is not searched.
+    /// Pipeline schedules the search tries (default 1F1B, GPipe and interleaved 1F1B with 2 and
+    /// 4 virtual stages; a schedule that holds at least as many micro-batches on every stage as
+    /// another with the same step time is pruned, see [`Problem::candidates`]). Interleaving
+    /// needs tied layers, a micro-batch count that the pipeline degree divides, and every
+    /// stage's layers divisible by the virtual stages (Megatron-LM's rules).
     pub schedules: Vec<PipelineSchedule>,
     /// Recomputation modes the search tries (default none, selective, full; a mode that
     /// changes no operator of the model, e.g. selective with flash attention, is pruned).
@@ -160,7 +172,7 @@ impl Problem {
                         && self.global_batch / m <= MAX_SEQUENCES_PER_DEVICE * devices
                 }) {
                     for schedule in self.useful_schedules(pp, m) {
-                        for layers in &splits {
+                        for layers in splits.iter().filter(|l| self.can_run(schedule, pp, m, l)) {
                             for &recompute in &recomputes {
                                 out.push(Candidate {
                                     pp,
@@ -179,11 +191,35 @@ impl Problem {
         out
     }
 
-    /// The schedules of [`Problem::schedules`] not dominated by an earlier one for `pp`, `m`.
+    /// Whether `schedule` runs `pp` stages of `layers` with `m` micro-batches: interleaving
+    /// needs several stages, tied layers, `pp | m` and every stage's layers divisible by its
+    /// virtual stages.
+    fn can_run(&self, schedule: PipelineSchedule, pp: u64, m: u64, layers: &[u64]) -> bool {
+        match schedule {
+            PipelineSchedule::Interleaved { virtual_stages: v } => {
+                v >= 2
+                    && pp > 1
+                    && self.tie_layers
+                    && m.is_multiple_of(pp)
+                    && layers.iter().all(|l| l.is_multiple_of(v))
+            }
+            _ => true,
+        }
+    }
+
+    /// The schedules of [`Problem::schedules`] not dominated by an earlier one for `pp`, `m`
+    /// (interleaved schedules have a smaller bubble, so only one with the same virtual stages
+    /// dominates them).
     fn useful_schedules(&self, pp: u64, m: u64) -> Vec<PipelineSchedule> {
         let mut kept: Vec<PipelineSchedule> = Vec::new();
         for &s in &self.schedules {
-            if matches!(s, PipelineSchedule::Interleaved { .. }) || kept.contains(&s) {
+            if kept.contains(&s) {
+                continue;
+            }
+            if matches!(s, PipelineSchedule::Interleaved { .. }) {
+                if pp > 1 {
+                    kept.push(s);
+                }
                 continue;
             }
             let holds = |x: PipelineSchedule| -> Vec<u64> {
@@ -271,6 +307,7 @@ impl Problem {
                 micro_batches: cand.micro_batches,
                 stages: cand.pp,
                 in_flight: key.in_flight,
+                virtual_stages: cand.virtual_stages(),
             };
             let mesh = &cand.stage_mesh;
             let failure: std::cell::RefCell<Option<PlanError>> = std::cell::RefCell::new(None);
@@ -281,6 +318,7 @@ impl Problem {
                 mesh,
                 &setup,
                 key.in_flight,
+                cand.virtual_stages(),
                 pipelined,
             ) {
                 Ok(m) => m,
@@ -363,7 +401,8 @@ pub const DEFAULT_SEQ_LEN: u64 = 2048;
 impl Problem {
     /// A problem with the defaults: mixed-precision Adam (16 B per parameter), flash attention,
     /// no recomputation, sequence length [`DEFAULT_SEQ_LEN`], [`DEFAULT_GLOBAL_BATCH`]
-    /// sequences per step, schedules 1F1B and GPipe, every recomputation mode, layers tied and
+    /// sequences per step, schedules 1F1B, GPipe and interleaved 1F1B (2 and 4 virtual stages),
+    /// every recomputation mode, layers tied and
     /// balanced, default HiGHS settings. The model is taken as given: a vocabulary that tensor
     /// parallelism should split must be padded by the caller ([`ModelConfig::with_vocab_padding`]).
     pub fn new(model: ModelConfig, mesh: DeviceMesh) -> Self {
@@ -379,7 +418,12 @@ impl Problem {
             global_batch: DEFAULT_GLOBAL_BATCH,
             solver: SolverConfig::default(),
             tie_layers: true,
-            schedules: vec![PipelineSchedule::OneFOneB, PipelineSchedule::GPipe],
+            schedules: vec![
+                PipelineSchedule::OneFOneB,
+                PipelineSchedule::GPipe,
+                PipelineSchedule::Interleaved { virtual_stages: 2 },
+                PipelineSchedule::Interleaved { virtual_stages: 4 },
+            ],
             recomputes: vec![Recompute::None, Recompute::Selective, Recompute::Full],
             balance_layers: true,
         }

@@ -16,6 +16,12 @@ pub struct OpMemory {
     pub model_states: u64,
     /// Activations saved for backward by one micro-batch, one copy.
     pub activations_per_micro_batch: u64,
+    /// Activations one copy holds at the stage's peak (the in-flight micro-batches' worth;
+    /// interleaved: the whole part of its share of the in-flight model chunks).
+    pub activations_held: u64,
+    /// Activations held beyond `copies × activations_held`, over all copies (interleaved 1F1B's
+    /// fractional share of model chunks per layer), bytes.
+    pub activations_rest: u64,
     /// Contributions of all copies to the stage's buffers and transients (memory-model's stage
     /// terms; zero where a graph has no memory-model operators behind it).
     pub terms: TermValues,
@@ -29,14 +35,18 @@ pub struct PipelineContext {
     pub micro_batches: u64,
     /// Pipeline stages `p`.
     pub stages: u64,
-    /// Micro-batches whose activations the stage holds at its peak (1F1B: `p − i`; GPipe: `m`).
+    /// Micro-batches whose activations the stage holds at its peak (1F1B: `p − i`; GPipe: `m`;
+    /// interleaved: model chunks).
     pub in_flight: u64,
+    /// Model chunks per device (interleaved 1F1B's virtual stages; 1 otherwise).
+    pub virtual_stages: u64,
 }
 
 impl PipelineContext {
-    /// Per-micro-batch time counts `m + p − 1` times in a step (the pipeline bubble included).
+    /// Per-micro-batch time counts `m + (p − 1)/v` times in a step (the pipeline bubble
+    /// included).
     pub fn time_slots(&self) -> f64 {
-        (self.micro_batches + self.stages - 1) as f64
+        self.micro_batches as f64 + (self.stages - 1) as f64 / self.virtual_stages.max(1) as f64
     }
 }
 
@@ -83,6 +93,18 @@ impl StrategySpace {
             })
             .collect();
         debug_assert_eq!(self.ilp.memory_terms.len(), STAGE_TERMS);
+        if self.memory.iter().flatten().any(|m| m.activations_rest > 0) {
+            self.ilp.memory_terms.push(MemoryTerm {
+                name: "InterleavedActivations".into(),
+                sum: self
+                    .memory
+                    .iter()
+                    .map(|op| op.iter().map(|m| m.activations_rest).collect())
+                    .collect(),
+                largest: Vec::new(),
+                cap: None,
+            });
+        }
         self.ilp.memory_offset = setup.overhead_bytes;
     }
 }
@@ -128,8 +150,7 @@ pub fn build_strategy_space(
                 (s, t, m)
             })
             .collect();
-        let total =
-            |m: &OpMemory| m.model_states + m.activations_per_micro_batch * pipeline.in_flight;
+        let total = |m: &OpMemory| m.model_states + m.activations_held;
         let sigs: Vec<_> = cands
             .iter()
             .map(|(s, _, _)| signature(graph, i, s))
@@ -142,6 +163,7 @@ pub fn build_strategy_space(
                         && cands[b].1 <= cands[a].1
                         && total(&cands[b].2) <= total(&cands[a].2)
                         && cands[b].2.terms.all_le(&cands[a].2.terms)
+                        && cands[b].2.activations_rest <= cands[a].2.activations_rest
                         && (cands[b].1 < cands[a].1
                             || total(&cands[b].2) < total(&cands[a].2)
                             || b < a)

@@ -369,15 +369,33 @@ impl TransformerGraph {
         s
     }
 
+    /// Activation sets operator `op` holds on a stage with `in_flight` micro-batches (model
+    /// chunks under interleaving) and `virtual_stages` chunks per device, over all its copies:
+    /// a layer operator `copies · in_flight / v` (its layers' share of the chunks; with tied
+    /// layers `copies` is the stage's layers, a multiple of `v`), the embedding and head
+    /// `⌈in_flight / v⌉` micro-batches (memory-model's `estimate` counts them so).
+    pub fn activation_sets(&self, op: usize, in_flight: u64, virtual_stages: u64) -> u64 {
+        let copies = self.graph.ops[op].copies as u64;
+        let v = virtual_stages.max(1);
+        if self.first_layer[op] {
+            copies * in_flight / v
+        } else {
+            copies * in_flight.div_ceil(v)
+        }
+    }
+
     /// Operator `op` under `sharding` as memory-model places it on a stage holding `in_flight`
-    /// micro-batches: its copies, its activation sets, whether it is in the first layer block,
-    /// and its data-parallel replicas (the axes splitting the batch that are data-parallel).
+    /// micro-batches (model chunks, interleaved, with `virtual_stages` per device): its copies,
+    /// its activation sets ([`TransformerGraph::activation_sets`]), whether it is in the first
+    /// layer block, and its data-parallel replicas (the axes splitting the batch that are
+    /// data-parallel).
     pub fn placed_operator(
         &self,
         op: usize,
         sharding: &Sharding,
         mesh: &DeviceMesh,
         in_flight: u64,
+        virtual_stages: u64,
     ) -> PlacedOperator<'_> {
         let o = &self.graph.ops[op];
         let copies = o.copies as u64;
@@ -389,7 +407,7 @@ impl TransformerGraph {
             op: &self.source_ops[op],
             sharding: self.operator_sharding(op, sharding, mesh),
             copies,
-            activation_sets: copies * in_flight,
+            activation_sets: self.activation_sets(op, in_flight, virtual_stages),
             in_layer: self.first_layer[op],
             data_parallel: group_size(mesh, batch_axes & sharding.dp_axes(o)) as u64,
         }
@@ -420,7 +438,8 @@ impl TransformerGraph {
     }
 
     /// Memory of operator `op` under `sharding` on a stage holding `in_flight` micro-batches
-    /// (`pipelined`: the stage sends and receives its boundary activation), from memory-model's
+    /// (model chunks, with `virtual_stages` per device; `pipelined`: the stage sends and
+    /// receives its boundary activation), from memory-model's
     /// [`placed_memory`]: model states and activations of one copy, and the operator's
     /// contributions to the stage's buffers and transients, the boundary buffers and the logits
     /// included, so that the ILP's memory of a choice is [`memory_model::stage_memory`]'s.
@@ -431,9 +450,10 @@ impl TransformerGraph {
         mesh: &DeviceMesh,
         setup: &TrainingSetup,
         in_flight: u64,
+        virtual_stages: u64,
         pipelined: bool,
     ) -> Result<OpMemory> {
-        let placed = self.placed_operator(op, sharding, mesh, in_flight);
+        let placed = self.placed_operator(op, sharding, mesh, in_flight, virtual_stages);
         let m = placed_memory(setup, &placed)?;
         let mut terms = m.terms;
         if pipelined && self.boundary_operator() == Some(op) {
@@ -445,9 +465,14 @@ impl TransformerGraph {
             let logits = &mut terms.largest[StageTermKind::RecomputeOrLogits as usize];
             *logits = (*logits).max(self.output_bytes(op, sharding, mesh, 4));
         }
+        let copies = placed.copies.max(1);
+        let act = m.operator.device.activations;
+        let held = act * (placed.activation_sets / copies);
         Ok(OpMemory {
             model_states: m.operator.device.model_states(),
-            activations_per_micro_batch: m.operator.device.activations,
+            activations_per_micro_batch: act,
+            activations_held: held,
+            activations_rest: act * placed.activation_sets - copies * held,
             terms,
         })
     }

@@ -48,7 +48,7 @@ impl Problem {
             .map(|(i, &c)| &st.space.shardings[i][c])
             .collect();
         let placed: Vec<PlacedOperator<'_>> = (0..choice.len())
-            .map(|i| g.placed_operator(i, shardings[i], mesh, in_flight))
+            .map(|i| g.placed_operator(i, shardings[i], mesh, in_flight, cand.virtual_stages()))
             .collect();
         let boundary = (cand.pp > 1)
             .then(|| g.boundary_operator())

@@ -31,6 +31,7 @@ fn example_graph_plans_and_matches_brute_force() {
         micro_batches: 4,
         stages: 1,
         in_flight: 1,
+        virtual_stages: 1,
     };
     let space = graph_space(&g, &mesh, &ctx, &memory_model::TrainingSetup::default()).unwrap();
     let fastest = space

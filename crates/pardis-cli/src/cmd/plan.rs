@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::ValueEnum;
 use pardis::memory::ModelConfig;
-use pardis::memory::{Recompute, ZeroStage, MEGATRON_VOCAB_PADDING};
+use pardis::memory::{PipelineSchedule, Recompute, ZeroStage, MEGATRON_VOCAB_PADDING};
 use pardis::plan::planner;
 use pardis::plan::{
     plan_graph, ComputationGraph, DeviceMesh, Objective, OperatorPlan, PeerConfig, PeerPlan, Plan,
@@ -153,10 +153,15 @@ fn memory_command(cfg: &PeerConfig, problem: &Problem) -> String {
     match cfg.zero {
         ZeroStage::Zero0 => {}
         ZeroStage::DistributedOptimizer => flags.push("--distributed-optimizer".into()),
-        z => flags.push(format!("--zero {}", z as u8)),
+        z => flags.push(format!("--zero {}", z.number())),
     }
     if cfg.recompute != Recompute::None {
         flags.push(format!("--recompute {}", cfg.recompute));
+    }
+    if let PipelineSchedule::Interleaved { virtual_stages } = cfg.schedule {
+        flags.push(format!(
+            "--schedule interleaved --virtual-stages {virtual_stages}"
+        ));
     }
     if problem.setup.flash_attention {
         flags.push("--flash".into());
