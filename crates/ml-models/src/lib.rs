@@ -73,6 +73,7 @@ pub mod hyperbolic;
 pub mod incremental;
 pub mod models;
 pub mod qlora;
+pub mod stats;
 pub mod train;
 
 pub use error::{MlError, Result};

@@ -11,7 +11,10 @@
 //!   held-out perplexity.
 //! - [`relation_study`]: the same questions on all-MiniLM-L6-v2 (NF4 + double quantization)
 //!   fine-tuned for FewRel relation classification; held-out accuracy.
-//! - [`plot`]: metric-versus-rank line plots (`plotters`, PNG).
+//! - [`cil`]: the class-incremental benchmark of `ml_models::incremental` (fine-tuning, joint,
+//!   ER, iCaRL-style, DER++ and replay of unlabelled data with temporal consistency) over
+//!   seeded class orders: mean ± std tables and accuracy-after-each-task plots.
+//! - [`plot`]: metric-versus-rank and accuracy-per-task line plots (`plotters`, PNG).
 //!
 //! Data sets are located through `pardis-datasets`' `DataRoots::require_path`, the workspace's one
 //! data-root resolver.
@@ -27,6 +30,7 @@
 //! # Ok::<(), ml_studies::StudyError>(())
 //! ```
 
+pub mod cil;
 pub mod config;
 mod error;
 pub mod plot;

@@ -1,5 +1,5 @@
-//! PNG plots of a held-out metric (perplexity, accuracy) against adapter rank per layer type
-//! (plotters).
+//! PNG plots (plotters): a held-out metric (perplexity, accuracy) against adapter rank per layer
+//! type, and class-incremental accuracy after each task per method.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -70,67 +70,132 @@ pub fn plot_metric_vs_rank(
     y_desc: &str,
     path: &Path,
 ) -> Result<()> {
+    let log: BTreeMap<String, Vec<(f64, f64)>> = curves
+        .iter()
+        .map(|(k, v)| {
+            let pts = v.iter().map(|&(r, y)| ((r as f64).log2(), f64::from(y)));
+            (k.clone(), pts.collect())
+        })
+        .collect();
+    let max_rank = curves.values().flatten().map(|p| p.0).max().unwrap_or(1);
+    let xmax = (max_rank as f64).log2().max(1.0);
+    plot_lines(
+        &log,
+        reference.map(|(l, y)| (l, f64::from(y))),
+        Axes {
+            caption,
+            x_desc: "adapter rank r (log2 axis)",
+            y_desc,
+            x_range: (-0.2, xmax + 0.2),
+            x_labels: xmax.ceil() as usize + 1,
+            x_label: &|x| format!("{}", 2f64.powf(*x).round()),
+        },
+        path,
+    )
+}
+
+/// Accuracy on all classes seen so far after each task, one line per method (label → one
+/// value per task, tasks numbered from 1 on the x axis), into `path` (PNG).
+pub fn plot_task_curves(
+    curves: &BTreeMap<String, Vec<f64>>,
+    caption: &str,
+    path: &Path,
+) -> Result<()> {
+    let tasks = curves.values().map(Vec::len).max().unwrap_or(0);
+    let pts: BTreeMap<String, Vec<(f64, f64)>> = curves
+        .iter()
+        .map(|(k, v)| {
+            let p = v.iter().enumerate().map(|(t, &a)| ((t + 1) as f64, a));
+            (k.clone(), p.collect())
+        })
+        .collect();
+    plot_lines(
+        &pts,
+        None,
+        Axes {
+            caption,
+            x_desc: "after task",
+            y_desc: "accuracy on all classes seen",
+            x_range: (0.8, tasks as f64 + 0.2),
+            x_labels: tasks,
+            x_label: &|x| format!("{}", x.round()),
+        },
+        path,
+    )
+}
+
+/// Caption, axis descriptions and the x range and labels of [`plot_lines`].
+struct Axes<'a> {
+    caption: &'a str,
+    x_desc: &'a str,
+    y_desc: &'a str,
+    x_range: (f64, f64),
+    x_labels: usize,
+    x_label: &'a dyn Fn(&f64) -> String,
+}
+
+/// One line with markers per curve, an optional dashed horizontal reference line, the legend in
+/// head room above the data.
+fn plot_lines(
+    curves: &BTreeMap<String, Vec<(f64, f64)>>,
+    reference: Option<(String, f64)>,
+    axes: Axes<'_>,
+    path: &Path,
+) -> Result<()> {
     let e = |x: String| StudyError::Plot(x);
     let ys = curves
         .values()
         .flatten()
         .map(|p| p.1)
         .chain(reference.as_ref().map(|r| r.1));
-    let (lo, hi) = ys.fold((f32::MAX, f32::MIN), |(a, b), y| (a.min(y), b.max(y)));
+    let (lo, hi) = ys.fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
     if lo > hi {
-        return Err(StudyError::InvalidInput(
-            "no rank-sweep rows to plot".into(),
-        ));
+        return Err(StudyError::InvalidInput("no points to plot".into()));
     }
-    let max_rank = curves.values().flatten().map(|p| p.0).max().unwrap_or(1);
-    let xmax = (max_rank as f64).log2().max(1.0);
     let pad = (hi - lo).max(0.01) * 0.1;
+    let (x0, x1) = axes.x_range;
     let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(|x| e(x.to_string()))?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(caption, ("sans-serif", 22))
+        .caption(axes.caption, ("sans-serif", 22))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(60)
         // Head room above the curves for the legend (upper right), so it covers no data.
-        .build_cartesian_2d(
-            -0.2f64..xmax + 0.2,
-            (lo - pad) as f64..(hi + 4.0 * pad) as f64,
-        )
+        .build_cartesian_2d(x0..x1, (lo - pad)..(hi + 4.0 * pad))
         .map_err(|x| e(x.to_string()))?;
     chart
         .configure_mesh()
-        .x_desc("adapter rank r (log2 axis)")
-        .x_labels(xmax.ceil() as usize + 1)
-        .y_desc(y_desc)
-        .x_label_formatter(&|x| format!("{}", 2f64.powf(*x).round()))
+        .x_desc(axes.x_desc)
+        .x_labels(axes.x_labels)
+        .y_desc(axes.y_desc)
+        .x_label_formatter(axes.x_label)
         .draw()
         .map_err(|x| e(x.to_string()))?;
-    let colors = [RED, BLUE, GREEN, MAGENTA];
-    for (i, (target, pts)) in curves.iter().enumerate() {
+    let colors = [
+        RED,
+        BLUE,
+        GREEN,
+        MAGENTA,
+        CYAN,
+        BLACK,
+        RGBColor(230, 140, 0),
+    ];
+    for (i, (label, pts)) in curves.iter().enumerate() {
         let c = colors[i % colors.len()];
-        let line: Vec<(f64, f64)> = pts
-            .iter()
-            .map(|&(r, p)| ((r as f64).log2(), p as f64))
-            .collect();
         chart
-            .draw_series(LineSeries::new(line.clone(), c.stroke_width(2)))
+            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
             .map_err(|x| e(x.to_string()))?
-            .label(target.clone())
+            .label(label.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
         chart
-            .draw_series(line.into_iter().map(|p| Circle::new(p, 4, c.filled())))
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
             .map_err(|x| e(x.to_string()))?;
     }
     if let Some((label, y)) = reference {
         let style = BLACK.stroke_width(2);
         chart
-            .draw_series(DashedLineSeries::new(
-                vec![(-0.2, y as f64), (xmax + 0.2, y as f64)],
-                10,
-                6,
-                style,
-            ))
+            .draw_series(DashedLineSeries::new(vec![(x0, y), (x1, y)], 10, 6, style))
             .map_err(|x| e(x.to_string()))?
             .label(label)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));

@@ -10,6 +10,9 @@ use super::{
 };
 use crate::{MlError, Result};
 
+/// Mean and sample standard deviation, re-exported from [`crate::stats`] where it lives.
+pub use crate::stats::mean_std;
+
 /// Every detector's name, in table order.
 pub const DETECTORS: [&str; 6] = ["pcl", "iforest", "ecod", "knn", "icl", "neutral"];
 
@@ -88,20 +91,6 @@ pub fn run_seed(data: &Labelled, name: &str, seed: u64) -> Result<SeedResult> {
         fit_s: (t1 - t0).as_secs_f64(),
         score_s: (t2 - t1).as_secs_f64(),
     })
-}
-
-/// Mean and sample standard deviation (n − 1; 0 for one value).
-pub fn mean_std(v: &[f64]) -> (f64, f64) {
-    let n = v.len() as f64;
-    if v.is_empty() {
-        return (f64::NAN, f64::NAN);
-    }
-    let m = v.iter().sum::<f64>() / n;
-    if v.len() < 2 {
-        return (m, 0.0);
-    }
-    let var = v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1.0);
-    (m, var.sqrt())
 }
 
 /// Average rank of each column over the rows of `table` (`table[set][detector]`, higher is

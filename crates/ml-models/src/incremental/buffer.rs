@@ -39,6 +39,9 @@ pub struct Sample {
     /// The model's logits over the classes seen when the row was stored (empty when the method
     /// does not record them).
     pub logits: Vec<f32>,
+    /// Head outputs `start..end` of the task the row arrived with (task boundaries are known
+    /// during training; the row's own class is not).
+    pub task_classes: (u32, u32),
 }
 
 /// A memory of at most `capacity` rows: `labeled_capacity()` labelled exemplars and

@@ -131,6 +131,9 @@ pub struct TemporalConfig {
     /// Standard deviation of Gaussian noise added to the student's unlabelled inputs (the
     /// teacher sees them clean), default 0.05.
     pub noise_std: f64,
+    /// Restrict the teacher's distribution on an unlabelled row to the classes of the task the
+    /// row arrived with (renormalised), default true; false uses all classes seen.
+    pub task_aware: bool,
 }
 
 impl Default for TemporalConfig {
@@ -145,6 +148,7 @@ impl Default for TemporalConfig {
             threshold: 0.95,
             ramp_steps: None,
             noise_std: 0.05,
+            task_aware: true,
         }
     }
 }
@@ -503,6 +507,9 @@ fn step_loss(
             let midx = draw(unl_mem.len(), c.unlabeled_batch, rng);
             let mut clean = Vec::new();
             let mut noisy = Vec::new();
+            let lo = (view.seen_classes - view.new_classes) as u32;
+            let mut ranges = vec![(lo, view.seen_classes as u32); cur.len()];
+            ranges.extend(midx.iter().map(|&i| unl_mem[i].task_classes));
             if !cur.is_empty() {
                 clean.push(gather(&view.unlabeled_x, view.dim, &cur, 0.0, rng)?);
                 noisy.push(gather(&view.unlabeled_x, view.dim, &cur, c.noise_std, rng)?);
@@ -525,7 +532,11 @@ fn step_loss(
             let logits = net.forward(&Tensor::cat(&[&xs, &u_noisy], 0)?)?;
             let sup = cross_entropy(&logits.narrow(0, 0, n_sup)?, &ys)?;
             let s_u = logits.narrow(0, n_sup, u_clean.dim(0)?)?;
-            let p_t = softmax(&teacher.forward(&u_clean)?.detach())?;
+            let mut t_logits = teacher.forward(&u_clean)?.detach();
+            if c.task_aware {
+                t_logits = t_logits.broadcast_add(&task_mask(&ranges, classes)?)?;
+            }
+            let p_t = softmax(&t_logits)?;
             // KL(p_t ‖ p_s) = Σ p_t log p_t − Σ p_t log p_s; the first term has no gradient.
             let ent = (&p_t * (&p_t + 1e-12)?.log()?)?
                 .sum(D::Minus1)?
@@ -548,6 +559,18 @@ fn step_loss(
     }
 }
 
+/// `[rows, classes]`: 0 on the head outputs `start..end` of each row's range, −1e9 elsewhere
+/// (added to logits before a softmax, it restricts the distribution to the range).
+fn task_mask(ranges: &[(u32, u32)], classes: usize) -> Result<Tensor> {
+    let mut m = vec![-1e9f32; ranges.len() * classes];
+    for (r, &(a, b)) in ranges.iter().enumerate() {
+        for c in a as usize..(b as usize).min(classes) {
+            m[r * classes + c] = 0.0;
+        }
+    }
+    Ok(Tensor::from_vec(m, (ranges.len(), classes), &Device::Cpu)?)
+}
+
 /// The end-of-task memory update of `method` with task `view`.
 fn update_memory(
     method: &Method,
@@ -559,6 +582,10 @@ fn update_memory(
     let dim = view.dim;
     let n_lab = view.labeled_y.len();
     let row = |x: &[f32], i: usize| x[i * dim..(i + 1) * dim].to_vec();
+    let task_classes = (
+        (view.seen_classes - view.new_classes) as u32,
+        view.seen_classes as u32,
+    );
     match method {
         Method::Icarl(_) => {
             let feats = net.feature_rows(&view.labeled_x)?;
@@ -575,6 +602,7 @@ fn update_memory(
                                 x: row(&view.labeled_x, i),
                                 y: Some(c),
                                 logits: Vec::new(),
+                                task_classes,
                             })
                             .collect(),
                         rows.iter().map(|&i| feats[i].clone()).collect(),
@@ -596,6 +624,7 @@ fn update_memory(
                     x: row(&view.labeled_x, i),
                     y: Some(view.labeled_y[i]),
                     logits: logits[i].clone(),
+                    task_classes,
                 })?;
             }
             if mem.unlabeled_capacity() > 0 {
@@ -607,6 +636,7 @@ fn update_memory(
                         x: row(&view.unlabeled_x, i),
                         y: None,
                         logits: Vec::new(),
+                        task_classes,
                     })?;
                 }
             }

@@ -41,6 +41,12 @@
 //! - **Consistency.** `KL(p_teacher ‖ p_student)` over all classes seen so far, on a batch of
 //!   unlabelled rows of the current task plus as many unlabelled rows replayed from memory. The
 //!   student sees those rows with Gaussian noise (σ = 0.05), the teacher sees them clean.
+//! - **Task-aware targets.** Task boundaries are known during training (only test time is
+//!   task-agnostic), so every unlabelled row carries the task it arrived with, and the teacher's
+//!   distribution on it is restricted to that task's classes and renormalised before it serves
+//!   as the consistency target and the pseudo-label. Without this (`task_aware = false`) a
+//!   teacher that has not caught up with a new task labels its rows as old classes; on the
+//!   digits (one class order) the final accuracy dropped from 0.91 to 0.71.
 //! - **Pseudo-labels.** Cross-entropy towards the teacher's arg-max on the rows where its
 //!   confidence is at least 0.95 (FixMatch-style: averaged over the whole unlabelled batch).
 //! - **Ramp.** The unsupervised terms are weighted by `exp(−5(1−s)²)`, `s` the fraction of the

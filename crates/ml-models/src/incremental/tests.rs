@@ -107,6 +107,7 @@ proptest! {
                     x: vec![rng.random(), rng.random()],
                     y: labeled.then_some(class),
                     logits: vec![],
+                task_classes: (0, 1),
                 })
                 .collect();
             if labeled && herding {
@@ -179,6 +180,7 @@ fn reservoir_keeps_every_offered_row_with_equal_chance() {
                 x: vec![i as f32],
                 y: Some(0),
                 logits: vec![],
+                task_classes: (0, 1),
             })
             .unwrap();
         }
@@ -213,6 +215,7 @@ fn herding_memory_gives_each_class_an_equal_quota() {
                 x: vec![c as f32, i as f32 + 1.0],
                 y: Some(c),
                 logits: vec![],
+                task_classes: (0, 1),
             })
             .collect();
         let f = rows.iter().map(|s| s.x.clone()).collect();
@@ -239,7 +242,8 @@ fn herding_memory_gives_each_class_an_equal_quota() {
         m.offer(Sample {
             x: vec![0.0, 0.0],
             y: Some(0),
-            logits: vec![]
+            logits: vec![],
+            task_classes: (0, 1),
         }),
         Err(MlError::InvalidInput(_))
     ));

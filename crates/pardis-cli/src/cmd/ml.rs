@@ -38,6 +38,9 @@ enum MlCommand {
     /// Few-shot relation extraction on FewRel: PO-HRL (hyperbolic, partial-order cones) and
     /// Euclidean baselines, N-way K-shot accuracy with 95% CI on unseen relations.
     Fewrel(fewrel::FewrelArgs),
+    /// Semi-supervised class-incremental learning: fine-tuning, joint, ER, iCaRL-style, DER++ and
+    /// replay of unlabelled data with temporal consistency on split digits or Fashion-MNIST.
+    Cil(cil::CilArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -123,6 +126,7 @@ struct StudyArgs {
 }
 
 mod anomaly;
+mod cil;
 mod fewrel;
 mod seeds;
 
@@ -168,6 +172,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         MlCommand::MinilmFewrel(a) => minilm_fewrel(a),
         MlCommand::Anomaly(a) => anomaly::run(a, &DataRoots::from_env()),
         MlCommand::Fewrel(a) => fewrel::run(a, &DataRoots::from_env()),
+        MlCommand::Cil(a) => cil::run(a, &DataRoots::from_env()),
     }
 }
 
