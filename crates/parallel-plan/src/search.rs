@@ -311,22 +311,14 @@ impl Problem {
             };
             let mesh = &cand.stage_mesh;
             let failure: std::cell::RefCell<Option<PlanError>> = std::cell::RefCell::new(None);
-            let pipelined = cand.pp > 1;
-            let memory = |op: usize, s: &Sharding| match graph.operator_memory(
-                op,
-                s,
-                mesh,
-                &setup,
-                key.in_flight,
-                cand.virtual_stages(),
-                pipelined,
-            ) {
-                Ok(m) => m,
-                Err(e) => {
-                    failure.borrow_mut().get_or_insert(e);
-                    Default::default()
-                }
-            };
+            let memory =
+                |op: usize, s: &Sharding| match graph.operator_memory(op, s, mesh, &setup, &ctx) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        failure.borrow_mut().get_or_insert(e);
+                        Default::default()
+                    }
+                };
             let keep = |op: usize, s: &Sharding| restrict.is_none_or(|r| r(&graph, op, s, mesh));
             let mut space = build_strategy_space(&graph.graph, mesh, &ctx, &memory, &keep);
             space.add_stage_terms(&setup);

@@ -19,7 +19,7 @@ use crate::error::Result;
 use crate::graph::{ComputationGraph, Dim, GraphEdge, OpKind, Operator, TensorSpec};
 use crate::mesh::DeviceMesh;
 use crate::sharding::Sharding;
-use crate::strategy::OpMemory;
+use crate::strategy::{OpMemory, PipelineContext};
 
 /// Which part of the model a pipeline stage holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -437,8 +437,8 @@ impl TransformerGraph {
         o.output.numel.div_ceil(sharding.shards(mesh, &o.output)) * elem
     }
 
-    /// Memory of operator `op` under `sharding` on a stage holding `in_flight` micro-batches
-    /// (model chunks, with `virtual_stages` per device; `pipelined`: the stage sends and
+    /// Memory of operator `op` under `sharding` on a stage of `pipeline` (its in-flight
+    /// micro-batches or model chunks, its virtual stages; with several stages it sends and
     /// receives its boundary activation), from memory-model's
     /// [`placed_memory`]: model states and activations of one copy, and the operator's
     /// contributions to the stage's buffers and transients, the boundary buffers and the logits
@@ -449,11 +449,16 @@ impl TransformerGraph {
         sharding: &Sharding,
         mesh: &DeviceMesh,
         setup: &TrainingSetup,
-        in_flight: u64,
-        virtual_stages: u64,
-        pipelined: bool,
+        pipeline: &PipelineContext,
     ) -> Result<OpMemory> {
-        let placed = self.placed_operator(op, sharding, mesh, in_flight, virtual_stages);
+        let placed = self.placed_operator(
+            op,
+            sharding,
+            mesh,
+            pipeline.in_flight,
+            pipeline.virtual_stages,
+        );
+        let pipelined = pipeline.stages > 1;
         let m = placed_memory(setup, &placed)?;
         let mut terms = m.terms;
         if pipelined && self.boundary_operator() == Some(op) {
