@@ -104,6 +104,40 @@ impl DataRoots {
         })
     }
 
+    /// Every copy of `dataset` on disk, in search order.
+    pub fn locate_all(&self, dataset: &Dataset) -> Vec<Located> {
+        self.roots
+            .iter()
+            .filter_map(|(origin, dir)| {
+                let p = dir.join(&dataset.path);
+                p.is_file().then_some(Located {
+                    path: p,
+                    origin: *origin,
+                })
+            })
+            .collect()
+    }
+
+    /// The first copy of `dataset` that passes [`verify`] (a corrupt copy earlier in the search
+    /// order does not shadow a good one further down); the first copy's verification error when
+    /// none passes, or the not-found error of [`DataRoots::require`].
+    pub fn require_verified(&self, dataset: &Dataset) -> Result<Located, DatasetError> {
+        let mut first_error = None;
+        for loc in self.locate_all(dataset) {
+            match dataset.verify(&loc.path) {
+                Ok(()) => return Ok(loc),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        Err(first_error.unwrap_or_else(|| DatasetError::NotFound {
+            name: dataset.name.clone(),
+            path: dataset.path.clone(),
+            searched: self.searched(),
+        }))
+    }
+
     /// Locates `dataset` and returns its path, or an error naming the searched roots.
     pub fn require(&self, dataset: &Dataset) -> Result<Located, DatasetError> {
         self.locate(dataset).ok_or_else(|| DatasetError::NotFound {
@@ -231,6 +265,13 @@ mod tests {
         std::fs::create_dir_all(a.join("sub")).unwrap();
         std::fs::write(a.join("sub/t.txt"), b"xyz").unwrap();
         assert_eq!(roots.require(&good).unwrap().origin, Origin::Env);
+        // A corrupt copy earlier in the search order does not shadow the good one.
+        assert_eq!(roots.require_verified(&good).unwrap().origin, Origin::Cache);
+        assert_eq!(roots.locate_all(&good).len(), 2);
+        assert!(matches!(
+            roots.require_verified(&bad),
+            Err(DatasetError::Mismatch { .. })
+        ));
         let _ = std::fs::remove_dir_all(a);
         let _ = std::fs::remove_dir_all(b);
     }

@@ -74,6 +74,10 @@ impl Fields<'_> {
     }
 }
 
+/// Largest `config.json` [`ModelConfig::from_hf_config_file`] reads, bytes (1 MiB; real ones are
+/// a few KiB).
+pub const MAX_HF_CONFIG_BYTES: u64 = 1 << 20;
+
 impl ModelConfig {
     /// Parses the text of a Hugging Face `config.json`.
     ///
@@ -184,15 +188,27 @@ impl ModelConfig {
         Ok(m)
     }
 
-    /// Reads and parses a `config.json` file.
+    /// Reads and parses a `config.json` file of at most [`MAX_HF_CONFIG_BYTES`].
     ///
     /// # Errors
-    /// [`MemoryError::InvalidInput`] when the file cannot be read, else as
+    /// [`MemoryError::InvalidInput`] when the file cannot be read or is longer than
+    /// [`MAX_HF_CONFIG_BYTES`] (read no further, e.g. `/dev/zero`), else as
     /// [`ModelConfig::from_hf_config_json`].
     pub fn from_hf_config_file(path: &std::path::Path) -> Result<ModelConfig> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        use std::io::Read;
+        let cannot = |e: &dyn std::fmt::Display| {
             MemoryError::InvalidInput(format!("cannot read {}: {e}", path.display()))
-        })?;
+        };
+        let file = std::fs::File::open(path).map_err(|e| cannot(&e))?;
+        let mut text = String::new();
+        file.take(MAX_HF_CONFIG_BYTES + 1)
+            .read_to_string(&mut text)
+            .map_err(|e| cannot(&e))?;
+        if text.len() as u64 > MAX_HF_CONFIG_BYTES {
+            return Err(cannot(&format_args!(
+                "longer than {MAX_HF_CONFIG_BYTES} bytes, not a config.json"
+            )));
+        }
         ModelConfig::from_hf_config_json(&text)
     }
 }

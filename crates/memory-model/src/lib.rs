@@ -47,6 +47,7 @@
 mod breakdown;
 mod error;
 mod hf;
+pub use hf::MAX_HF_CONFIG_BYTES;
 mod layers;
 mod model;
 mod operator;

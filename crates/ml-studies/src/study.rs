@@ -29,6 +29,26 @@ pub struct StudyData {
 }
 
 impl StudyData {
+    /// A 64-bit FNV-1a fingerprint of the vocabulary size and the three token streams, stable
+    /// across runs and toolchains: a cache key for checkpoints trained on this data.
+    pub fn fingerprint(&self) -> u64 {
+        const PRIME: u64 = 0x0000_0100_0000_01b3;
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut feed = |x: u64| {
+            for b in x.to_le_bytes() {
+                h = (h ^ u64::from(b)).wrapping_mul(PRIME);
+            }
+        };
+        feed(self.tokenizer.vocab_size() as u64);
+        for stream in [&self.source, &self.target_train, &self.target_eval] {
+            feed(stream.len() as u64);
+            stream.iter().for_each(|&t| feed(u64::from(t)));
+        }
+        h
+    }
+}
+
+impl StudyData {
     /// Builds the streams: the source text as is; target sentences split 90/10 by index
     /// (every tenth sentence held out), one sentence per line.
     pub fn new(source: &str, target_sentences: &[String]) -> Self {

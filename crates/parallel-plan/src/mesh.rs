@@ -219,6 +219,16 @@ impl DeviceMesh {
         if self.axes.is_empty() || self.axes.len() > 3 {
             return bad(format!("needs 1–3 axes, has {}", self.axes.len()));
         }
+        let devices = self
+            .axes
+            .iter()
+            .try_fold(1u64, |n, a| n.checked_mul(a.size as u64));
+        if devices.is_none_or(|n| n > memory_model::MAX_DEVICES) {
+            return bad(format!(
+                "has more than {} devices, the most memory-model supports",
+                memory_model::MAX_DEVICES
+            ));
+        }
         for a in &self.axes {
             if a.size == 0 {
                 return bad(format!("axis `{}` has size 0", a.name));

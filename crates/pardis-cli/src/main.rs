@@ -65,7 +65,32 @@ subcommands! {
     Ml(ml, "ml", "ml"),
 }
 
+/// Turns the standard library's panic on a failed `println!` into what command-line tools do: a
+/// closed pipe (`pardis … | head -1`) ends the program quietly with success, any other write
+/// error (a full disk) is reported in one line with exit status 1. Other panics keep the
+/// default report.
+fn handle_stdout_errors() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if let Some(reason) = message.strip_prefix("failed printing to stdout: ") {
+            if reason.starts_with("Broken pipe") {
+                std::process::exit(0);
+            }
+            eprintln!("error: writing to standard output: {reason}");
+            std::process::exit(1);
+        }
+        default(info);
+    }));
+}
+
 fn main() {
+    handle_stdout_errors();
     let cli = Cli::parse();
     let result = dispatch(cli.command);
     if let Err(e) = result {

@@ -1,7 +1,32 @@
 //! Shared presentation helpers: tables, byte units, progress bars.
 #![cfg_attr(not(feature = "full"), allow(dead_code))]
 
+use std::io::Read;
+use std::path::Path;
+
+use anyhow::Context;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, ContentArrangement, Table};
+
+/// Largest JSON document the CLI reads (a computation graph, a device mesh), bytes.
+pub(crate) const MAX_JSON_BYTES: u64 = 64 << 20;
+
+/// Reads `path` as text of at most `max` bytes; a longer input (e.g. `/dev/zero`) is an error
+/// naming the limit, read no further.
+pub(crate) fn read_text_capped(path: &Path, max: u64) -> anyhow::Result<String> {
+    let file = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut text = String::new();
+    file.take(max + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("reading {}", path.display()))?;
+    if text.len() as u64 > max {
+        anyhow::bail!(
+            "reading {}: longer than {} (the limit for this input)",
+            path.display(),
+            bytes(max)
+        );
+    }
+    Ok(text)
+}
 
 /// A table with the house style: condensed UTF-8 borders, wrapped to the terminal.
 pub(crate) fn table<I, S>(header: I) -> Table

@@ -16,7 +16,7 @@ pub(crate) struct Args {
 enum Action {
     /// List every data set with its found/missing status and where it was found.
     List {
-        /// Only data sets of this kind (graph, matrix, tabular, text, image).
+        /// Only data sets of this kind (graph, matrix, tabular, text, image, model).
         #[arg(long)]
         kind: Option<String>,
         /// Also check size and sha256 of every file found (reads all files).
@@ -48,7 +48,16 @@ struct Row<'a> {
 }
 
 fn row<'a>(d: &'a Dataset, roots: &DataRoots, verify: bool) -> Row<'a> {
-    let loc = roots.locate(d);
+    // Verifying: the first copy that passes, as `datasets path` uses; else the first copy.
+    let (loc, verified) = if !verify {
+        (roots.locate(d), None)
+    } else if let Ok(l) = roots.require_verified(d) {
+        (Some(l), Some(true))
+    } else {
+        let l = roots.locate(d);
+        let v = l.as_ref().map(|_| false);
+        (l, v)
+    };
     Row {
         name: &d.name,
         kind: &d.kind,
@@ -57,10 +66,7 @@ fn row<'a>(d: &'a Dataset, roots: &DataRoots, verify: bool) -> Row<'a> {
         found: loc.is_some(),
         origin: loc.as_ref().map(|l| l.origin.to_string()),
         path: loc.as_ref().map(|l| l.path.display().to_string()),
-        verified: match (&loc, verify) {
-            (Some(l), true) => Some(d.verify(&l.path).is_ok()),
-            _ => None,
-        },
+        verified,
         url: &d.url,
         license: &d.license,
     }
@@ -71,15 +77,31 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let roots = DataRoots::from_env();
     match args.action {
         Action::List { kind, verify, json } => {
+            if let Some(k) = kind.as_deref() {
+                let mut kinds: Vec<&str> =
+                    manifest.datasets.iter().map(|d| d.kind.as_str()).collect();
+                kinds.sort_unstable();
+                kinds.dedup();
+                if !kinds.contains(&k) {
+                    anyhow::bail!("unknown kind `{k}`; the manifest has: {}", kinds.join(", "));
+                }
+            }
             let rows: Vec<Row<'_>> = manifest
                 .datasets
                 .iter()
                 .filter(|d| kind.as_deref().is_none_or(|k| d.kind == k))
                 .map(|d| row(d, &roots, verify))
                 .collect();
+            let mismatched = rows.iter().filter(|r| r.verified == Some(false)).count();
+            let verdict = || -> anyhow::Result<()> {
+                if mismatched > 0 {
+                    anyhow::bail!("{mismatched} data set(s) failed verification (size or sha256)");
+                }
+                Ok(())
+            };
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows)?);
-                return Ok(());
+                return verdict();
             }
             let mut t = output::table(["name", "kind", "size", "status", "where"]);
             for r in &rows {
@@ -109,13 +131,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             if found < rows.len() {
                 println!("missing ones can be downloaded with scripts/fetch-datasets.sh (needs internet)");
             }
-            Ok(())
+            verdict()
         }
         Action::Path { name } => {
             let d = manifest.get(&name)?;
-            let loc = roots.require(d)?;
-            d.verify(&loc.path)
-                .with_context(|| format!("data set `{name}` failed verification"))?;
+            let loc = roots
+                .require_verified(d)
+                .with_context(|| format!("data set `{name}`: no copy passes verification"))?;
             println!("{}", loc.path.display());
             Ok(())
         }

@@ -117,12 +117,36 @@ struct StudyArgs {
     /// otherwise).
     #[arg(long, value_delimiter = ',')]
     ranks: Option<Vec<usize>>,
-    /// Output directory for the pretrained checkpoint and the PNG plot.
+    /// Output directory for the pretrained checkpoint (a cache, keyed on the preset, the steps
+    /// and the data) and the PNG plot.
     #[arg(long, default_value = "qlora-study-out")]
     out: PathBuf,
+    /// Replace an existing plot in --out (otherwise the command stops before training).
+    #[arg(long)]
+    force: bool,
     /// Emit machine-readable JSON on stdout.
     #[arg(long)]
     json: bool,
+}
+
+/// Makes `out` (a directory) and checks that none of `outputs` exists in it unless `force`:
+/// the command never replaces a file the user did not ask it to, and finds out before
+/// training. A child of `--jobs` (which writes no outputs) passes no `outputs`.
+fn prepare_out(out: &std::path::Path, outputs: &[&str], force: bool) -> anyhow::Result<()> {
+    if out.exists() && !out.is_dir() {
+        anyhow::bail!("--out {} exists and is not a directory", out.display());
+    }
+    std::fs::create_dir_all(out).map_err(|e| anyhow::anyhow!("creating {}: {e}", out.display()))?;
+    for name in outputs {
+        let path = out.join(name);
+        if path.exists() && !force {
+            anyhow::bail!(
+                "{} exists; pass --force to replace it, or choose another --out",
+                path.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 mod anomaly;
@@ -201,12 +225,20 @@ fn qlora_study(a: StudyArgs) -> anyhow::Result<()> {
     if let Some(s) = a.pretrain_steps {
         cfg.pretrain_steps = s;
     }
-    std::fs::create_dir_all(&a.out)?;
-    cfg.pretrained_path = Some(a.out.join(format!(
-        "pretrained-{}-{}.safetensors",
-        cfg.preset, cfg.pretrain_steps
-    )));
+    let outputs: &[&str] = if a.save_report.is_some() {
+        &[]
+    } else {
+        &["qlora-rank-sweep.png"]
+    };
+    prepare_out(&a.out, outputs, a.force)?;
     let data = StudyData::load(&DataRoots::from_env())?;
+    // The cache is keyed on the data too: a changed training text never reuses a checkpoint.
+    cfg.pretrained_path = Some(a.out.join(format!(
+        "pretrained-{}-{}-{:016x}.safetensors",
+        cfg.preset,
+        cfg.pretrain_steps,
+        data.fingerprint()
+    )));
     if let Some(path) = &a.save_report {
         // A child of `--jobs`: progress goes to the parent as lines on stderr.
         let rep = run_study(&cfg, &data, &mut seeds::ChildHooks)?;
@@ -332,7 +364,12 @@ fn minilm_study(a: StudyArgs) -> anyhow::Result<()> {
     }
     cfg.run.train_per_class = a.train_per_class;
     cfg.run.test_per_class = a.test_per_class;
-    std::fs::create_dir_all(&a.out)?;
+    let outputs: &[&str] = if a.save_report.is_some() {
+        &[]
+    } else {
+        &["minilm-rank-sweep.png"]
+    };
+    prepare_out(&a.out, outputs, a.force)?;
     let mut load = || Bert::load(m.cfg, &m.weights);
     let variants = relation_variants(&cfg, &m.cfg);
     let (pad, per_class) = (pad_id(&m.tok), &m.per_class);

@@ -91,8 +91,7 @@ pub(crate) struct Args {
 fn mesh(args: &Args) -> anyhow::Result<DeviceMesh> {
     let mut mesh = match &args.mesh_json {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
+            let text = crate::output::read_text_capped(path, crate::output::MAX_JSON_BYTES)?;
             DeviceMesh::from_json(&text)?
         }
         None => DeviceMesh::preset(&args.mesh, args.nodes)?,
@@ -475,8 +474,7 @@ fn print_operators(operators: &[OperatorPlan]) {
 /// `--graph`: a custom computation graph on the whole mesh.
 fn run_graph(args: &Args, path: &std::path::Path) -> anyhow::Result<()> {
     check_slack(args)?;
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = crate::output::read_text_capped(path, crate::output::MAX_JSON_BYTES)?;
     let graph = ComputationGraph::from_json(&text)?;
     let mesh = mesh(args)?;
     let solver = SolverConfig {

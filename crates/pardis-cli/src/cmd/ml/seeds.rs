@@ -99,6 +99,31 @@ pub(super) fn run_children(children: Vec<Child>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A directory only this process writes to, for its children's reports: created new (never an
+/// existing one) under the system's temporary directory, removed with everything in it when
+/// dropped. The user's `--out` directory only receives the files the command documents.
+struct PrivateDir(PathBuf);
+
+impl PrivateDir {
+    fn new() -> anyhow::Result<Self> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir =
+            std::env::temp_dir().join(format!("pardis-seeds-{}-{nanos:09}", std::process::id()));
+        std::fs::create_dir(&dir)
+            .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))?;
+        Ok(PrivateDir(dir))
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        // Only what this process created: the directory made by `new` and its children's files.
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Pretrains (or loads `cfg.pretrained_path`) here, then fine-tunes `cfg.seeds` split into
 /// `jobs` contiguous groups, one child process each, and merges their rows (variant-major,
 /// seeds in order) into this process's report.
@@ -118,11 +143,14 @@ pub(super) fn run_in_processes(
     bar.0.finish_and_clear();
 
     let per = cfg.seeds.len().div_ceil(jobs);
+    let private = PrivateDir::new()?;
     let children: Vec<Child> = cfg
         .seeds
         .chunks(per)
         .map(|group| {
-            let report = out.join(format!("seeds-{}-{}.json", group[0], group.len()));
+            let report = private
+                .0
+                .join(format!("seeds-{}-{}.json", group[0], group.len()));
             let mut args: Vec<std::ffi::OsString> = ["ml", "qlora-study", "--preset"]
                 .iter()
                 .map(Into::into)
@@ -154,7 +182,6 @@ pub(super) fn run_in_processes(
     for file in files {
         let part: StudyReport = serde_json::from_str(&std::fs::read_to_string(&file)?)?;
         rep.rows.extend(part.rows);
-        std::fs::remove_file(&file).ok();
     }
     // Variant-major in run order, seeds in order (each child's rows are seed-major).
     let key = |r: &StudyRow| (r.group.clone(), r.variant.clone());
@@ -173,12 +200,13 @@ pub(super) fn minilm_in_processes(
 ) -> anyhow::Result<Vec<RelationStudyRow>> {
     let per = cfg.seeds.len().div_ceil(jobs);
     let ranks: Vec<String> = cfg.ranks.iter().map(|r| r.to_string()).collect();
+    let private = PrivateDir::new()?;
     let children: Vec<Child> = cfg
         .seeds
         .chunks(per)
         .map(|group| {
-            let report = a
-                .out
+            let report = private
+                .0
                 .join(format!("minilm-seeds-{}-{}.json", group[0], group.len()));
             let mut args: Vec<std::ffi::OsString> = Vec::new();
             for (flag, v) in [
@@ -210,7 +238,6 @@ pub(super) fn minilm_in_processes(
         rows.extend(serde_json::from_str::<Vec<RelationStudyRow>>(
             &std::fs::read_to_string(&file)?,
         )?);
-        std::fs::remove_file(&file).ok();
     }
     // Variant-major (each child ran the same variant list), seeds in order: a stable sort by
     // the variant's first position.
