@@ -283,9 +283,12 @@ impl FeatureTable {
         Self::from_parts(instances, sizes, relations)
     }
 
-    /// [`FeatureTable::build`] through a cache directory: the table is read from
-    /// `<dir>/features-<hash>.safetensors` when present (hash: FNV-1a of the tokenised
-    /// relations and the feature width) and written there otherwise. Without `dir`, builds.
+    /// [`FeatureTable::build`] through a cache directory for the instance features (the
+    /// expensive part): they are read from `<dir>/instances-<hash>.safetensors` when present
+    /// (hash: FNV-1a of the tokenised instances and the feature width) and written there
+    /// otherwise; the relation features (one short text per relation) are always computed, so
+    /// the with- and without-description settings share one instance cache. Without `dir`,
+    /// builds.
     pub fn cached(
         enc: &FewShotEncoder,
         rels: &[EncodedRelation],
@@ -295,30 +298,27 @@ impl FeatureTable {
             return Self::build(enc, rels);
         };
         let path = dir.join(format!(
-            "features-{:016x}.safetensors",
-            input_hash(rels, enc.feature_dim())
+            "instances-{:016x}.safetensors",
+            instance_hash(rels, enc.feature_dim())
         ));
         let sizes: Vec<usize> = rels.iter().map(|r| r.instances.len()).collect();
+        let texts: Vec<&[u32]> = rels.iter().map(|r| r.text.as_slice()).collect();
         if path.is_file() {
             let map = crate::train::params::read_checkpoint(&path, &Device::Cpu)?;
-            let get = |name: &str| {
-                map.get(name)
+            let instances =
+                map.get("instances")
                     .cloned()
                     .ok_or_else(|| MlError::MissingTensor {
                         path: path.clone(),
-                        name: name.into(),
-                    })
-            };
-            let table = Self::from_parts(get("instances")?, sizes, get("relations")?)?;
-            return Ok(table);
+                        name: "instances".into(),
+                    })?;
+            let relations = enc.relation_features(&texts, false)?;
+            return Self::from_parts(instances, sizes, relations);
         }
         let table = Self::build(enc, rels)?;
         std::fs::create_dir_all(dir).map_err(|e| MlError::io(dir, e))?;
-        let map: std::collections::HashMap<String, Tensor> = [
-            ("instances".to_string(), table.instances.clone()),
-            ("relations".to_string(), table.relations.clone()),
-        ]
-        .into();
+        let map: std::collections::HashMap<String, Tensor> =
+            [("instances".to_string(), table.instances.clone())].into();
         candle_core::safetensors::save(&map, &path).map_err(|e| match e {
             candle_core::Error::Io(io) => MlError::io(&path, io),
             other => MlError::Candle(other),
@@ -373,8 +373,8 @@ impl FeatureTable {
     }
 }
 
-/// FNV-1a over the tokenised relations (ids, marker positions) and the feature width.
-fn input_hash(rels: &[EncodedRelation], width: usize) -> u64 {
+/// FNV-1a over the tokenised instances (ids, marker positions) and the feature width.
+pub fn instance_hash(rels: &[EncodedRelation], width: usize) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |x: u64| {
         for b in x.to_le_bytes() {
@@ -384,8 +384,6 @@ fn input_hash(rels: &[EncodedRelation], width: usize) -> u64 {
     };
     eat(width as u64);
     for r in rels {
-        eat(r.text.len() as u64);
-        r.text.iter().for_each(|&t| eat(t as u64));
         eat(r.instances.len() as u64);
         for e in &r.instances {
             eat(e.ids.len() as u64);

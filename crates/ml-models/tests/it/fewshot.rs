@@ -282,8 +282,8 @@ fn micro_encoder_training_beats_chance_on_unseen_relations() {
     );
 }
 
-/// The feature cache writes a table once and reads back the same values; other input gets
-/// another file.
+/// The feature cache writes the instance table once and reads back the same values; relation
+/// texts without descriptions share it, other instances get another file.
 #[test]
 fn feature_cache_round_trips() {
     let rel = |id: &str, w: &str| RelationSet {
@@ -311,6 +311,11 @@ fn feature_cache_round_trips() {
     assert_eq!(v(&read.instances), v(&built.instances));
     assert_eq!(v(&read.relations), v(&built.relations));
     let names_only = enc.encode(&rels, false).unwrap();
-    FeatureTable::cached(&enc, &names_only, Some(&dir)).unwrap();
+    let t = FeatureTable::cached(&enc, &names_only, Some(&dir)).unwrap();
+    assert_eq!(files(), 1);
+    assert_eq!(v(&t.instances), v(&built.instances));
+    assert_ne!(v(&t.relations), v(&built.relations));
+    let fewer = enc.encode(&rels[..1], true).unwrap();
+    FeatureTable::cached(&enc, &fewer, Some(&dir)).unwrap();
     assert_eq!(files(), 2);
 }
