@@ -713,6 +713,17 @@ pub fn run_benchmark(
         train: cap(&split.train, cfg.max_train_instances),
         test: cap(&split.test, cfg.max_test_instances),
     };
+    // Every shape must fit both sides before anything trains.
+    for &shape in &cfg.shapes {
+        for (side, rels) in [("training", &split.train), ("test", &split.test)] {
+            let sizes: Vec<usize> = rels.iter().map(|r| r.instances.len()).collect();
+            let ids: Vec<&str> = rels.iter().map(|r| r.id.as_str()).collect();
+            EpisodeSampler::new(&sizes, &ids, shape, 0).map_err(|e| match e {
+                MlError::InvalidInput(m) => MlError::InvalidInput(format!("{side} set: {m}")),
+                other => other,
+            })?;
+        }
+    }
     let mut rows = Vec::new();
     let mut cache_seconds = 0.0;
     let frozen = match &cfg.encoder {

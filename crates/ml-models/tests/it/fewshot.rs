@@ -319,3 +319,39 @@ fn feature_cache_round_trips() {
     FeatureTable::cached(&enc, &fewer, Some(&dir)).unwrap();
     assert_eq!(files(), 2);
 }
+
+/// A shape the test relations cannot fill fails before anything trains.
+#[test]
+fn benchmark_rejects_impossible_shapes_up_front() {
+    use ml_models::hyperbolic::pohrl::{run_benchmark, BenchmarkConfig, EncoderChoice};
+    let rel = |id: String| RelationSet {
+        id: id.clone(),
+        name: id.clone(),
+        description: id,
+        instances: (0..12).map(|_| inst(&["a", "b", "c"])).collect(),
+    };
+    let split = MetaSplit {
+        train: (0..12).map(|i| rel(format!("T{i}"))).collect(),
+        test: (0..8).map(|i| rel(format!("E{i}"))).collect(),
+    };
+    let cfg = BenchmarkConfig {
+        encoder: EncoderChoice::Tiny(Some(micro)),
+        methods: Method::ALL.to_vec(),
+        shapes: vec![
+            EpisodeConfig { n: 5, k: 1, q: 5 },
+            EpisodeConfig { n: 10, k: 1, q: 5 },
+        ],
+        episodes: 10,
+        train_steps: 1_000_000,
+        lr: 1e-3,
+        descriptions: true,
+        seed: 0,
+        pohrl: PohrlConfig::default(),
+        max_train_instances: None,
+        max_test_instances: None,
+    };
+    let mut phases = 0;
+    let e = run_benchmark(&split, &cfg, &mut |_| phases += 1, &mut NoCallback).unwrap_err();
+    assert!(e.to_string().contains("test set"), "{e}");
+    assert_eq!(phases, 0, "nothing started");
+}
