@@ -4,8 +4,8 @@
 //!   CLI's `plan` subcommand in release mode and runs `pardis plan` on its built-in defaults (the
 //!   main job).
 //! - `cargo xtask test`: everything CI runs, cheapest first: fmt, clippy, tests, selective-build
-//!   checks of the umbrella crate and of the demo's CLI, packaging of the published crates,
-//!   docs. Prints the wall time of each step.
+//!   checks of the umbrella crate and of the demo's CLI, 50 s of parser fuzzing under a memory
+//!   cap, packaging of the published crates, docs. Prints the wall time of each step.
 //! - `cargo xtask deps`: only installs missing system packages.
 
 use std::process::{Command, ExitCode};
@@ -407,6 +407,21 @@ fn test() -> Result<(), String> {
         eprintln!("sparse-only and graph-only umbrellas keep the kernel crates apart");
         eprintln!("sparse-only umbrella is free of {}", HEAVY.join(", "));
         Ok(())
+    })?;
+    step("fuzz", &mut || {
+        // Every parser, 50 s in all, under a 4 GiB address-space cap so that an allocation
+        // sized by a file's header aborts the run (see fuzz/README.md).
+        run("cargo", &["build", "-p", "pardis-fuzz"], &[])?;
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+        let bin = target.join("debug").join("pardis-fuzz");
+        let bin = bin.to_str().ok_or("the target directory is not UTF-8")?;
+        run(
+            "sh",
+            &["-c", "ulimit -v 4194304 && exec \"$0\" --seconds 50", bin],
+            &[],
+        )
     })?;
     step("package", &mut || {
         // Every library crate and the umbrella must be importable from crates.io: packaging

@@ -22,6 +22,10 @@ impl Fields<'_> {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Number(n)) => match n.as_u64() {
                 Some(0) => Err(Self::field_err(field, "must be positive, got 0")),
+                Some(v) if v > MAX_HF_INTEGER => Err(Self::field_err(
+                    field,
+                    format!("{v} is larger than any model dimension (at most {MAX_HF_INTEGER})"),
+                )),
                 Some(v) => Ok(Some(v)),
                 None => Err(Self::field_err(
                     field,
@@ -73,6 +77,10 @@ impl Fields<'_> {
         }
     }
 }
+
+/// Largest integer a `config.json` field may hold (2³²): far above any real dimension, and small
+/// enough that the derived sizes (e.g. `4 × hidden`) cannot overflow before validation.
+const MAX_HF_INTEGER: u64 = 1 << 32;
 
 /// Largest `config.json` [`ModelConfig::from_hf_config_file`] reads, bytes (1 MiB; real ones are
 /// a few KiB).

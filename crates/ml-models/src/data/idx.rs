@@ -52,7 +52,6 @@ pub fn parse_idx(b: &[u8], path: &Path) -> Result<IdxArray> {
     let shape: Vec<usize> = (0..nd)
         .map(|i| u32::from_be_bytes(b[4 + 4 * i..8 + 4 * i].try_into().expect("4 bytes")) as usize)
         .collect();
-    let n: usize = shape.iter().product();
     let size = match ty {
         0x08 | 0x09 => 1,
         0x0B => 2,
@@ -61,14 +60,18 @@ pub fn parse_idx(b: &[u8], path: &Path) -> Result<IdxArray> {
         t => return Err(bad(format!("unknown element type 0x{t:02x}"))),
     };
     let body = &b[hdr..];
-    if body.len() < n * size {
+    // Checked: a header's dimensions may multiply past usize; the body bounds the size.
+    let need = shape
+        .iter()
+        .try_fold(size, |acc: usize, &d| acc.checked_mul(d))
+        .filter(|&bytes| bytes <= body.len());
+    let Some(need) = need else {
         return Err(bad(format!(
-            "body has {} bytes, shape {shape:?} needs {}",
-            body.len(),
-            n * size
+            "body has {} bytes, fewer than shape {shape:?} needs",
+            body.len()
         )));
-    }
-    let body = &body[..n * size];
+    };
+    let body = &body[..need];
     let data = if ty == 0x08 {
         IdxData::U8(body.to_vec())
     } else {

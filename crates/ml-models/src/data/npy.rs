@@ -77,7 +77,11 @@ pub fn parse_npy(bytes: &[u8], path: &Path) -> Result<NpyArray> {
     let fortran = dict_value(header, "fortran_order").is_some_and(|v| v.starts_with("True"));
     let shape_txt = dict_value(header, "shape").ok_or_else(|| bad("no 'shape' in header"))?;
     let shape = parse_shape(shape_txt).ok_or_else(|| bad("bad 'shape' tuple"))?;
-    let n: usize = shape.iter().product();
+    // Checked: a header's shape may multiply past usize (the body bounds it below).
+    let n = shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| bad("shape overflows the address space"))?;
     let (big, kind) = match descr.as_bytes().first() {
         Some(b'>') => (true, &descr[1..]),
         Some(b'<' | b'|' | b'=') => (false, &descr[1..]),
@@ -91,11 +95,10 @@ pub fn parse_npy(bytes: &[u8], path: &Path) -> Result<NpyArray> {
         "i1" | "u1" | "b1" => 1,
         other => return Err(bad(&format!("unsupported dtype '{other}'"))),
     };
-    if body.len() < n * size {
+    if n.checked_mul(size).is_none_or(|need| body.len() < need) {
         return Err(bad(&format!(
-            "body has {} bytes, shape needs {}",
-            body.len(),
-            n * size
+            "body has {} bytes, shape {shape:?} needs {n} elements of {size} bytes",
+            body.len()
         )));
     }
     let data: Vec<f64> = body[..n * size]

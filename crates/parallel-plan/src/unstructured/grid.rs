@@ -113,6 +113,20 @@ impl Grid {
         if n.iter().any(|&v| v > u32::MAX as usize) {
             return Err(bad(no, "header: a count exceeds u32".into()));
         }
+        // One line per node, cell, edge and boundary edge: a header that declares more lines
+        // than the text holds is a truncated file, found before anything is allocated for it.
+        let declared = n.iter().sum::<usize>();
+        let held = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .count()
+            .saturating_sub(1);
+        if declared > held {
+            return Err(bad(
+                text.lines().count(),
+                format!("file ends early: the header declares {declared} lines of data, it holds {held}"),
+            ));
+        }
         let mut g = Grid {
             x: Vec::with_capacity(2 * nnode),
             cell: Vec::with_capacity(4 * ncell),
