@@ -92,6 +92,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .parse()
             .ok()
             .filter(|&m: &usize| m > 0),
+        checkpoints: None,
     };
     let start = Instant::now();
     let rep = run_benchmark(

@@ -629,6 +629,17 @@ pub enum EncoderChoice {
     },
 }
 
+/// Trained models on disk, one safetensors file per encoder, method and shape
+/// (`<dir>/<tiny|minilm>-<method>-<N>x<K>.safetensors`: the head, and the tiny encoder's weights).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checkpoints {
+    /// Write every trained model into this directory.
+    Save(std::path::PathBuf),
+    /// Skip training: read every model from this directory (typed errors when a file is
+    /// missing or does not fit the model).
+    Load(std::path::PathBuf),
+}
+
 /// A benchmark: methods × episode shapes on one split.
 #[derive(Debug, Clone)]
 pub struct BenchmarkConfig {
@@ -655,6 +666,8 @@ pub struct BenchmarkConfig {
     pub max_train_instances: Option<usize>,
     /// Use at most this many instances of each test relation (`None`: all).
     pub max_test_instances: Option<usize>,
+    /// Save trained models, or load them instead of training.
+    pub checkpoints: Option<Checkpoints>,
 }
 
 /// One cell of a benchmark.
@@ -691,6 +704,22 @@ pub struct BenchmarkReport {
     pub cache_seconds: f64,
     /// Training and test relations.
     pub relations: (usize, usize),
+}
+
+/// Loads `load` into `store`, or saves `store` as `file` when checkpoints are to be saved.
+fn checkpoint(
+    store: &ParamStore,
+    load: Option<&std::path::Path>,
+    mode: Option<&Checkpoints>,
+    file: &str,
+) -> Result<()> {
+    if let Some(path) = load {
+        store.load(path)?;
+    } else if let Some(Checkpoints::Save(dir)) = mode {
+        std::fs::create_dir_all(dir).map_err(|e| MlError::io(dir, e))?;
+        store.save(&dir.join(file), &[])?;
+    }
+    Ok(())
 }
 
 /// Trains and evaluates every method × shape of `cfg` on `split`; `phase` hears what starts
@@ -744,8 +773,22 @@ pub fn run_benchmark(
     };
     for &shape in &cfg.shapes {
         for &method in &cfg.methods {
+            let encoder_name = match cfg.encoder {
+                EncoderChoice::Tiny(_) => "tiny",
+                EncoderChoice::MiniLm { .. } => "minilm",
+            };
+            let file = format!(
+                "{encoder_name}-{}-{}x{}.safetensors",
+                method.name(),
+                shape.n,
+                shape.k
+            );
+            let load = match &cfg.checkpoints {
+                Some(Checkpoints::Load(dir)) => Some(dir.join(&file)),
+                _ => None,
+            };
             let settings = TrainSettings {
-                steps: cfg.train_steps,
+                steps: if load.is_some() { 0 } else { cfg.train_steps },
                 lr: cfg.lr,
                 episode: shape,
                 seed: cfg.seed,
@@ -769,6 +812,7 @@ pub fn run_benchmark(
                         Some(train_table),
                         cb,
                     )?;
+                    checkpoint(&store, load.as_deref(), cfg.checkpoints.as_ref(), &file)?;
                     phase(&format!(
                         "{} {}-way {}-shot: testing",
                         method.name(),
@@ -798,6 +842,7 @@ pub fn run_benchmark(
                         None,
                         cb,
                     )?;
+                    checkpoint(&store, load.as_deref(), cfg.checkpoints.as_ref(), &file)?;
                     phase(&format!(
                         "{} {}-way {}-shot: testing",
                         method.name(),

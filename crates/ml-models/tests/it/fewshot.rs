@@ -349,9 +349,69 @@ fn benchmark_rejects_impossible_shapes_up_front() {
         pohrl: PohrlConfig::default(),
         max_train_instances: None,
         max_test_instances: None,
+        checkpoints: None,
     };
     let mut phases = 0;
     let e = run_benchmark(&split, &cfg, &mut |_| phases += 1, &mut NoCallback).unwrap_err();
     assert!(e.to_string().contains("test set"), "{e}");
     assert_eq!(phases, 0, "nothing started");
+}
+
+/// Saved models load back into the same accuracy without training; a missing file is a typed
+/// error.
+#[test]
+fn benchmark_checkpoints_round_trip() {
+    use ml_models::hyperbolic::pohrl::{
+        run_benchmark, BenchmarkConfig, Checkpoints, EncoderChoice,
+    };
+    let rel = |id: String, w: &str| RelationSet {
+        id: id.clone(),
+        name: id.clone(),
+        description: format!("{w} {id}"),
+        instances: (0..8)
+            .map(|i| inst(&["x", w, &format!("{w}{}", i % 3), "y"]))
+            .collect(),
+    };
+    let words = [
+        "red", "green", "blue", "cyan", "pink", "gray", "gold", "teal", "navy",
+    ];
+    let split = MetaSplit {
+        train: words[..6]
+            .iter()
+            .enumerate()
+            .map(|(i, w)| rel(format!("T{i}"), w))
+            .collect(),
+        test: words[6..]
+            .iter()
+            .enumerate()
+            .map(|(i, w)| rel(format!("E{i}"), w))
+            .collect(),
+    };
+    let dir = scratch("checkpoints");
+    let mut cfg = BenchmarkConfig {
+        encoder: EncoderChoice::Tiny(Some(micro)),
+        methods: vec![Method::Pohrl],
+        shapes: vec![EpisodeConfig { n: 3, k: 1, q: 2 }],
+        episodes: 20,
+        train_steps: 3,
+        lr: 1e-3,
+        descriptions: true,
+        seed: 0,
+        pohrl: PohrlConfig {
+            proj_dim: 16,
+            ..PohrlConfig::default()
+        },
+        max_train_instances: None,
+        max_test_instances: None,
+        checkpoints: Some(Checkpoints::Save(dir.clone())),
+    };
+    let trained = run_benchmark(&split, &cfg, &mut |_| {}, &mut NoCallback).unwrap();
+    assert!(dir.join("tiny-pohrl-3x1.safetensors").is_file());
+    cfg.checkpoints = Some(Checkpoints::Load(dir.clone()));
+    let loaded = run_benchmark(&split, &cfg, &mut |_| {}, &mut NoCallback).unwrap();
+    assert_eq!(loaded.rows[0].train_steps, 0);
+    assert_eq!(loaded.rows[0].accuracy, trained.rows[0].accuracy);
+    cfg.methods = vec![Method::Proto];
+    let e = run_benchmark(&split, &cfg, &mut |_| {}, &mut NoCallback).unwrap_err();
+    assert!(matches!(e, MlError::Io { .. }), "{e}");
 }

@@ -1,5 +1,6 @@
 //! `pardis ml fewrel` (issue #28): few-shot relation extraction on FewRel with PO-HRL and its
-//! baselines; training on the meta-train relations happens inside the command.
+//! baselines; training on the meta-train relations happens inside the command unless
+//! `--checkpoints DIR` names models saved by `--save-checkpoints DIR`.
 
 use std::path::PathBuf;
 
@@ -7,7 +8,7 @@ use anyhow::Context;
 
 use pardis::ml::fewshot::{load_split, EpisodeConfig};
 use pardis::ml::hyperbolic::pohrl::{
-    run_benchmark, BenchmarkConfig, EncoderChoice, Method, PohrlConfig,
+    run_benchmark, BenchmarkConfig, Checkpoints, EncoderChoice, Method, PohrlConfig,
 };
 use pardis::ml::train::{StepMetrics, TrainCallback};
 use pardis_datasets::{DataRoots, Origin};
@@ -25,7 +26,8 @@ pub(super) struct FewrelArgs {
     /// pohrl, proto, proto-desc, pohrl-no-cone, or all; several as proto,pohrl.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     method: Vec<String>,
-    /// Classes per episode (N-way); several as 5,10.
+    /// Classes per episode (N-way); several as 5,10. The default test set has 8 relations, so
+    /// 10-way needs --data semeval or another file.
     #[arg(long, value_delimiter = ',', default_value = "5")]
     n: Vec<usize>,
     /// Support instances per class (K-shot); several as 1,5.
@@ -63,6 +65,12 @@ pub(super) struct FewrelArgs {
     /// data cache, `datasets/cache/`).
     #[arg(long)]
     feature_cache: Option<PathBuf>,
+    /// Write each trained model to DIR/<encoder>-<method>-<N>x<K>.safetensors.
+    #[arg(long, value_name = "DIR", conflicts_with = "checkpoints")]
+    save_checkpoints: Option<PathBuf>,
+    /// Skip training: evaluate the models saved by --save-checkpoints in DIR.
+    #[arg(long, value_name = "DIR")]
+    checkpoints: Option<PathBuf>,
     /// Emit machine-readable JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -135,6 +143,11 @@ pub(super) fn run(a: FewrelArgs, roots: &DataRoots) -> anyhow::Result<()> {
         pohrl: PohrlConfig::default(),
         max_train_instances: a.max_train_instances,
         max_test_instances: a.max_test_instances,
+        checkpoints: match (a.save_checkpoints.clone(), a.checkpoints.clone()) {
+            (_, Some(dir)) => Some(Checkpoints::Load(dir)),
+            (Some(dir), None) => Some(Checkpoints::Save(dir)),
+            (None, None) => None,
+        },
     };
     let cells = (cfg.methods.len() * cfg.shapes.len()) as u64;
     let bar = progress(cells * a.steps as u64, "fewrel");
