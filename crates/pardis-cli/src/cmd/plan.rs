@@ -57,7 +57,7 @@ pub(crate) struct Args {
     objective: ObjectiveArg,
     /// Allowed slowdown of the min-memory plan over its reference step time (the strongest
     /// peer's, or pardis's fastest plan when no peer configuration fits).
-    #[arg(long, default_value_t = planner::DEFAULT_TIME_SLACK)]
+    #[arg(long, visible_alias = "slack", default_value_t = planner::DEFAULT_TIME_SLACK)]
     time_slack: f64,
     /// Pad the vocabulary to a multiple of N, as Megatron-LM does (128 × tensor parallel 8), so
     /// tensor parallelism can split it; 1 keeps the model's own vocabulary.
