@@ -4,11 +4,12 @@
 //!
 //! ```text
 //! cargo run --release -p ml-studies --example cil_benchmark -- \
-//!     [digits|fashion-mnist] [ORDERS] [OUT.png|-] [LABELLED_FRACTION] [METHOD,METHOD,...]
+//!     [digits|fashion-mnist] [ORDERS] [OUT.png|-] [LABELLED_FRACTION] [METHOD,METHOD,...|all] [M]
 //! ```
 //!
 //! The PNG is written only when a path other than `-` is given; `LABELLED_FRACTION` is the
-//! temporal method's share of the memory for labelled exemplars (default 0.5).
+//! temporal method's share of the memory for labelled exemplars (default 0.5), `M` the memory
+//! size (default 500).
 
 use ml_models::incremental::Method;
 use ml_studies::cil::{
@@ -23,7 +24,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(n) = args.get(1) {
         cfg.orders = n.parse()?;
     }
-    if let Some(names) = args.get(4) {
+    if let Some(m) = args.get(5) {
+        cfg.run.memory = m.parse()?;
+    }
+    if let Some(names) = args.get(4).filter(|n| *n != "all") {
         cfg.methods = names
             .split(',')
             .map(Method::by_name)
@@ -38,21 +42,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let (train, test) = data.load(&DataRoots::from_env())?;
-    eprintln!(
-        "{}: {} train / {} test rows, {} tasks, ρ = {}, M = {}, {} steps per task",
-        data.name(),
-        train.len(),
-        test.len(),
-        cfg.tasks,
-        cfg.label_ratio,
-        cfg.run.memory,
-        cfg.run.steps_per_task
-    );
+    eprintln!("{}", cfg.describe(&train, &test));
     let rows = run_cil_benchmark(&cfg, &train, &test, &mut |r| {
-        eprintln!(
-            "  order {} {:9} final {:.3} avg inc {:.3} forgetting {:.3} ({:.0} s)",
-            r.order, r.method, r.final_accuracy, r.average_incremental, r.forgetting, r.seconds
-        );
+        eprintln!("{}", r.progress_line());
     })?;
     let summary = cil_summary(&rows);
     println!("{}", cil_markdown(&summary));

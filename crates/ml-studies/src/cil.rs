@@ -106,6 +106,23 @@ impl CilBenchConfig {
     }
 }
 
+impl CilBenchConfig {
+    /// One line naming the data, its size and the settings, for progress output.
+    pub fn describe(&self, train: &ClassData, test: &ClassData) -> String {
+        format!(
+            "{}: {} train / {} test rows; {} tasks, ρ = {}, M = {}, {} steps per task, {} order(s)",
+            self.data.name(),
+            train.len(),
+            test.len(),
+            self.tasks,
+            self.label_ratio,
+            self.run.memory,
+            self.run.steps_per_task,
+            self.orders
+        )
+    }
+}
+
 /// One method on one class order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CilRow {
@@ -129,6 +146,22 @@ pub struct CilRow {
     pub memory_rows: (usize, usize),
     /// Wall-clock seconds.
     pub seconds: f64,
+}
+
+impl CilRow {
+    /// One line for progress output: order, method, final and average incremental accuracy,
+    /// forgetting, seconds.
+    pub fn progress_line(&self) -> String {
+        format!(
+            "  order {} {:9} final {:.3}  avg incremental {:.3}  forgetting {:.3}  ({:.0} s)",
+            self.order,
+            self.method,
+            self.final_accuracy,
+            self.average_incremental,
+            self.forgetting,
+            self.seconds
+        )
+    }
 }
 
 /// Runs every method on every class order; `on_row` sees each result as it comes.

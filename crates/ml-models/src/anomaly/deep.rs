@@ -6,7 +6,7 @@ use rand::seq::SliceRandom;
 
 use super::{Features, InputError};
 use crate::train::ops::leaky_relu;
-use crate::train::{AdamWConfig, ParamStore, SeededInit, TrainConfig, Trainer};
+use crate::train::{ParamStore, SeededInit, TrainConfig, Trainer};
 use crate::Result;
 
 /// Training hyper-parameters shared by PCL-AD, ICL and NeuTraL-AD.
@@ -157,16 +157,7 @@ pub(super) fn train(
     // The crate's training core steps the optimiser (and reports divergence); the epochs of
     // shuffled mini-batches are this loop's.
     let mut trainer = Trainer::new(
-        TrainConfig {
-            lr: cfg.lr,
-            adamw: AdamWConfig {
-                weight_decay: cfg.weight_decay,
-                ..AdamWConfig::default()
-            },
-            grad_clip: None,
-            max_steps: cfg.max_steps,
-            ..TrainConfig::default()
-        },
+        TrainConfig::adamw(cfg.lr, cfg.weight_decay, cfg.max_steps),
         store,
     )?;
     let mut order: Vec<u32> = (0..n as u32).collect();

@@ -13,7 +13,7 @@ use super::metrics::{CilMetrics, TaskEval};
 use super::net::{Arch, Net};
 use super::stream::{TaskStream, TaskView};
 use crate::train::ops::{cross_entropy, log_softmax, softmax};
-use crate::train::{AdamWConfig, TrainConfig, Trainer};
+use crate::train::{TrainConfig, Trainer};
 use crate::{MlError, Result};
 
 /// Settings every method shares.
@@ -306,6 +306,24 @@ fn mem_batch(
     })
 }
 
+/// The current batch `(x, y)` followed by `k` labelled exemplars drawn from `mem` (just the
+/// current batch while the memory is empty).
+fn with_replay(
+    x: &Tensor,
+    y: &Tensor,
+    mem: &[Sample],
+    k: usize,
+    classes: usize,
+    rng: &mut ChaCha8Rng,
+) -> Result<(Tensor, Tensor)> {
+    let idx = draw(mem.len(), k, rng);
+    if idx.is_empty() {
+        return Ok((x.clone(), y.clone()));
+    }
+    let m = mem_batch(mem, &idx, classes, 0.0, rng)?;
+    Ok((Tensor::cat(&[x, &m.x], 0)?, Tensor::cat(&[y, &m.y], 0)?))
+}
+
 /// Cross-entropy of `student` logits against the soft targets `p` (rows sum to 1), mean over
 /// rows: `−Σ p log softmax(student)`.
 fn soft_cross_entropy(student: &Tensor, p: &Tensor) -> Result<Tensor> {
@@ -373,16 +391,7 @@ pub fn run_method(stream: &TaskStream, method: &Method, cfg: &CilConfig) -> Resu
         };
         let store = net.store().expect("trainable network").clone();
         let mut trainer = Trainer::new(
-            TrainConfig {
-                lr: cfg.lr,
-                adamw: AdamWConfig {
-                    weight_decay: cfg.weight_decay,
-                    ..AdamWConfig::default()
-                },
-                grad_clip: None,
-                max_steps: usize::MAX,
-                ..TrainConfig::default()
-            },
+            TrainConfig::adamw(cfg.lr, cfg.weight_decay, usize::MAX),
             &store,
         )?;
         let classes = net.classes();
@@ -447,23 +456,11 @@ fn step_loss(
     match method {
         Method::FineTune | Method::Joint => cross_entropy(&net.forward(x)?, y),
         Method::Er(c) => {
-            let idx = draw(labeled_mem.len(), c.replay_batch, rng);
-            if idx.is_empty() {
-                return cross_entropy(&net.forward(x)?, y);
-            }
-            let m = mem_batch(labeled_mem, &idx, classes, 0.0, rng)?;
-            let xs = Tensor::cat(&[x, &m.x], 0)?;
-            let ys = Tensor::cat(&[y, &m.y], 0)?;
+            let (xs, ys) = with_replay(x, y, labeled_mem, c.replay_batch, classes, rng)?;
             cross_entropy(&net.forward(&xs)?, &ys)
         }
         Method::Icarl(c) => {
-            let idx = draw(labeled_mem.len(), c.replay_batch, rng);
-            let (xs, ys) = if idx.is_empty() {
-                (x.clone(), y.clone())
-            } else {
-                let m = mem_batch(labeled_mem, &idx, classes, 0.0, rng)?;
-                (Tensor::cat(&[x, &m.x], 0)?, Tensor::cat(&[y, &m.y], 0)?)
-            };
+            let (xs, ys) = with_replay(x, y, labeled_mem, c.replay_batch, classes, rng)?;
             let logits = net.forward(&xs)?;
             let mut loss = cross_entropy(&logits, &ys)?;
             if let Some((old_net, oc)) = old.filter(|(_, oc)| *oc > 0) {
@@ -494,13 +491,7 @@ fn step_loss(
         Method::Temporal(c) => {
             let teacher = teacher.expect("the temporal method keeps a teacher");
             // Supervised part: current labelled rows and labelled exemplars.
-            let lidx = draw(labeled_mem.len(), c.replay_batch, rng);
-            let (xs, ys) = if lidx.is_empty() {
-                (x.clone(), y.clone())
-            } else {
-                let m = mem_batch(labeled_mem, &lidx, classes, 0.0, rng)?;
-                (Tensor::cat(&[x, &m.x], 0)?, Tensor::cat(&[y, &m.y], 0)?)
-            };
+            let (xs, ys) = with_replay(x, y, labeled_mem, c.replay_batch, classes, rng)?;
             let n_unl = view.unlabeled_x.len() / view.dim;
             let cur = draw(n_unl, c.unlabeled_batch, rng);
             let unl_mem = memory.map_or(&[][..], MemoryBuffer::unlabeled);

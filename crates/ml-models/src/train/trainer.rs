@@ -58,6 +58,24 @@ impl Default for TrainConfig {
     }
 }
 
+impl TrainConfig {
+    /// Plain AdamW at a constant learning rate `lr` with decoupled `weight_decay`, no gradient
+    /// clipping, no warm-up, at most `max_steps` steps (the setting of the mini-batch loops of
+    /// the anomaly detectors and the class-incremental learners).
+    pub fn adamw(lr: f64, weight_decay: f64, max_steps: usize) -> Self {
+        Self {
+            lr,
+            adamw: AdamWConfig {
+                weight_decay,
+                ..AdamWConfig::default()
+            },
+            grad_clip: None,
+            max_steps,
+            ..Self::default()
+        }
+    }
+}
+
 /// What a step callback sees.
 #[derive(Debug, Clone, Copy)]
 pub struct StepMetrics {

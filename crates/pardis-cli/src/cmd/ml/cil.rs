@@ -81,25 +81,12 @@ pub(super) fn run(a: CilArgs, roots: &DataRoots) -> anyhow::Result<()> {
     }
     let (train, test) = data.load(roots)?;
     if !a.json {
-        eprintln!(
-            "{}: {} train / {} test rows; {} tasks, ρ = {}, M = {}, {} steps per task, {} order(s)",
-            data.name(),
-            train.len(),
-            test.len(),
-            cfg.tasks,
-            cfg.label_ratio,
-            cfg.run.memory,
-            cfg.run.steps_per_task,
-            cfg.orders
-        );
+        eprintln!("{}", cfg.describe(&train, &test));
     }
     let json = a.json;
     let rows = run_cil_benchmark(&cfg, &train, &test, &mut |r| {
         if !json {
-            eprintln!(
-                "  order {} {:9} final {:.3}  avg incremental {:.3}  forgetting {:.3}  ({:.0} s)",
-                r.order, r.method, r.final_accuracy, r.average_incremental, r.forgetting, r.seconds
-            );
+            eprintln!("{}", r.progress_line());
         }
     })?;
     let summary = cil_summary(&rows);
