@@ -494,7 +494,11 @@ fn step_loss(
             let (xs, ys) = with_replay(x, y, labeled_mem, c.replay_batch, classes, rng)?;
             let n_unl = view.unlabeled_x.len() / view.dim;
             let cur = draw(n_unl, c.unlabeled_batch, rng);
-            let unl_mem = memory.map_or(&[][..], MemoryBuffer::unlabeled);
+            // Consistency on replayed rows draws from the whole memory: unlabelled rows and, with
+            // their labels ignored, labelled exemplars.
+            let unl_mem: Vec<&Sample> = memory
+                .map(|m| m.labeled().iter().chain(m.unlabeled()).collect())
+                .unwrap_or_default();
             let midx = draw(unl_mem.len(), c.unlabeled_batch, rng);
             let mut clean = Vec::new();
             let mut noisy = Vec::new();

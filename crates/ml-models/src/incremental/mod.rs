@@ -39,7 +39,9 @@
 //!   "temporal" part: the student's predictions are kept consistent with a smoothed record of
 //!   its own past weights.
 //! - **Consistency.** `KL(p_teacher ‖ p_student)` over all classes seen so far, on a batch of
-//!   unlabelled rows of the current task plus as many unlabelled rows replayed from memory. The
+//!   unlabelled rows of the current task plus as many rows replayed from memory (drawn from the
+//!   whole memory: unlabelled rows and labelled exemplars, whose labels this term ignores, so
+//!   that old and new classes weigh alike in it whatever the memory split). The
 //!   student sees those rows with Gaussian noise (σ = 0.05), the teacher sees them clean.
 //! - **Task-aware targets.** Task boundaries are known during training (only test time is
 //!   task-agnostic), so every unlabelled row carries the task it arrived with, and the teacher's
