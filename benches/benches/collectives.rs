@@ -7,11 +7,11 @@
 
 use std::time::Duration;
 
+use collectives_bench::{run_bench, BenchConfig, BenchTransport};
 use criterion::measurement::WallTime;
 use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
 };
-use pardis::collectives::bench::{run_bench, BenchConfig, BenchTransport};
 use pardis::collectives::{AllReduceAlgorithm, BroadcastAlgorithm, Config, Mode, OpKind};
 
 fn time_op(

@@ -293,6 +293,8 @@ fn test() -> Result<(), String> {
                     "clippy",
                     "-p",
                     "collectives",
+                    "-p",
+                    "collectives-bench",
                     "--features",
                     "mpi",
                     "--all-targets",

@@ -14,16 +14,16 @@
 //! [`copy_slice`] checks the distance and, when it is in the slow window and the block is in
 //! `rep movsb`'s size range on an AMD processor, copies in 2 KiB pieces, which `memcpy` moves
 //! with vector loads and stores: 29–58 GB/s for 4–256 KiB at distance 16 against 2.0–2.9 for
-//! the plain copy (`examples/copy_distance.rs`). Every other copy is a plain
+//! the plain copy (`crates/collectives-bench/examples/copy_distance.rs`). Every other copy is a plain
 //! `copy_from_slice`. The local transport's ring all-reduce on 2 ranks went from 2.4–3.5 to
-//! 8.9–11.1 GB/s busbw at 256 KiB with it (3 interleaved runs of `examples/shm_switch.rs`),
+//! 8.9–11.1 GB/s busbw at 256 KiB with it (3 interleaved runs of collectives-bench's `examples/shm_switch.rs`),
 //! and from 2.2–2.3 to 6.7–7.4 at 64 KiB in runs whose heap layout put the buffers in the slow
 //! window (whether it does depends on the allocator's state).
 
 /// Largest piece copied at once on the slow path: below glibc's `rep movsb` threshold, so
 /// every piece takes the vector loop (measured at distance 16: 2 KiB pieces 42–63 GB/s for
 /// 16–64 KiB blocks, 4032-byte pieces still 2.8–3.0).
-pub const PIECE_BYTES: usize = 2048;
+pub(crate) const PIECE_BYTES: usize = 2048;
 
 /// Distances `dst - src (mod 4096)` at which `rep movsb` is slow: 1 to 31 bytes.
 const SLOW_DISTANCES: std::ops::Range<usize> = 1..32;
@@ -35,7 +35,7 @@ const SLOW_DISTANCES: std::ops::Range<usize> = 1..32;
 /// would lose (2 KiB pieces of a 16 MiB block: 7.2 against 13.7 GB/s), so longer copies stay
 /// plain. Read once from CPUID (vendor, and the L2 size from leaf `0x8000_0006`; 512 KiB when
 /// not reported).
-pub fn rep_movsb_limit() -> Option<usize> {
+pub(crate) fn rep_movsb_limit() -> Option<usize> {
     static LIMIT: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     *LIMIT.get_or_init(amd_l2_bytes)
 }
@@ -70,7 +70,7 @@ fn amd_l2_bytes() -> Option<usize> {
 /// Whether a `bytes`-long copy from address `src` to address `dst` would hit the slow
 /// `rep movsb` case on this CPU: the destination 1–31 bytes past the source modulo 4096, and
 /// `bytes` between [`PIECE_BYTES`] and [`rep_movsb_limit`].
-pub fn is_slow_distance(dst: usize, src: usize, bytes: usize) -> bool {
+pub(crate) fn is_slow_distance(dst: usize, src: usize, bytes: usize) -> bool {
     rep_movsb_limit().is_some_and(|limit| bytes > PIECE_BYTES && bytes < limit)
         && SLOW_DISTANCES.contains(&(dst.wrapping_sub(src) % 4096))
 }
@@ -80,13 +80,6 @@ pub fn is_slow_distance(dst: usize, src: usize, bytes: usize) -> bool {
 ///
 /// # Panics
 /// If the lengths differ.
-///
-/// ```
-/// let src = vec![1.5f32; 100_000];
-/// let mut dst = vec![0.0f32; 100_000];
-/// collectives::copy::copy_slice(&mut dst, &src);
-/// assert_eq!(dst, src);
-/// ```
 pub fn copy_slice<T: Copy>(dst: &mut [T], src: &[T]) {
     assert_eq!(dst.len(), src.len(), "copy_slice: lengths differ");
     let bytes = std::mem::size_of_val(src);

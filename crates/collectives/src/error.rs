@@ -111,7 +111,8 @@ pub enum CollectiveError {
 }
 
 impl CollectiveError {
-    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+    /// An [`Io`](Self::Io) error: `source` while doing `context`.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         Self::Io {
             context: context.into(),
             source,

@@ -13,7 +13,7 @@ use crate::{CollectiveError, Result};
 pub const MAX_LOCAL_RANKS: usize = 1024;
 
 /// `Ok` if `n` local ranks can be started: 1 to [`MAX_LOCAL_RANKS`].
-pub(crate) fn check_local_ranks(n: usize) -> Result<()> {
+pub fn check_local_ranks(n: usize) -> Result<()> {
     if n == 0 || n > MAX_LOCAL_RANKS {
         return Err(CollectiveError::InvalidInput(format!(
             "{n} local ranks: need 1 to {MAX_LOCAL_RANKS} (each rank is two threads of this process)"

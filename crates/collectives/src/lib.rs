@@ -46,8 +46,10 @@
 //! [`OpStats`]; a thread waiting for a collective runs its rank's engine itself meanwhile);
 //! transports move frames into per-collective mailboxes, and on the local transport large
 //! all-reduces use no messages at all: every rank reduces its share straight from all ranks'
-//! buffers ([`AllReduceAlgorithm::SharedMemory`]). [`chaos`] is the paper's
-//! random-order workload and [`bench`](mod@bench) the nccl-tests bandwidth definitions.
+//! buffers ([`AllReduceAlgorithm::SharedMemory`]). [`bus_factor`] is the nccl-tests
+//! bus-bandwidth definition; the measurements themselves (benchmarks, physical-limit
+//! references, the paper's random-order "chaos" workload) live in the workspace's unpublished
+//! `collectives-bench` crate.
 //!
 //! Element types: `f32`, `f64`, `i32`, `i64`, `u8` and [`bf16`] (reduced in f32 per element
 //! pair). Launchers, one per transport — the same closure runs on any of them:
@@ -62,11 +64,10 @@
 //!
 //! Part of the [pardis](https://github.com/pardis-rs/pardis) workspace; usable on its own.
 
-pub mod bench;
-pub mod chaos;
+mod busbw;
 mod communicator;
 mod config;
-pub mod copy;
+mod copy;
 mod direct;
 mod dtype;
 mod engine;
@@ -80,6 +81,7 @@ mod schedule;
 mod shm;
 pub mod transport;
 
+pub use busbw::bus_factor;
 pub use communicator::Communicator;
 pub use config::{
     AllReduceAlgorithm, BroadcastAlgorithm, Config, Mode, DEFAULT_DEADLOCK_TIMEOUT,
@@ -100,3 +102,13 @@ pub use program::Poll;
 pub use transport::mpi;
 pub use transport::tcp;
 pub use transport::tcp::from_env;
+
+/// Internals that the workspace's measurement crate (`collectives-bench`) times or mirrors: the
+/// message copy, the ring's block partition and the local-rank check. Not part of the API (no
+/// stability promise) and hidden from the docs.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::copy::copy_slice;
+    pub use crate::launch::check_local_ranks;
+    pub use crate::schedule::part;
+}

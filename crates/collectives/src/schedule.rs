@@ -57,7 +57,7 @@ impl Step {
 }
 
 /// Part `i` of `count` elements split into `parts` nearly equal contiguous parts.
-pub(crate) fn part(count: usize, parts: usize, i: usize) -> Range<usize> {
+pub fn part(count: usize, parts: usize, i: usize) -> Range<usize> {
     (i * count / parts)..((i + 1) * count / parts)
 }
 

@@ -37,9 +37,7 @@ fn load(spec: &str, seed: u64) -> Result<CsrGraph, graph_kernels::GraphError> {
 
 /// Median seconds and harmonic-mean TEPS of per-root `(seconds, edges)` measurements.
 fn summarize(name: &str, runs: &[(f64, u64)]) {
-    let mut secs: Vec<f64> = runs.iter().map(|r| r.0).collect();
-    secs.sort_by(f64::total_cmp);
-    let median = secs[secs.len() / 2];
+    let median = bench_timing::median(runs.iter().map(|r| r.0).collect());
     let hm = runs.len() as f64 / runs.iter().map(|&(s, e)| s / e as f64).sum::<f64>();
     println!("{name}\t{median:.6}\t{hm:.0}\t{}", runs.len());
 }

@@ -5,27 +5,13 @@
 //! cargo run --release -p ml-models --example qlora_timing
 //! ```
 
-use std::time::Instant;
-
+use bench_timing::median_secs;
 use candle_core::{Device, Tensor};
 use ml_models::models::{Gpt, GptConfig};
 use ml_models::qlora::{
     fused_matmul_t, BaseFormat, LayerKind, LoraConfig, Nf4Matrix, QuantizedMatrix,
 };
 use ml_models::train::{ParamStore, SeededInit, TrainConfig, Trainer};
-
-/// Median seconds of `reps` timed calls of `f`, after one warm-up call.
-fn median_secs(reps: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    let mut times = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        let start = Instant::now();
-        f();
-        times.push(start.elapsed().as_secs_f64());
-    }
-    times.sort_by(f64::total_cmp);
-    times[reps / 2]
-}
 
 fn main() -> ml_models::Result<()> {
     let dev = Device::Cpu;

@@ -76,8 +76,8 @@ fn main() {
                     .collect();
                 println!(
                     "  B at line + {off:>2} bytes: median {:8.3} ms, time / aligned time {:.2}",
-                    common::median(times[i][1..].to_vec()) * 1e3,
-                    common::median(ratio)
+                    bench_timing::median(times[i][1..].to_vec()) * 1e3,
+                    bench_timing::median(ratio)
                 );
             }
         }

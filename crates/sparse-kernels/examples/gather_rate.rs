@@ -50,7 +50,7 @@ fn main() {
             });
             times.push(start.elapsed().as_secs_f64());
         }
-        let t = common::median(times);
+        let t = bench_timing::median(times);
         let rows = (GATHERS * o.threads) as f64;
         println!(
             "  {mib:5} | {:13.1} | {:19.1}   (checksum {check:.3e})",

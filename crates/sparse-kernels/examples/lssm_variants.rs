@@ -176,11 +176,11 @@ fn run(
         c.as_ptr() as usize % 64
     );
     for (name, t) in names.iter().zip(&times) {
-        let ratio = common::median(t.iter().zip(&times[0]).map(|(t, f)| f / t).collect());
+        let ratio = bench_timing::median(t.iter().zip(&times[0]).map(|(t, f)| f / t).collect());
         let min = t.iter().copied().fold(f64::INFINITY, f64::min);
         println!(
             "  {name:>32}: med {:8.3} ms  min {:8.3} ms  first/this {ratio:5.2}",
-            common::median(t.clone()) * 1e3,
+            bench_timing::median(t.clone()) * 1e3,
             min * 1e3
         );
     }

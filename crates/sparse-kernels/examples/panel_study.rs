@@ -77,7 +77,7 @@ fn main() {
                     .iter()
                     .map(|t| t.iter().copied().fold(f64::INFINITY, f64::min))
                     .collect();
-                let med: Vec<f64> = times.into_iter().map(common::median).collect();
+                let med: Vec<f64> = times.into_iter().map(bench_timing::median).collect();
                 let cells: Vec<String> = plans
                     .iter()
                     .zip(med.iter().zip(&best))

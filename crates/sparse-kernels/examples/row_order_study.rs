@@ -179,8 +179,8 @@ fn main() {
         );
         for ((name, cells), (_, _, t)) in lines.into_iter().zip(runs) {
             // Median over rounds of the paired ratio natural / this.
-            let ratio = common::median(first.iter().zip(&t).map(|(f, x)| f / x).collect());
-            let med = common::median(t);
+            let ratio = bench_timing::median(first.iter().zip(&t).map(|(f, x)| f / x).collect());
+            let med = bench_timing::median(t);
             println!("{name:>14} | {cells} | {med:>7.2} | {ratio:>12.2}");
         }
     }

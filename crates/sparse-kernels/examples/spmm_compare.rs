@@ -34,19 +34,6 @@ const MIN_SECONDS: f64 = 0.5;
 /// Most rounds per matrix.
 const MAX_ROUNDS: usize = 201;
 
-/// Median wall time of `reps` runs after one warm-up, in seconds.
-fn median_time(reps: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    let t: Vec<f64> = (0..reps.max(1))
-        .map(|_| {
-            let s = Instant::now();
-            f();
-            s.elapsed().as_secs_f64()
-        })
-        .collect();
-    common::median(t)
-}
-
 /// STREAM triad `a = b + s·c` over 3 × 64 MiB arrays, parallel; bytes moved / best time.
 fn stream_triad_gbs() -> f64 {
     let n = 8 << 20;
@@ -366,9 +353,9 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str, gather_cac
         )];
         for (kernel, t) in contenders.iter().zip(rounds) {
             let name = kernel.map_or("sprs", Kernel::name);
-            times.push(format!("\"{name}\": {:e}", common::median(t)));
+            times.push(format!("\"{name}\": {:e}", bench_timing::median(t)));
         }
-        let plan_time = median_time(o.reps, || {
+        let plan_time = bench_timing::median_secs(o.reps, || {
             std::hint::black_box(SpmmPlan::new(&a, k, &LssmConfig::default()));
         });
         // Paired with the default plan where a K-panel width is suggested for this machine's
@@ -388,7 +375,7 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str, gather_cac
             let (mut t_whole, mut t_panel) = (Vec::new(), Vec::new());
             for _ in 0..o.reps {
                 for (p, t) in [(&plan, &mut t_whole), (&panelled, &mut t_panel)] {
-                    t.push(median_time(1, || {
+                    t.push(bench_timing::median_secs(1, || {
                         p.execute(
                             &a,
                             bref,
@@ -401,8 +388,8 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str, gather_cac
             }
             times.push(format!(
                 "\"lssm_paired\": {:e}, \"lssm_panelled\": {:e}",
-                common::median(t_whole),
-                common::median(t_panel)
+                bench_timing::median(t_whole),
+                bench_timing::median(t_panel)
             ));
         }
         let row_bytes = k * std::mem::size_of::<T>();

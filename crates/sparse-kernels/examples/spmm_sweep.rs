@@ -23,7 +23,7 @@ use std::time::Instant;
 #[path = "common/mod.rs"]
 mod common;
 
-use common::median;
+use bench_timing::median;
 
 /// The timed contenders: LSSM with a prebuilt plan, the other pardis kernels, serial sprs.
 /// `lssm-pf` / `lssm-nt`: LSSM with the opposite of the automatic prefetch / streaming-store

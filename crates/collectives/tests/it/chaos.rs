@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use collectives::chaos::{run_chaos, ChaosConfig};
 use collectives::{run_local_with, CollectiveError, Communicator, Config, Mode, ReduceOp};
+use collectives_bench::chaos::{run_chaos, ChaosConfig};
 
 use crate::with_timeout;
 

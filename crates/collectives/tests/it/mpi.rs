@@ -12,10 +12,10 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use collectives::chaos::{chaos_rank, ChaosConfig};
 use collectives::mpi::rsmpi::collective::{CommunicatorCollectives as _, SystemOperation};
 use collectives::mpi::{MpiConfig, MpiJob};
 use collectives::{bf16, AllReduceAlgorithm, BroadcastAlgorithm, CollectiveError, ReduceOp};
+use collectives_bench::chaos::{chaos_rank, ChaosConfig};
 
 use crate::correctness::check_all;
 

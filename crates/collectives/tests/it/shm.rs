@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use collectives::chaos::{run_chaos, ChaosConfig};
 use collectives::{
     run_local_with, AllReduceAlgorithm, CollectiveError, Config, Element, Mode, ReduceOp,
 };
+use collectives_bench::chaos::{run_chaos, ChaosConfig};
 use proptest::prelude::*;
 
 use crate::with_timeout;

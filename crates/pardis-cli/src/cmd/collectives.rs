@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use pardis::collectives::bench::{self, BenchConfig, BenchTransport};
-use pardis::collectives::chaos::{self, ChaosConfig};
+use collectives_bench::chaos::{self, ChaosConfig};
+use collectives_bench::{self as bench, BenchConfig, BenchTransport};
 use pardis::collectives::{AllReduceAlgorithm, CollectiveError, Config, Mode, OpKind};
 use serde_json::json;
 

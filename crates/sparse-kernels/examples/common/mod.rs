@@ -73,12 +73,6 @@ pub(crate) fn parse(ks: &[usize], reps: usize, valued: &[&str], switches: &[&str
     o
 }
 
-/// The median of `v` (upper median for an even length).
-pub(crate) fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// Sums `count` rows of `k` (at most 64) elements of `b`, each picked at random by an
 /// `xorshift64` stream seeded with `seed` (not 0): the memory behaviour of SpMM's gathers of B
 /// on a power-law A. Returns the sum, to keep the work alive.

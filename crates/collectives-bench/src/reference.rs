@@ -22,7 +22,8 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::{CollectiveError, Result};
+use collectives::__private::copy_slice;
+use collectives::{CollectiveError, Result};
 
 /// Bytes each thread copies per timed memcpy sample (at least one copy).
 const MEMCPY_SAMPLE_BYTES: usize = 64 << 20;
@@ -110,10 +111,10 @@ pub(super) fn wall_times(spans: &[Vec<(Instant, Instant)>]) -> Vec<Duration> {
         .collect()
 }
 
-/// Bandwidth of [`copy_slice`](crate::copy::copy_slice) between two `bytes`-sized buffers on
+/// Bandwidth of `copy_slice` (the collectives' message copy) between two `bytes`-sized buffers on
 /// one thread, GB/s (`iters` copies after one untimed copy into touched buffers). The two
 /// buffers are allocated one after the other, which on AMD puts a plain `memcpy` from about
-/// 2 KiB up to the L2 size on its slow `rep movsb` path ([`crate::copy`]); `copy_slice` steps
+/// 2 KiB up to the L2 size on its slow `rep movsb` path (collectives' `copy` module); `copy_slice` steps
 /// around it, so the figure is the machine's copy rate.
 pub fn memcpy_bandwidth(bytes: usize, iters: usize) -> f64 {
     let src = vec![1u8; bytes.max(1)];
@@ -121,15 +122,15 @@ pub fn memcpy_bandwidth(bytes: usize, iters: usize) -> f64 {
     dst.copy_from_slice(&src);
     let start = Instant::now();
     for _ in 0..iters.max(1) {
-        crate::copy::copy_slice(&mut dst, std::hint::black_box(&src));
+        copy_slice(&mut dst, std::hint::black_box(&src));
         std::hint::black_box(&mut dst);
     }
     bytes as f64 * iters.max(1) as f64 / start.elapsed().as_secs_f64().max(1e-12) / 1e9
 }
 
-/// Per-thread [`copy_slice`](crate::copy::copy_slice) bandwidth while `threads` threads copy `bytes`-sized buffers
+/// Per-thread `copy_slice` (the collectives' message copy) bandwidth while `threads` threads copy `bytes`-sized buffers
 /// (each its own pair) at the same time: the busbw of an ideal `threads`-rank ring whose links
-/// are memcpy (see the [`bench`](crate::bench) module docs). `samples` timed samples of at
+/// are memcpy (see the [crate docs](crate)). `samples` timed samples of at
 /// least 64 MiB per thread each.
 pub fn memcpy_bandwidth_concurrent(bytes: usize, threads: usize, samples: usize) -> Rate {
     let (bytes, threads, samples) = (bytes.max(1), threads.max(1), samples.max(1));
@@ -141,7 +142,7 @@ pub fn memcpy_bandwidth_concurrent(bytes: usize, threads: usize, samples: usize)
         let mut guard = bufs[t].lock().unwrap_or_else(|e| e.into_inner());
         let (src, dst) = &mut *guard;
         for _ in 0..reps {
-            crate::copy::copy_slice(dst, std::hint::black_box(src));
+            copy_slice(dst, std::hint::black_box(src));
             std::hint::black_box(&mut *dst);
         }
     });
@@ -188,7 +189,7 @@ pub fn loopback_bandwidth(bytes: usize, iters: usize) -> Result<f64> {
 /// Per-stream throughput of `n` loopback TCP connections in a ring (rank `i` sends to
 /// `i + 1 mod n`, one writer and one reader thread per rank, like the TCP transport), all
 /// streaming at once in writes of `min(bytes, 4 MiB)`: the busbw of an ideal `n`-rank ring
-/// all-reduce over loopback (see the [`bench`](crate::bench) module docs). `samples` timed
+/// all-reduce over loopback (see the [crate docs](crate)). `samples` timed
 /// samples of 32–64 MiB per stream each. Needs `n >= 2`.
 pub fn loopback_ring_bandwidth(bytes: usize, n: usize, samples: usize) -> Result<Rate> {
     loopback_ring(bytes, n, samples, false)

@@ -1,10 +1,10 @@
 //! The chaos-order workload of the DFCCL paper: every rank submits the same all-reduces on
 //! several sub-communicators, each rank in its own random order. Under NCCL/MPI semantics
-//! ([`Mode::Ordered`](crate::Mode::Ordered)) this deadlocks; the preemptive engine completes it.
+//! ([`Mode::Ordered`](collectives::Mode::Ordered)) this deadlocks; the preemptive engine completes it.
 
 use std::time::{Duration, Instant};
 
-use crate::{
+use collectives::{
     run_local_with, CollectiveError, Communicator, Config, EngineStats, OpStats, ReduceOp, Result,
 };
 
@@ -78,12 +78,12 @@ pub const MAX_CHAOS_COLLECTIVES: usize = 1024;
 pub const MAX_CHAOS_BYTES: u64 = 1 << 30;
 
 impl ChaosConfig {
-    /// Checks the parameters before anything runs: 1 to [`MAX_LOCAL_RANKS`](crate::MAX_LOCAL_RANKS)
+    /// Checks the parameters before anything runs: 1 to [`MAX_LOCAL_RANKS`](collectives::MAX_LOCAL_RANKS)
     /// ranks, 1 to [`MAX_CHAOS_COLLECTIVES`] collectives, at most [`MAX_CHAOS_BYTES`] of
     /// buffers, and non-zero engine timeouts (a zero deadlock timeout would report every wait
     /// in ordered mode as a deadlock).
     pub fn validate(&self) -> Result<()> {
-        crate::launch::check_local_ranks(self.ranks)?;
+        collectives::__private::check_local_ranks(self.ranks)?;
         let bad = |m: String| Err(CollectiveError::InvalidInput(m));
         if self.collectives == 0 || self.collectives > MAX_CHAOS_COLLECTIVES {
             return bad(format!(

@@ -6,15 +6,16 @@
 //! [MAX_IDLE_SLEEP_US] [RING_PIECE_BYTES] [CALLER_DRIVES]` (the next two tune the receiver
 //! thread, see `MpiConfig`; the last two set `Config::ring_piece_bytes` and
 //! `Config::caller_drives` (0 or 1)).
-//! (build with `cargo build --release -p collectives --features mpi --example compare_collectives_mpi`).
+//! (build with `cargo build --release -p collectives-bench --features mpi --example compare_collectives_mpi`).
 
 use std::time::Instant;
 
-use collectives::bench::{bench_communicator, bus_factor};
+use collectives::bus_factor;
 use collectives::mpi::rsmpi::collective::{CommunicatorCollectives as _, SystemOperation};
 use collectives::mpi::rsmpi::topology::SimpleCommunicator;
 use collectives::mpi::{MpiConfig, MpiJob};
 use collectives::OpKind;
+use collectives_bench::bench_communicator;
 
 /// The slowest rank's time, seconds.
 fn slowest(world: &SimpleCommunicator, secs: f64) -> f64 {

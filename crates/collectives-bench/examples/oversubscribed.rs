@@ -6,7 +6,7 @@
 //! answers a yield with a whole time slice of another thread) and the engines' counters: slow
 //! yields seen (the yield gate closed) and parks.
 //!
-//! `cargo run --release -p collectives --example oversubscribed -- [BUSY (default 16)] [ITERS (default 5)]`
+//! `cargo run --release -p collectives-bench --example oversubscribed -- [BUSY (default 16)] [ITERS (default 5)]`
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

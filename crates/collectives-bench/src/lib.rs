@@ -1,10 +1,23 @@
-//! Measurement helpers shared by the `pardis collectives bench` command, the criterion
-//! benches and `scripts/compare-collectives`, with the nccl-tests definitions of bandwidth
+//! # collectives-bench
+//!
+//! The measurements of the `collectives` crate, kept out of the library (not published; the
+//! pattern of rayon-demo and sprs-benches): the `pardis collectives bench` and `chaos`
+//! commands, the criterion benches, `scripts/compare-collectives` and this crate's examples
+//! (the comparison and tuning drivers) use it. Bandwidths follow the nccl-tests definitions
 //! (<https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md>):
-//! `algbw = size / time` and `busbw = algbw × factor`, where the factor is `2(n−1)/n` for
-//! all-reduce, `(n−1)/n` for all-gather, reduce-scatter and all-to-all, and 1 for broadcast
-//! and reduce. `size` is the bytes of the full buffer (the output of all-gather, the input of
-//! reduce-scatter).
+//! `algbw = size / time` and `busbw = algbw × factor`, the factor being
+//! [`collectives::bus_factor`] (`2(n−1)/n` for all-reduce, `(n−1)/n` for all-gather,
+//! reduce-scatter and all-to-all, 1 for broadcast and reduce). `size` is the bytes of the full
+//! buffer (the output of all-gather, the input of reduce-scatter).
+//!
+//! ```
+//! use collectives::{Config, OpKind};
+//! use collectives_bench::{run_bench, BenchConfig, BenchTransport};
+//!
+//! let cfg = BenchConfig::new(BenchTransport::Local, 2, OpKind::AllReduce, 4096, 3, Config::default());
+//! let r = run_bench(&cfg).unwrap();
+//! assert!(r.busbw_gbs > 0.0 && r.busbw_gbs <= r.algbw_gbs);
+//! ```
 //!
 //! **References.** busbw of a ring all-reduce is the rate at which every rank moves data over
 //! its own link, all ranks at once. On one host the ranks' "links" share the cores and the
@@ -23,12 +36,18 @@
 //! [`loopback_ring_bandwidth`] is what the all-reduce itself costs (reducing, and reading and
 //! writing a message that lives in memory). [`all_reduce_rate`] samples pardis the way the
 //! references are sampled, so that a ratio compares the same statistic.
+//!
+//! **Chaos.** [`chaos`] runs the DFCCL paper's random-order workload (the deadlock-freedom
+//! demonstration behind `pardis collectives chaos` and the collectives' tests).
 
 use std::time::{Duration, Instant};
 
-use crate::tcp::run_tcp_local;
-use crate::{run_local_with, CollectiveError, Communicator, Config, OpKind, ReduceOp, Result};
+use collectives::tcp::run_tcp_local;
+use collectives::{
+    bus_factor, run_local_with, CollectiveError, Communicator, Config, OpKind, ReduceOp, Result,
+};
 
+pub mod chaos;
 mod ideal;
 mod reference;
 mod sampled;
@@ -104,26 +123,16 @@ pub struct BenchResult {
     pub busbw_gbs: f64,
 }
 
-/// nccl-tests bus-bandwidth factor of `op` on `n` ranks.
-pub fn bus_factor(op: OpKind, n: usize) -> f64 {
-    let n = n as f64;
-    match op {
-        OpKind::AllReduce => 2.0 * (n - 1.0) / n,
-        OpKind::AllGather | OpKind::ReduceScatter | OpKind::AllToAll => (n - 1.0) / n,
-        _ => 1.0,
-    }
-}
-
 /// Most bytes of buffers a benchmark point may hold, summed over its ranks (ranks × size): 8 GiB.
 pub const MAX_BENCH_BYTES: u64 = 8 << 30;
 
 impl BenchConfig {
-    /// Checks the point before anything runs: 1 to [`MAX_LOCAL_RANKS`](crate::MAX_LOCAL_RANKS)
+    /// Checks the point before anything runs: 1 to [`MAX_LOCAL_RANKS`](collectives::MAX_LOCAL_RANKS)
     /// ranks (over TCP also within the open-file limit, checked when it starts), at least
     /// one iteration, a size of at least one f32 (4 bytes), and ranks × size at most
     /// [`MAX_BENCH_BYTES`].
     pub fn validate(&self) -> Result<()> {
-        crate::launch::check_local_ranks(self.ranks)?;
+        collectives::__private::check_local_ranks(self.ranks)?;
         let bad = |m: String| Err(CollectiveError::InvalidInput(m));
         if self.iters == 0 {
             return bad("a benchmark needs at least one iteration".into());
@@ -183,12 +192,6 @@ pub fn all_reduce_busbw(
     let iters = ((64 << 20) / bytes.max(1)).clamp(3, 400);
     let cfg = BenchConfig::new(transport, ranks, OpKind::AllReduce, bytes, iters, engine);
     Ok(run_bench(&cfg)?.busbw_gbs)
-}
-
-/// Median of `v` (the upper one of an even count); NaN when empty.
-pub fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// This rank's part of a benchmark point on `comm` (any transport): `warmup` untimed then

@@ -15,9 +15,9 @@
 use std::time::Instant;
 
 use super::reference::wall_times;
-use super::{bus_factor, BenchTransport, Rate};
-use crate::tcp::run_tcp_local;
-use crate::{run_local_with, CollectiveError, Config, OpKind, ReduceOp, Result};
+use super::{BenchTransport, Rate};
+use collectives::tcp::run_tcp_local;
+use collectives::{bus_factor, run_local_with, CollectiveError, Config, OpKind, ReduceOp, Result};
 
 /// Bytes over each rank's link per timed sample, at least (as the loopback references).
 const SAMPLE_LINK_BYTES: usize = 32 << 20;
@@ -55,7 +55,7 @@ pub fn all_reduce_rate(
     }
     let (iters, link_bytes) = all_reduces_per_sample(bytes, ranks);
     let count = bytes / 4;
-    let body = |comm: crate::Communicator| -> Result<Vec<(Instant, Instant)>> {
+    let body = |comm: collectives::Communicator| -> Result<Vec<(Instant, Instant)>> {
         let mut buf = vec![1.0f32; count];
         let mut spans = Vec::with_capacity(samples + 1);
         for _ in 0..=samples {

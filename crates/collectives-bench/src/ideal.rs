@@ -20,10 +20,10 @@ use std::time::Duration;
 use super::reference::timed_samples;
 use super::sampled::all_reduces_per_sample;
 use super::Rate;
-use crate::schedule::part;
-use crate::{CollectiveError, Result, DEFAULT_RING_PIECE_BYTES};
+use collectives::__private::part;
+use collectives::{CollectiveError, Result, DEFAULT_RING_PIECE_BYTES};
 
-/// Scratch of the reducing receives (as [`crate::direct`]).
+/// Scratch of the reducing receives (as the TCP transport's direct receives).
 const SCRATCH_FLOATS: usize = (64 << 10) / 4;
 
 /// busbw (GB/s, nccl-tests definition) of an `n`-rank ring all-reduce of `bytes` bytes of f32

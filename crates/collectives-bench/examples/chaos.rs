@@ -2,12 +2,12 @@
 //! its own random order. The preemptive engine completes it; ordered mode (NCCL/MPI semantics)
 //! reports a deadlock.
 //!
-//! `cargo run -p collectives --example chaos --release`
+//! `cargo run -p collectives-bench --example chaos --release`
 
 use std::time::Duration;
 
-use collectives::chaos::{run_chaos, ChaosConfig};
 use collectives::{Config, Mode};
+use collectives_bench::chaos::{run_chaos, ChaosConfig};
 
 fn main() -> Result<(), collectives::CollectiveError> {
     for mode in [Mode::Preemptive, Mode::Ordered] {

@@ -2,7 +2,7 @@
 //! definitions) of pardis over the local and TCP transports next to the physical references,
 //! memcpy bandwidth and loopback-TCP throughput, alone and with the concurrency of `n` ranks
 //! (`n` threads copying at once; `n` sockets in a ring streaming at once — the like-for-like
-//! limits of busbw, see `collectives::bench`) and the same ring all-reduce written directly on
+//! limits of busbw, see the `collectives_bench` crate docs) and the same ring all-reduce written directly on
 //! raw sockets (its speed of light), every row measured in rounds that run all its
 //! columns back to back so that they share the load; (2) preemptive against ordered engine mode,
 //! measured interleaved (alternating runs, many pairs, median and quartiles of the ratio), with
@@ -10,17 +10,18 @@
 //! binomial tree against the pipelined chain. The MPI columns come from
 //! `compare_collectives_mpi` (feature `mpi`, run under `mpirun`).
 //!
-//! `cargo run --release -p collectives --example compare_collectives -- [MAX_BYTES] [RANKS,..] [MIN_BYTES] [PAIRS] [all|table,modes,broadcast]`
+//! `cargo run --release -p collectives-bench --example compare_collectives -- [MAX_BYTES] [RANKS,..] [MIN_BYTES] [PAIRS] [all|table,modes,broadcast]`
 
 use std::time::Instant;
 
-use collectives::bench::{
-    all_reduce_rate, bus_factor, loopback_bandwidth, loopback_ring_all_reduce,
-    loopback_ring_bandwidth, memcpy_bandwidth_concurrent, run_bench, BenchConfig, BenchTransport,
-};
+use bench_timing::{median_ci, quantile};
 use collectives::{
-    run_local_with, BroadcastAlgorithm, CollectiveError, Communicator, Config, Mode, OpKind,
-    ReduceOp, Result,
+    bus_factor, run_local_with, BroadcastAlgorithm, CollectiveError, Communicator, Config, Mode,
+    OpKind, ReduceOp, Result,
+};
+use collectives_bench::{
+    all_reduce_rate, loopback_bandwidth, loopback_ring_all_reduce, loopback_ring_bandwidth,
+    memcpy_bandwidth_concurrent, run_bench, BenchConfig, BenchTransport,
 };
 
 /// Rounds (runs per pardis figure); the best is reported.
@@ -82,21 +83,6 @@ fn in_flight(n: usize, bytes: usize, k: usize, engine: &Config) -> Result<f64> {
     }
     let algbw = (bytes * k * batches) as f64 / slowest.as_secs_f64().max(1e-12) / 1e9;
     Ok(algbw * bus_factor(OpKind::AllReduce, n))
-}
-
-/// Indices into `len` sorted samples bounding an approximate 95% confidence interval of the
-/// median (order statistics, normal approximation of the binomial: `len/2 ± 0.98 √len`).
-fn median_ci(len: usize) -> (usize, usize) {
-    let half = 0.98 * (len as f64).sqrt();
-    let mid = len as f64 / 2.0;
-    let lo = (mid - half).floor().max(0.0) as usize;
-    let hi = ((mid + half).ceil() as usize).min(len.saturating_sub(1));
-    (lo, hi)
-}
-
-/// Quantile `q` of sorted `v`.
-fn quantile(v: &[f64], q: f64) -> f64 {
-    v[((v.len() - 1) as f64 * q).round() as usize]
 }
 
 /// One all-reduce row: pardis busbw and the references, each the best sample over [`REPEATS`]
@@ -180,8 +166,8 @@ fn main() -> Result<()> {
         "  mcpy-1: one thread alone; ring-n: per-stream GB/s of n loopback sockets in a ring, all"
     );
         println!("  streaming at once; loop-1: one stream alone; ar-n: the same ring all-reduce as pardis written");
-        println!("  directly on raw loopback sockets (bench::loopback_ring_all_reduce: no engine, the speed of light");
-        println!("  of a ring all-reduce here). pardis figures are sampled like the references (bench::all_reduce_rate).");
+        println!("  directly on raw loopback sockets (collectives_bench::loopback_ring_all_reduce: no engine, the speed of light");
+        println!("  of a ring all-reduce here). pardis figures are sampled like the references (collectives_bench::all_reduce_rate).");
         println!("  loc/mcpy = local / mcpy-n; tcp/ring = tcp / ring-n (the goal); tcp/ar = tcp / ar-n (the transport's");
         println!("  own overhead); ar/ring = ar-n / ring-n (what any ring all-reduce loses to the raw sockets here);");
         println!("  tcp: direct receive into the collective's buffer (default); tcp-stg: staged through message");

@@ -1,13 +1,13 @@
-//! The measurement behind [`collectives::copy`]: copy bandwidth of a plain `copy_from_slice`
-//! and of `collectives::copy::copy_slice` per block size and per distance `dst - src` modulo
+//! The measurement behind the collectives' `copy` module: copy bandwidth of a plain `copy_from_slice`
+//! and of the collectives' `copy_slice` per block size and per distance `dst - src` modulo
 //! 4096 (the source page-aligned, the destination 2 MiB + `distance` after it, best of 3
 //! samples of ≥ 128 MiB each). On AMD Zen with glibc ≥ 2.33 the plain copy collapses at
 //! distances 1–31 for blocks between about 2 KiB and the L2 size.
 //!
-//! `cargo run --release -p collectives --example copy_distance -- [SIZES] [DISTANCES]`
+//! `cargo run --release -p collectives-bench --example copy_distance -- [SIZES] [DISTANCES]`
 //! (defaults `4096,16384,65536,262144,1048576,16777216` and `0,16,32,64`).
 
-use collectives::copy::copy_slice;
+use collectives::__private::copy_slice;
 use std::time::Instant;
 
 fn rate(bytes: usize, distance: usize, piecewise: bool) -> f64 {
@@ -53,9 +53,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let sizes = list(args.next(), "4096,16384,65536,262144,1048576,16777216");
     let distances = list(args.next(), "0,16,32,64");
-    println!(
-        "copy GB/s, best of 3; plain = copy_from_slice, pieces = collectives::copy::copy_slice"
-    );
+    println!("copy GB/s, best of 3; plain = copy_from_slice, pieces = collectives' copy_slice");
     println!(
         "{:>10} {:>8} {:>8} {:>8} {:>8}",
         "bytes", "distance", "plain", "pieces", "ratio"

@@ -2,10 +2,11 @@
 //! the shared-memory algorithm, per world size and size, measured as interleaved pairs (ring,
 //! shm, ring, shm, ...) so both see the same load; prints the median shm/ring ratio.
 //!
-//! `cargo run --release -p collectives --example shm_switch -- [RANKS,..] [MIN] [MAX] [PAIRS]`
+//! `cargo run --release -p collectives-bench --example shm_switch -- [RANKS,..] [MIN] [MAX] [PAIRS]`
 
-use collectives::bench::{all_reduce_busbw, median, BenchTransport};
+use bench_timing::median;
 use collectives::{AllReduceAlgorithm, Config, Result};
+use collectives_bench::{all_reduce_busbw, BenchTransport};
 
 fn busbw(algo: AllReduceAlgorithm, n: usize, bytes: usize) -> Result<f64> {
     let engine = Config {

@@ -3,10 +3,10 @@
 //! driving it (the default), ordered mode, and preemptive with `caller_drives: false` (every
 //! operation handed to the engine thread and back). Three rounds, so the noise shows.
 //!
-//! `cargo run --release -p collectives --example latency_probe -- [RANKS (default 2)]`
+//! `cargo run --release -p collectives-bench --example latency_probe -- [RANKS (default 2)]`
 
-use collectives::bench::{run_bench, BenchConfig, BenchTransport};
 use collectives::{Config, Mode, OpKind};
+use collectives_bench::{run_bench, BenchConfig, BenchTransport};
 
 fn main() -> collectives::Result<()> {
     let ranks: usize = std::env::args()

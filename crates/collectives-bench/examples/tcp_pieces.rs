@@ -7,13 +7,14 @@
 //! measures all variants and references back to back, so they share the load; prints medians
 //! over the rounds and each variant's median ratio to `ring-n` and to `ar-n`.
 //!
-//! `cargo run --release -p collectives --example tcp_pieces -- [RANKS,..] [BYTES,..] [PIECES,..] [ROUNDS]`
+//! `cargo run --release -p collectives-bench --example tcp_pieces -- [RANKS,..] [BYTES,..] [PIECES,..] [ROUNDS]`
 
-use collectives::bench::{
-    all_reduce_rate, loopback_ring_all_reduce, loopback_ring_bandwidth,
-    loopback_ring_bandwidth_in_memory, median, BenchTransport,
-};
+use bench_timing::median;
 use collectives::{AllReduceAlgorithm, Config, Result};
+use collectives_bench::{
+    all_reduce_rate, loopback_ring_all_reduce, loopback_ring_bandwidth,
+    loopback_ring_bandwidth_in_memory, BenchTransport,
+};
 
 /// Timed samples per figure and round.
 const SAMPLES: usize = 3;
