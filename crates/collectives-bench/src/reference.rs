@@ -56,7 +56,7 @@ impl Rate {
         r.sort_by(f64::total_cmp);
         Some(Self {
             best: *r.last()?,
-            median: r[r.len() / 2],
+            median: bench_timing::quantile(&r, 0.5),
             worst: r[0],
         })
     }

@@ -3,12 +3,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::completion::Completion;
 use crate::config::Config;
 use crate::direct::WorkBuf;
 use crate::dtype::{Element, ReduceOp};
 use crate::engine::{AbortHandle, EngineRef, EngineStats};
 use crate::frame::{Fingerprint, MailboxKey, OpKind};
-use crate::handle::{Completion, Handle};
+use crate::handle::Handle;
 use crate::inbox::Mailbox;
 use crate::program::{ActiveOp, DirectPosts, OpMeta, StepProgram};
 use crate::schedule::Step;

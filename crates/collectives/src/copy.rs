@@ -75,8 +75,8 @@ pub(crate) fn is_slow_distance(dst: usize, src: usize, bytes: usize) -> bool {
         && SLOW_DISTANCES.contains(&(dst.wrapping_sub(src) % 4096))
 }
 
-/// Copies `src` into `dst` (same length, like `copy_from_slice`), in [`PIECE_BYTES`] pieces
-/// when the distance between them would make `memcpy` slow ([`is_slow_distance`]).
+/// Copies `src` into `dst` (same length, like `copy_from_slice`), in 2 KiB (`PIECE_BYTES`)
+/// pieces when the distance between them would make `memcpy` slow (`is_slow_distance`).
 ///
 /// # Panics
 /// If the lengths differ.

@@ -18,9 +18,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use crate::completion::OpStats;
 use crate::config::Config;
 use crate::frame::{Frame, FrameKind};
-use crate::handle::OpStats;
 use crate::program::{ActiveOp, Failure};
 use crate::transport::Transport;
 use crate::CollectiveError;

@@ -1,86 +1,13 @@
-//! Completion of non-blocking operations: [`Handle`] (wait / test / wait_timeout / callback)
-//! and the per-collective counters [`OpStats`].
+//! Non-blocking operations as the caller sees them: [`Handle`] (wait / test / wait_timeout /
+//! callback) over a [`Completion`] filled by the engine.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::completion::{Completion, OpStats, State};
 use crate::engine::{DriveGuard, EngineRef};
 use crate::{CollectiveError, Result};
-
-/// Counters of one collective, filled by the progress engine.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct OpStats {
-    /// Name of the collective.
-    pub op: &'static str,
-    /// Sequence number on its communicator.
-    pub seq: u64,
-    /// How often the engine preempted it (switched away while it was blocked).
-    pub context_switches: u64,
-    /// How often it was polled.
-    pub polls: u64,
-    /// Total time it spent blocked waiting for peers.
-    pub blocked: Duration,
-    /// Active collectives on the engine when it was submitted (itself included).
-    pub queue_len_at_submit: usize,
-    /// Longest engine queue seen while it was active.
-    pub max_queue_len: usize,
-    /// Time from submission to completion.
-    pub elapsed: Duration,
-    /// Receives whose data the transport's reader placed straight into the collective's buffer
-    /// (TCP and MPI with [`Config::direct_receive`](crate::Config::direct_receive)); the others
-    /// were staged in a message buffer.
-    pub direct_receives: u64,
-}
-
-type Callback<T> = Box<dyn FnOnce(Result<Vec<T>>, OpStats) + Send>;
-
-enum State<T> {
-    Pending(Option<Callback<T>>),
-    Ready(Result<Vec<T>>, OpStats),
-    Taken,
-}
-
-/// Shared between the engine (producer) and the [`Handle`] (consumer).
-pub(crate) struct Completion<T> {
-    state: Mutex<State<T>>,
-    cv: Condvar,
-    /// Set once the outcome is delivered (a lock-free check for driving waiters).
-    finished: AtomicBool,
-}
-
-impl<T> std::fmt::Debug for Completion<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Completion")
-    }
-}
-
-impl<T> Completion<T> {
-    pub(crate) fn new() -> Arc<Self> {
-        Arc::new(Self {
-            state: Mutex::new(State::Pending(None)),
-            cv: Condvar::new(),
-            finished: AtomicBool::new(false),
-        })
-    }
-
-    /// Delivers the result: runs the callback if one is registered, else wakes waiters.
-    pub(crate) fn complete(&self, result: Result<Vec<T>>, stats: OpStats) {
-        let mut g = self.state.lock().expect("completion poisoned");
-        self.finished.store(true, Ordering::Release);
-        match std::mem::replace(&mut *g, State::Taken) {
-            State::Pending(Some(cb)) => {
-                drop(g);
-                cb(result, stats);
-            }
-            State::Pending(None) => {
-                *g = State::Ready(result, stats);
-                self.cv.notify_all();
-            }
-            other => *g = other,
-        }
-    }
-}
 
 /// A pending non-blocking operation. Dropping it without waiting is allowed: the operation
 /// still runs to completion on the engine (peers depend on it).

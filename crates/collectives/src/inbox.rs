@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 
-use crate::direct::{Posts, SlotState, Target};
 use crate::dtype::AlignedBuf;
 use crate::frame::{Fingerprint, Frame, FrameKind, MailboxKey};
+use crate::posts::{Posts, SlotState, Target};
 
 /// Frames of one collective instance, queued per sender in arrival order.
 #[derive(Debug, Default)]

@@ -62,10 +62,15 @@
 //! - `mpi::MpiJob::init` (cargo feature `mpi`, off by default): the ranks of an MPI job started
 //!   by `mpirun`, over the system's MPI library through rsmpi; see the `mpi` module.
 //!
+//! [`Launch`] is the same choice as a value (local threads, loopback TCP, a TCP job, an MPI
+//! job) with one [`Launch::run`], in the style of timely dataflow's `execute(Config, ..)`, for
+//! programs that pick the transport at run time.
+//!
 //! Part of the [pardis](https://github.com/pardis-rs/pardis) workspace; usable on its own.
 
 mod busbw;
 mod communicator;
+mod completion;
 mod config;
 mod copy;
 mod direct;
@@ -75,7 +80,9 @@ mod error;
 mod frame;
 mod handle;
 mod inbox;
+mod job;
 mod launch;
+mod posts;
 mod program;
 mod schedule;
 mod shm;
@@ -83,6 +90,7 @@ pub mod transport;
 
 pub use busbw::bus_factor;
 pub use communicator::Communicator;
+pub use completion::OpStats;
 pub use config::{
     AllReduceAlgorithm, BroadcastAlgorithm, Config, Mode, DEFAULT_DEADLOCK_TIMEOUT,
     DEFAULT_OP_TIMEOUT, DEFAULT_PIPELINE_CHUNK_BYTES, DEFAULT_PIPELINE_THRESHOLD_BYTES,
@@ -95,7 +103,8 @@ pub use error::{CollectiveError, Result};
 pub use frame::OpKind;
 /// The bfloat16 element type (from the `half` crate).
 pub use half::bf16;
-pub use handle::{Handle, OpStats};
+pub use handle::Handle;
+pub use job::Launch;
 pub use launch::{run_local, run_local_with, MAX_LOCAL_RANKS};
 pub use program::Poll;
 #[cfg(feature = "mpi")]

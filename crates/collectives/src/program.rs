@@ -5,10 +5,10 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use crate::completion::{Completion, OpStats};
 use crate::direct::{ready_steps, WorkBuf};
 use crate::dtype::{as_bytes, AlignedBuf, Element, ReduceOp};
 use crate::frame::{Fingerprint, Frame, FrameKind, MailboxKey, OpKind};
-use crate::handle::{Completion, OpStats};
 use crate::inbox::{Mailbox, Received};
 use crate::schedule::{Action, Step};
 use crate::transport::Transport;

@@ -11,7 +11,7 @@
 //! cargo run --release -p sparse-kernels --example gather_rate -- [--threads 1] [--k 64] [--reps 3]
 //! ```
 
-use sparse_kernels::rayon::prelude::*;
+use rayon::prelude::*;
 use sparse_kernels::AlignedVec;
 use std::time::Instant;
 

@@ -33,7 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         plan.block_nnz(), plan.num_long_rows(), plan.num_segments(), plan.num_short_rows(), plan.num_tasks(),
         plan.scratch_len()
     );
-    let pool = sparse_kernels::rayon::ThreadPoolBuilder::new()
+    let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()?;
     let mut features = gen::dense::<f32>(a.ncols(), k, 0);

@@ -142,7 +142,7 @@ fn run(
             let cm = DenseMut::contiguous(&mut *c, m, k);
             // Wake the pool's workers first: after a serial contender (sprs) they may be
             // asleep, and the next parallel contender would pay for waking them.
-            sparse_kernels::rayon::broadcast(|_| ());
+            rayon::broadcast(|_| ());
             set_simd_limit(limits[i]);
             let s = Instant::now();
             match contender {

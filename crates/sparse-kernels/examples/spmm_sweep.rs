@@ -40,7 +40,7 @@ fn thread_cpu_seconds() -> Option<f64> {
 /// calling thread, which do not count the time other processes hold the core.
 fn seconds(cpu: bool, f: impl FnOnce()) -> f64 {
     // Wake the pool's workers first (after a serial run they may be asleep).
-    sparse_kernels::rayon::broadcast(|_| ());
+    rayon::broadcast(|_| ());
     let (s, c) = (Instant::now(), thread_cpu_seconds().filter(|_| cpu));
     f();
     match (c, thread_cpu_seconds()) {

@@ -70,19 +70,10 @@ pub use error::{Result, SparseError};
 pub use huge::{zeroed_on_huge_pages, HUGE_PAGE_BYTES};
 pub use kernels::{
     spmm_merge_path, spmm_merge_path_with, spmm_reference, spmm_rode_like, spmm_rode_like_with,
-    spmm_row_parallel, spmm_row_parallel_with, BaselineConfig, Kernel, MERGE_ITEMS_PER_PART,
-    MERGE_MAX_PARTS, RODE_BLOCK, RODE_LONG_ROW, SERIAL_WORK,
+    spmm_row_parallel, spmm_row_parallel_with, BaselineConfig, Kernel,
 };
-pub use lssm::{
-    last_level_cache_bytes, spmm_lssm, LssmConfig, SpmmPlan, BLOCK_WORK, DEFAULT_CACHE_BYTES,
-    LONG_ROW_GROUP, MAX_BLOCK, MIN_BLOCK, MIN_TASKS, ROW_CHUNK_WORK,
-};
+pub use lssm::{last_level_cache_bytes, spmm_lssm, BlockSizing, LssmConfig, SpmmPlan};
 pub use par::Par;
 pub use scalar::{Scalar, SpIndex};
 pub use simd::{avx512_in_use, cpu_has_avx512, set_simd_limit, simd_level, simd_limit, SimdLimit};
 pub use stats::{MatrixClass, RowStats, DENSE_ROW_RATIO, REGULAR_CV};
-
-/// The rayon version the kernels run on, for building pools that [`Par::Current`] uses.
-pub use rayon;
-/// The sprs version [`CsrMatrix`] converts to and from.
-pub use sprs;

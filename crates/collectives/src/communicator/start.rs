@@ -2,10 +2,11 @@
 //! this rank (or builds the shared-memory program) and submits it to the engine.
 
 use super::{Communicator, Plan, P2P_BIT};
+use crate::completion::Completion;
 use crate::config::{AllReduceAlgorithm, BroadcastAlgorithm};
 use crate::dtype::{Element, ReduceOp};
 use crate::frame::OpKind;
-use crate::handle::{Completion, Handle};
+use crate::handle::Handle;
 use crate::schedule::{self, Action, RingPass, Step};
 use crate::shm::ShmAllReduce;
 use crate::{CollectiveError, Result};

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use super::rounds::{round_ordered, round_preemptive};
 use super::{fail, Active, Engine, Shared};
+use crate::completion::OpStats;
 use crate::config::Mode;
-use crate::handle::OpStats;
 use crate::CollectiveError;
 
 /// Outcome of one turn.

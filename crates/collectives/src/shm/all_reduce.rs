@@ -5,8 +5,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{store_fence, stream_copy, Published, RawBuf, ShmRegistry, Slot};
+use crate::completion::{Completion, OpStats};
 use crate::dtype::{Element, ReduceOp};
-use crate::handle::{Completion, OpStats};
 use crate::inbox::Mailbox;
 use crate::program::{blocked_failure, ActiveOp, Failure, OpMeta, Poll};
 use crate::schedule::part;

@@ -13,7 +13,8 @@
 //! sorted into its collective's mailbox.
 //!
 //! **Wire.** A frame is two MPI messages to the destination: the 56-byte header (tag
-//! [`TAG_HEADER`]) and, when not empty, the payload (tag [`TAG_PAYLOAD`]); sends of one
+//! `0x5044`) and, when not empty, the payload (tag `0x5045`), on pardis's own duplicate of
+//! `MPI_COMM_WORLD` (so the tags never meet the application's); sends of one
 //! process are serialised, and MPI does not reorder messages of one tag between two
 //! processes, so the `k`-th payload from a peer belongs to its `k`-th non-empty header.
 //! Payloads from [`ZERO_COPY_SEND_BYTES`] go out straight from the collective's buffer (the
@@ -29,7 +30,7 @@
 //! [`MpiConfig::max_idle_sleep`]) instead of spinning, so it does not starve the ranks on a
 //! machine with few cores.
 //!
-//! **Faults.** An aborted or panicking rank sends a goodbye message ([`TAG_GOODBYE`]) to every
+//! **Faults.** An aborted or panicking rank sends a goodbye message (tag `0x5046`) to every
 //! peer, which then fails the collectives waiting for it with
 //! [`PeerLost`](crate::CollectiveError::PeerLost); a rank that shuts down normally says goodbye
 //! too (it needs nothing more), so that peers never wait for it to take a message. A *killed* process is MPI's business: with
@@ -66,11 +67,11 @@ use receiver::{Receiver, Took};
 pub use ::mpi as rsmpi;
 
 /// MPI tag of a frame header.
-pub const TAG_HEADER: i32 = 0x5044;
+const TAG_HEADER: i32 = 0x5044;
 /// MPI tag of a frame payload.
-pub const TAG_PAYLOAD: i32 = 0x5045;
+const TAG_PAYLOAD: i32 = 0x5045;
 /// MPI tag of the notice that the sending rank is gone (aborted or panicked).
-pub const TAG_GOODBYE: i32 = 0x5046;
+const TAG_GOODBYE: i32 = 0x5046;
 /// MPI tag a process sends to itself to stop its receiver thread.
 const TAG_STOP: i32 = 0x5047;
 

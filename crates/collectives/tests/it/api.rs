@@ -113,3 +113,54 @@ fn engine_counts_submissions_and_completions() {
         }
     });
 }
+
+/// One launcher over the transports: the same closure gives the same sums on local threads, on
+/// loopback TCP and as the only rank of a TCP job; an impossible world is a typed error.
+#[test]
+fn one_launcher_runs_the_same_closure_on_every_transport() {
+    use collectives::tcp::TcpConfig;
+    use collectives::{CollectiveError, Config, Launch};
+
+    with_timeout(Duration::from_secs(30), || {
+        let body = |comm: Communicator| {
+            let n = comm.world_size() as i64;
+            let sum = comm.all_reduce(vec![comm.rank() as i64 + 1; 5], ReduceOp::Sum)?;
+            assert_eq!(sum, vec![n * (n + 1) / 2; 5]);
+            Ok::<_, CollectiveError>((comm.rank(), comm.world_size()))
+        };
+        for launch in [
+            Launch::threads(3),
+            Launch::LocalTcp {
+                ranks: 3,
+                engine: Config::default(),
+            },
+        ] {
+            let out: Vec<_> = launch
+                .run(body)
+                .unwrap()
+                .into_iter()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert_eq!(out, vec![(0, 3), (1, 3), (2, 3)], "{launch:?}");
+        }
+        let alone = Launch::Tcp(TcpConfig::new(0, 1, "127.0.0.1:0"));
+        assert_eq!(alone.run(body).unwrap().pop().unwrap().unwrap(), (0, 1));
+        for bad in [
+            Launch::threads(0),
+            Launch::LocalTcp {
+                ranks: 0,
+                engine: Config::default(),
+            },
+        ] {
+            assert!(
+                matches!(bad.run(|_| ()), Err(CollectiveError::InvalidInput(_))),
+                "{bad:?}"
+            );
+        }
+        let bad = Launch::Tcp(TcpConfig::new(3, 2, "127.0.0.1:0"));
+        assert!(matches!(
+            bad.run(|_| ()),
+            Err(CollectiveError::Rendezvous(_))
+        ));
+    });
+}

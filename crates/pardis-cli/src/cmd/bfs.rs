@@ -206,8 +206,7 @@ impl Outcome {
             ]);
         }
         println!("{runs}");
-        let mut secs: Vec<f64> = report.runs.iter().map(|r| r.seconds).collect();
-        secs.sort_by(f64::total_cmp);
+        let median = bench_timing::median(report.runs.iter().map(|r| r.seconds).collect());
         println!(
             "{}: {} roots{}, median {:.3} ms, harmonic mean {:.1} MTEPS",
             report.algorithm.name(),
@@ -217,7 +216,7 @@ impl Outcome {
             } else {
                 ""
             },
-            secs[secs.len() / 2] * 1e3,
+            median * 1e3,
             report.harmonic_mean_teps / 1e6
         );
     }

@@ -13,9 +13,9 @@ use crate::{CsrMatrix, Par, Result, Scalar, SpIndex};
 use rayon::prelude::*;
 
 /// Rows + nonzeros per partition (at most [`MERGE_MAX_PARTS`] partitions).
-pub const MERGE_ITEMS_PER_PART: usize = 4096;
+pub(crate) const MERGE_ITEMS_PER_PART: usize = 4096;
 /// Upper bound on the number of merge-path partitions (independent of the thread count).
-pub const MERGE_MAX_PARTS: usize = 256;
+pub(crate) const MERGE_MAX_PARTS: usize = 256;
 
 /// Coordinate on the merge path: `(rows completed, nonzeros consumed)` at diagonal `d`.
 fn merge_path_search<I: SpIndex>(offsets: &[I], d: usize) -> (usize, usize) {

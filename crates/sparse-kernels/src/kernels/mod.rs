@@ -9,11 +9,11 @@ mod reference;
 mod rode;
 mod row_parallel;
 
-pub use merge_path::{
-    spmm_merge_path, spmm_merge_path_with, MERGE_ITEMS_PER_PART, MERGE_MAX_PARTS,
-};
+pub use merge_path::{spmm_merge_path, spmm_merge_path_with};
+use merge_path::{MERGE_ITEMS_PER_PART, MERGE_MAX_PARTS};
 pub use reference::spmm_reference;
-pub use rode::{spmm_rode_like, spmm_rode_like_with, RODE_BLOCK, RODE_LONG_ROW};
+pub use rode::{spmm_rode_like, spmm_rode_like_with};
+use rode::{RODE_BLOCK, RODE_LONG_ROW};
 pub use row_parallel::{spmm_row_parallel, spmm_row_parallel_with};
 
 use crate::dense::{DenseMut, DenseRef};
@@ -21,22 +21,22 @@ use crate::{CsrMatrix, Scalar, SpIndex};
 
 /// Below this many multiply-adds (`nnz · K`) kernels run on the calling thread: splitting
 /// such work costs more than it saves.
-pub const SERIAL_WORK: usize = 1 << 16;
+pub(crate) const SERIAL_WORK: usize = 1 << 16;
 
-/// Tuning of the baseline kernels (row-parallel, merge path, RoDe-like). The defaults are the
-/// named constants; tests shrink them to exercise the parallel paths on small matrices.
+/// Tuning of the baseline kernels (row-parallel, merge path, RoDe-like); tests shrink the
+/// defaults to exercise the parallel paths on small matrices.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BaselineConfig {
-    /// Work (`nnz · K`) below which a kernel runs serially. Default [`SERIAL_WORK`].
+    /// Work (`nnz · K`) below which a kernel runs serially. Default 2¹⁶.
     pub serial_work: usize,
-    /// Merge path: rows + nonzeros per partition. Default [`MERGE_ITEMS_PER_PART`].
+    /// Merge path: rows + nonzeros per partition. Default 4096.
     pub merge_items_per_part: usize,
-    /// Merge path: most partitions. Default [`MERGE_MAX_PARTS`].
+    /// Merge path: most partitions. Default 256.
     pub merge_max_parts: usize,
-    /// RoDe-like: nonzeros per regular block. Default [`RODE_BLOCK`].
+    /// RoDe-like: nonzeros per regular block. Default 32.
     pub rode_block: usize,
     /// RoDe-like: rows at least this long are split into segments this long (rounded down to
-    /// whole blocks). Default [`RODE_LONG_ROW`].
+    /// whole blocks). Default 32 blocks (1024).
     pub rode_long_row: usize,
 }
 

@@ -15,15 +15,15 @@ use crate::{CsrMatrix, Par, Result, Scalar, SpIndex};
 use rayon::prelude::*;
 
 /// Nonzeros per regular block.
-pub const RODE_BLOCK: usize = 32;
+pub(crate) const RODE_BLOCK: usize = 32;
 /// Rows with at least this many nonzeros have their regular part split into segments of this
 /// many nonzeros (32 blocks).
-pub const RODE_LONG_ROW: usize = 32 * RODE_BLOCK;
+pub(crate) const RODE_LONG_ROW: usize = 32 * RODE_BLOCK;
 
 baseline_kernel!(
     /// `C = A · B` by RoDe-style regular/residue row decomposition.
     ///
-    /// Complexity: `O(nnz · K)` work; `O(K · Σ_long ⌈regular / RODE_LONG_ROW⌉)` scratch.
+    /// Complexity: `O(nnz · K)` work; `O(K · Σ_long ⌈regular / rode_long_row⌉)` scratch.
     spmm_rode_like,
     spmm_rode_like_with,
     parallel

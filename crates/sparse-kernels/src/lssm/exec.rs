@@ -3,7 +3,8 @@
 //! deterministic combination of long-row partial sums, and optional K-panels (one pass over A
 //! per panel of columns of B and C, each panel of B packed into a contiguous buffer first).
 
-use super::plan::{SpmmPlan, Task};
+use super::plan::SpmmPlan;
+use super::task::Task;
 use crate::dense::{DenseMut, DenseRef};
 use crate::kernels::{check_dims, micro};
 use crate::{AlignedVec, CsrMatrix, Par, Result, Scalar, SpIndex};
@@ -146,7 +147,7 @@ impl SpmmPlan {
         } else if self.segments.is_empty() {
             // No long rows: the row-parallel schedule of `spmm_row_parallel` (rayon's adaptive
             // splitting of the rows of C), in chunks of a few rows (`row_chunk`, about
-            // `ROW_CHUNK_WORK` multiply-adds) that spare short rows the per-call overhead.
+            // `LssmConfig::row_chunk_work` multiply-adds) that spare short rows the per-call overhead.
             let g = self.row_chunk;
             c.reborrow()
                 .into_par_row_chunks(g)

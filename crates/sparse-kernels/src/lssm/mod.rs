@@ -8,7 +8,7 @@
 //!   size (nonzeros per task) from the profile and K, classify rows against it. Runs of
 //!   consecutive *short* rows are merged into one task of about `block` nonzeros. *Long* rows
 //!   (more than `block` nonzeros) are split into segments of about `block` nonzeros; with
-//!   sorted columns, groups of [`LONG_ROW_GROUP`] long rows are cut at common column
+//!   sorted columns, groups of [`LssmConfig::long_row_group`] long rows are cut at common column
 //!   boundaries and each task takes one column range of every row of its group, so the rows of
 //!   B in that range are read from memory once for the whole group (a CPU adaptation: the
 //!   paper's PEZY-SC3s has no shared cache to exploit). The task list, the scratch size (one
@@ -34,11 +34,9 @@
 mod exec;
 mod plan;
 mod split;
+mod task;
 
-pub use plan::{
-    last_level_cache_bytes, LssmConfig, SpmmPlan, BLOCK_WORK, DEFAULT_CACHE_BYTES, LONG_ROW_GROUP,
-    MAX_BLOCK, MIN_BLOCK, MIN_TASKS, ROW_CHUNK_WORK,
-};
+pub use plan::{last_level_cache_bytes, BlockSizing, LssmConfig, SpmmPlan};
 
 use crate::dense::{DenseMut, DenseRef};
 use crate::{CsrMatrix, Par, Result, Scalar, SpIndex};

@@ -1,30 +1,74 @@
 //! The symbolic phase of LSSM: block size, row classification, task list, scratch size.
 
 use super::split::{interleave, split_long_rows};
+use super::task::{Segment, Task};
 use crate::kernels::{micro, SERIAL_WORK};
 use crate::stats::{MatrixClass, RowStats};
 use crate::{CsrMatrix, Scalar, SpIndex};
 use std::ops::Range;
 
-/// Target multiply-adds (`nnz · K`) per task when the block size is automatic.
-pub const BLOCK_WORK: usize = 1 << 16;
-/// Smallest automatic block (nonzeros per task).
-pub const MIN_BLOCK: usize = 32;
-/// Largest automatic block (nonzeros per task).
-pub const MAX_BLOCK: usize = 8192;
-/// The automatic block is small enough to give at least this many tasks (for load balance on
-/// any core count; it does not depend on the thread count, so neither does the result).
-pub const MIN_TASKS: usize = 128;
+/// How the automatic block size (nonzeros per task) is chosen from the row profile and K:
+/// `work / K` nonzeros, clamped to `[min, max]`, lowered to `nnz / min_tasks` so that there are
+/// enough tasks to balance, and on regular matrices raised to the longest row (when that is at
+/// most 4× larger) so that no row is split for nothing ([`BlockSizing::block_size`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockSizing {
+    /// Target multiply-adds (`nnz · K`) per task. Default 2¹⁶.
+    pub work: usize,
+    /// Smallest automatic block (nonzeros per task; at least 1). Default 32.
+    pub min: usize,
+    /// Largest automatic block (nonzeros per task). Default 8192.
+    pub max: usize,
+    /// The automatic block is small enough to give at least this many tasks (for load balance
+    /// on any core count; it does not depend on the thread count, so neither does the result).
+    /// Default 128.
+    pub min_tasks: usize,
+}
+
+impl Default for BlockSizing {
+    fn default() -> Self {
+        Self {
+            work: 1 << 16,
+            min: 32,
+            max: 8192,
+            min_tasks: 128,
+        }
+    }
+}
+
+impl BlockSizing {
+    /// The block size (nonzeros per task, at least 1) for a row profile and K.
+    pub fn block_size(&self, stats: &RowStats, k: usize) -> usize {
+        let min = self.min.max(1);
+        let by_work = (self.work / k.max(1)).clamp(min, self.max.max(min));
+        let by_balance = (stats.nnz / self.min_tasks.max(1)).max(min);
+        let block = by_work.min(by_balance);
+        if stats.class() == MatrixClass::Regular && stats.max <= 4 * block {
+            block.max(stats.max)
+        } else {
+            block
+        }
+    }
+}
 
 /// Settings of an LSSM plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LssmConfig {
     /// Nonzeros per task (the paper's block size). `None` (the default) picks it with
-    /// [`SpmmPlan::auto_block_size`].
+    /// [`LssmConfig::block_sizing`].
     pub block_nnz: Option<usize>,
+    /// How the automatic block size is chosen when `block_nnz` is `None`. Default
+    /// [`BlockSizing::default`] (what [`SpmmPlan::auto_block_size`] uses).
+    pub block_sizing: BlockSizing,
+    /// Long rows are split together in groups of this many consecutive long rows (when the
+    /// columns are sorted; 0 counts as 1): a task takes the same range of columns of every row
+    /// of its group, so each row of B it needs is read from memory once and reused from cache
+    /// by the group's other rows (several dense rows, as in arrow matrices or the hubs of a
+    /// power-law graph, read B once instead of once per row). Default 8.
+    pub long_row_group: usize,
     /// Work (`nnz · K` multiply-adds) below which the plan runs serially (on the calling
     /// thread; without long rows as one micro-kernel pass over all rows, like the serial
-    /// baselines). Default [`SERIAL_WORK`].
+    /// baselines). Default 2¹⁶ (as [`BaselineConfig::serial_work`](crate::BaselineConfig)).
     pub serial_work: usize,
     /// Software-prefetch the rows of B that the next chunk of nonzeros needs, to hide the
     /// latency of random row gathers. `None` (the default) does not prefetch: on the 2-core
@@ -47,7 +91,11 @@ pub struct LssmConfig {
     pub prefetch_distance: usize,
     /// Multiply-adds (`nnz · K`) per chunk of rows, for a row of mean length, when the plan has
     /// no long rows and runs with the row-parallel schedule (a chunk of the longest rows is kept
-    /// under 16× this). Default [`ROW_CHUNK_WORK`].
+    /// under 16× this). Default 2¹⁴: measured on the shared 2-core test machine (paired
+    /// with `spmm_row_parallel`, one row per call, in the same runs), `row/lssm` went from
+    /// 0.7–1.1 to 1.2–1.8 on matrices of 1k–10k short rows (`olm1000`, `jagmesh7`,
+    /// `cryg2500`, `Franz6`), where the per-call overhead was as large as the arithmetic; 2¹³
+    /// and 2¹⁴ were indistinguishable.
     pub row_chunk_work: usize,
     /// Columns of B and C per K-panel: `Some(p)` with `0 < p < K` makes the numeric phase pack
     /// one panel of `p` columns of B at a time into a contiguous, line-aligned buffer and make
@@ -62,7 +110,7 @@ pub struct LssmConfig {
 }
 
 /// The size of the largest CPU cache (bytes): on Linux the largest
-/// `/sys/devices/system/cpu/cpu0/cache/index*/size`, else [`DEFAULT_CACHE_BYTES`]. Read once.
+/// `/sys/devices/system/cpu/cpu0/cache/index*/size`, else 32 MiB. Read once.
 pub fn last_level_cache_bytes() -> usize {
     static CACHE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CACHE.get_or_init(|| {
@@ -86,20 +134,17 @@ pub fn last_level_cache_bytes() -> usize {
 }
 
 /// The last-level cache size assumed where it cannot be read.
-pub const DEFAULT_CACHE_BYTES: usize = 32 << 20;
+const DEFAULT_CACHE_BYTES: usize = 32 << 20;
 
-/// Multiply-adds (`nnz · K`) per chunk of rows when a plan without long rows runs with the
-/// row-parallel schedule: a few rows per call of the micro-kernel instead of one. Measured on
-/// the shared 2-core test machine (paired with `spmm_row_parallel`, one row per call, in the
-/// same runs): `row/lssm` went from 0.7–1.1 to 1.2–1.8 on matrices of 1k–10k short rows
-/// (`olm1000`, `jagmesh7`, `cryg2500`, `Franz6`), where the per-call overhead was as large as
-/// the arithmetic; 2¹³ and 2¹⁴ were indistinguishable.
-pub const ROW_CHUNK_WORK: usize = 1 << 14;
+/// Default [`LssmConfig::row_chunk_work`].
+const ROW_CHUNK_WORK: usize = 1 << 14;
 
 impl Default for LssmConfig {
     fn default() -> Self {
         Self {
             block_nnz: None,
+            block_sizing: BlockSizing::default(),
+            long_row_group: 8,
             serial_work: SERIAL_WORK,
             prefetch: None,
             streaming_stores: false,
@@ -109,34 +154,6 @@ impl Default for LssmConfig {
         }
     }
 }
-
-/// One unit of work handed out through the atomic counter.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Task {
-    /// A run of whole short rows `start..end` (merged).
-    Rows(Range<usize>),
-    /// Segments `plan.segments[range]` of long rows, computed one after the other (they
-    /// cover one range of columns, so the rows of B they read are shared through the cache).
-    Segments(Range<usize>),
-}
-
-/// Nonzeros `nz` of one long row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Segment {
-    /// Index of the row in `plan.long_rows`.
-    pub(crate) long: usize,
-    pub(crate) nz: Range<usize>,
-    /// Scratch K-vector of this segment; `None` for the row's first segment, which writes the
-    /// row of C itself.
-    pub(crate) slot: Option<usize>,
-}
-
-/// Long rows are split together in groups of this many consecutive long rows: with sorted
-/// columns, a task takes the same range of columns of every row of its group, so each row of B
-/// it needs is read from memory once and reused from cache by the group's other rows (several
-/// dense rows, as in arrow matrices or the hubs of a power-law graph, read B once instead of
-/// once per row).
-pub const LONG_ROW_GROUP: usize = 8;
 
 /// A reusable LSSM execution plan for one sparsity pattern and one K (the symbolic phase).
 #[derive(Debug, Clone)]
@@ -159,21 +176,13 @@ pub struct SpmmPlan {
 }
 
 impl SpmmPlan {
-    /// The automatic block size (nonzeros per task) for a row profile and K.
-    ///
-    /// `BLOCK_WORK / K` nonzeros make a task of about 2¹⁶ multiply-adds, clamped to
-    /// `[MIN_BLOCK, MAX_BLOCK]`; it is lowered to `nnz / MIN_TASKS` so that there are enough
-    /// tasks to balance, and on regular matrices it is raised to the longest row (when that is at
-    /// most 4× larger) so that no row is split for nothing.
+    /// The automatic block size (nonzeros per task) for a row profile and K with the default
+    /// [`BlockSizing`]: 2¹⁶ / K nonzeros (a task of about 2¹⁶ multiply-adds), clamped to
+    /// `[32, 8192]`, lowered to `nnz / 128` so that there are enough tasks to balance, and on
+    /// regular matrices raised to the longest row (when that is at most 4× larger) so that no
+    /// row is split for nothing.
     pub fn auto_block_size(stats: &RowStats, k: usize) -> usize {
-        let by_work = (BLOCK_WORK / k.max(1)).clamp(MIN_BLOCK, MAX_BLOCK);
-        let by_balance = (stats.nnz / MIN_TASKS).max(MIN_BLOCK);
-        let block = by_work.min(by_balance);
-        if stats.class() == MatrixClass::Regular && stats.max <= 4 * block {
-            block.max(stats.max)
-        } else {
-            block
-        }
+        BlockSizing::default().block_size(stats, k)
     }
 
     /// A K-panel width for `LssmConfig::k_panel`, for a matrix with `ncols` columns, `k` columns
@@ -206,7 +215,7 @@ impl SpmmPlan {
     /// Builds the plan for `a` and dense operands with `k` columns.
     ///
     /// Complexity: `O(rows + tasks)`, plus binary searches for the column boundaries of the
-    /// long-row groups (`O(log ncols · LONG_ROW_GROUP · log row)` per long-row task).
+    /// long-row groups (`O(log ncols · long_row_group · log row)` per long-row task).
     ///
     /// # Panics
     /// If `config.block_nnz` is `Some(0)`.
@@ -214,7 +223,7 @@ impl SpmmPlan {
         let stats = RowStats::of(a);
         let block = config
             .block_nnz
-            .unwrap_or_else(|| Self::auto_block_size(&stats, k));
+            .unwrap_or_else(|| config.block_sizing.block_size(&stats, k));
         assert!(block > 0, "the LSSM block size must be positive");
         let mut tasks = Vec::new();
         let mut long = Vec::new();
@@ -241,7 +250,8 @@ impl SpmmPlan {
             tasks.push(Task::Rows(run_start..a.nrows()));
         }
         // Long rows: tasks of about `block` nonzeros too, interleaved with the runs by position.
-        let (segment_tasks, segments, long_rows, slots) = split_long_rows(a, &long, block);
+        let (segment_tasks, segments, long_rows, slots) =
+            split_long_rows(a, &long, block, config.long_row_group);
         let tasks = interleave(a, tasks, segment_tasks, &segments);
         let serial = a.nnz().saturating_mul(k) < config.serial_work || a.nrows() <= 1;
         // Rows per chunk from the mean row, but no chunk of the longest rows above 16× the

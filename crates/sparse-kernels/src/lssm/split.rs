@@ -1,11 +1,11 @@
 //! Long-row splitting (column-aligned groups of long rows) and the order of the tasks.
 
-use super::plan::{Segment, Task, LONG_ROW_GROUP};
+use super::task::{Segment, Task};
 use crate::{CsrMatrix, Scalar, SpIndex};
 use std::ops::Range;
 
 /// Splits the long rows `long` (ascending) into tasks of about `block` nonzeros: in groups of
-/// [`LONG_ROW_GROUP`] rows cut at common column boundaries when the columns are sorted, else
+/// `group` rows (`LssmConfig::long_row_group`) cut at common column boundaries when the columns are sorted, else
 /// row by row at every `block`-th nonzero. Returns the tasks, the segments they index, each long
 /// row with its scratch slots, and the number of slots.
 #[allow(clippy::type_complexity)]
@@ -13,9 +13,10 @@ pub(super) fn split_long_rows<T: Scalar, I: SpIndex>(
     a: &CsrMatrix<T, I>,
     long: &[usize],
     block: usize,
+    group: usize,
 ) -> (Vec<Task>, Vec<Segment>, Vec<(usize, Range<usize>)>, usize) {
     let group = if a.has_sorted_columns() {
-        LONG_ROW_GROUP
+        group.max(1)
     } else {
         1
     };

@@ -109,6 +109,9 @@ fn check_all<T: Scalar, I: SpIndex>(
         row_chunk_work: (block % 4 + 1) * k.max(1) * (a.nnz() / a.nrows().max(1) + 1),
         // K-panels of 1 to 8 columns for odd blocks (several passes over A).
         k_panel: (block % 2 == 1).then_some(block),
+        // Long rows split alone, in pairs, or in the default groups of 8 (0 counts as 1).
+        long_row_group: [0, 2, 8][block % 3],
+        ..LssmConfig::default()
     };
     let plan = SpmmPlan::new(a, k, &lssm);
     let ldc = k + pad;
@@ -234,7 +237,7 @@ fn default_settings_take_the_parallel_paths_on_larger_matrices() {
             k,
             0,
             plan.block_nnz(),
-            sparse_kernels::MERGE_ITEMS_PER_PART,
+            BaselineConfig::default().merge_items_per_part,
         );
     }
 }
@@ -314,4 +317,38 @@ fn operands_on_huge_pages_give_the_same_bits() {
     };
     assert_eq!(run_on(&b), run_on(&b_huge));
     assert!(sparse_kernels::zeroed_on_huge_pages::<f32>(0).is_empty());
+}
+
+#[test]
+fn block_sizing_is_configurable_and_defaults_to_the_automatic_block() {
+    use sparse_kernels::{BlockSizing, RowStats};
+    let a = gen::kronecker::<f64, u32>(10, 5);
+    let stats = RowStats::of(&a);
+    for k in [1, 16, 64, 1024] {
+        let auto = SpmmPlan::auto_block_size(&stats, k);
+        assert_eq!(BlockSizing::default().block_size(&stats, k), auto);
+        assert_eq!(
+            SpmmPlan::new(&a, k, &LssmConfig::default()).block_nnz(),
+            auto
+        );
+    }
+    let fixed = BlockSizing {
+        work: 0,
+        min: 40,
+        max: 40,
+        min_tasks: 1,
+    };
+    let config = LssmConfig {
+        block_sizing: fixed,
+        ..LssmConfig::default()
+    };
+    assert_eq!(SpmmPlan::new(&a, 16, &config).block_nnz(), 40);
+    // Degenerate settings give a positive block, never a panic.
+    let zero = BlockSizing {
+        work: 0,
+        min: 0,
+        max: 0,
+        min_tasks: 0,
+    };
+    assert!(zero.block_size(&stats, 16) >= 1);
 }

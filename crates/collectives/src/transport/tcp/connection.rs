@@ -7,9 +7,9 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::direct::SCRATCH_BYTES;
 use crate::frame::{Frame, HEADER_BYTES};
 use crate::inbox::Inbox;
+use crate::posts::SCRATCH_BYTES;
 use crate::transport::Transport;
 use crate::{CollectiveError, Result};
 
