@@ -17,7 +17,7 @@
 //! `MPI_COMM_WORLD` (so the tags never meet the application's); sends of one
 //! process are serialised, and MPI does not reorder messages of one tag between two
 //! processes, so the `k`-th payload from a peer belongs to its `k`-th non-empty header.
-//! Payloads from [`ZERO_COPY_SEND_BYTES`] go out straight from the collective's buffer (the
+//! Payloads from [`MpiConfig::zero_copy_send_bytes`] (64 KiB) go out straight from the collective's buffer (the
 //! engine tests the request until MPI is done with it); smaller ones are copied into a pooled
 //! buffer and reaped later.
 //!
@@ -78,10 +78,8 @@ const TAG_STOP: i32 = 0x5047;
 /// How long shutdown waits for payloads still being sent to live peers.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-/// Payloads from this size on are sent straight from the collective's buffer
-/// ([`Transport::send_slice`]); smaller ones are copied into a pooled buffer and left to MPI
-/// (they go out eagerly, and the engine need not wait for them): 64 KiB.
-pub const ZERO_COPY_SEND_BYTES: usize = 64 << 10;
+/// Default [`MpiConfig::zero_copy_send_bytes`]: 64 KiB.
+pub const DEFAULT_ZERO_COPY_SEND_BYTES: usize = 64 << 10;
 
 /// How long a send straight from a collective's buffer keeps waiting for MPI to finish with it
 /// once its destination is known to be gone (a rank that aborted still takes messages until it
@@ -111,6 +109,11 @@ pub struct MpiConfig {
     /// message resets them. Bounds the added latency after an idle period. Default:
     /// [`DEFAULT_MAX_IDLE_SLEEP`].
     pub max_idle_sleep: Duration,
+    /// Payloads from this size on are sent straight from the collective's buffer (the engine
+    /// tests the request until MPI is done with it); smaller ones are copied into a pooled
+    /// buffer and left to MPI (they go out eagerly, and the engine need not wait for them).
+    /// Default: [`DEFAULT_ZERO_COPY_SEND_BYTES`].
+    pub zero_copy_send_bytes: usize,
 }
 
 impl Default for MpiConfig {
@@ -119,6 +122,7 @@ impl Default for MpiConfig {
             engine: Config::default(),
             idle_spins: DEFAULT_IDLE_SPINS,
             max_idle_sleep: DEFAULT_MAX_IDLE_SLEEP,
+            zero_copy_send_bytes: DEFAULT_ZERO_COPY_SEND_BYTES,
         }
     }
 }
@@ -268,6 +272,8 @@ struct MpiTransport {
     inbox: Arc<Inbox>,
     receiving: Arc<Receiver>,
     receiver: Mutex<Option<JoinHandle<()>>>,
+    /// [`MpiConfig::zero_copy_send_bytes`].
+    zero_copy_send_bytes: usize,
 }
 
 impl std::fmt::Debug for MpiTransport {
@@ -310,6 +316,7 @@ impl MpiTransport {
             inbox,
             receiving,
             receiver: Mutex::new(Some(receiver)),
+            zero_copy_send_bytes: cfg.zero_copy_send_bytes,
         }))
     }
 
@@ -430,7 +437,7 @@ impl Transport for MpiTransport {
         Ok(())
     }
 
-    /// Payloads of [`ZERO_COPY_SEND_BYTES`] and more go out straight from `data` (no staging
+    /// Payloads of [`MpiConfig::zero_copy_send_bytes`] and more go out straight from `data` (no staging
     /// copy): the header, then `MPI_Isend` from `data`, tested (yielding between tests) until MPI
     /// is done with it, so that the caller may reuse `data` when this returns. The peer's
     /// receiver thread takes every message as it arrives, whatever its engine does, so the wait
@@ -438,7 +445,7 @@ impl Transport for MpiTransport {
     /// pooled buffer and sent without waiting ([`send`](Self::send)).
     fn send_slice(&self, dst: usize, head: Frame, data: &[u8]) -> Result<()> {
         let len = data.len();
-        if len < ZERO_COPY_SEND_BYTES || i32::try_from(len).is_err() {
+        if len < self.zero_copy_send_bytes || i32::try_from(len).is_err() {
             // `send` reports a payload too large for one MPI message.
             return super::send_copied(self, dst, head, data);
         }
