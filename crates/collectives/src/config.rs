@@ -61,11 +61,9 @@ pub const DEFAULT_SHARED_MEMORY_BYTES: usize = 4 << 20;
 pub const DEFAULT_SHARED_MEMORY_BYTES_WIDE: usize = 64 << 10;
 /// Smallest world size on which `Auto` takes the shared-memory all-reduce for small messages
 /// (below [`Config::small_message_bytes`]) on the local transport, instead of halving-doubling:
-/// 4. Measured 2026-12-04 (median of 7 interleaved pairs per point, glibc's `rep movsb` memcpy
-/// switched off as on a VM where it is fast): halving-doubling / shared-memory time 0.76–0.93 on
-/// 2 and 3 ranks at 1–16 KiB, 1.17–1.30 on 4 ranks and 1.37–1.54 on 8 (1 KiB on 4 ranks: 25.9 →
-/// 19.9 µs). Presumably (not measured) because with more ranks than cores one
-/// publish-and-reduce round waits for fewer thread switches than `log2 n` exchange steps.
+/// 4: from there one publish-and-reduce round beat halving-doubling's `log2 n` exchange steps at
+/// 1–16 KiB, below it halving-doubling was faster (measurements: benches/README.md,
+/// collectives, "Measurements behind code defaults").
 pub const SHARED_MEMORY_SMALL_MIN_RANKS: usize = 4;
 /// Default [`Config::ring_piece_bytes`]: 1 MiB.
 pub const DEFAULT_RING_PIECE_BYTES: usize = 1 << 20;

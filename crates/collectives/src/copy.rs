@@ -3,22 +3,17 @@
 //! glibc's `memcpy` moves mid-sized blocks with `rep movsb`, and on AMD cores that
 //! instruction can run about 20× slower when the destination lies 1 to 31 bytes past the source
 //! modulo 4096 (the same symptom as microsoft/STL#5658, reported there for Windows and Linux).
-//! Measured on the 2026-12-04 machine (AMD EPYC, glibc 2.36, L2 512 KiB), one copy at a time,
-//! distances 0–96 in steps of 4 and a few up to 4092: 64 KiB copies at 2–3 GB/s for `dst - src
-//! ≡ 4..28 (mod 4096)` (and at 1, 8, 16 in a second scan) against 25–50 GB/s at the other
-//! distances; the same collapse at 4 KiB, 16 KiB and 256 KiB, none at 512 KiB and above.
+//! (Measured on an AMD EPYC with glibc 2.36 for 4–256 KiB copies, none from the L2 size on:
+//! benches/README.md, collectives, "Measurements behind code defaults".)
 //!
 //! Message buffers meet that case all the time: two same-sized heap blocks allocated one after
 //! the other lie a multiple of the page size plus glibc's 16-byte chunk header apart, so
 //! copying a received message into a buffer allocated next to it lands on the slow path.
 //! [`copy_slice`] checks the distance and, when it is in the slow window and the block is in
 //! `rep movsb`'s size range on an AMD processor, copies in 2 KiB pieces, which `memcpy` moves
-//! with vector loads and stores: 29–58 GB/s for 4–256 KiB at distance 16 against 2.0–2.9 for
-//! the plain copy (`crates/collectives-bench/examples/copy_distance.rs`). Every other copy is a plain
-//! `copy_from_slice`. The local transport's ring all-reduce on 2 ranks went from 2.4–3.5 to
-//! 8.9–11.1 GB/s busbw at 256 KiB with it (3 interleaved runs of collectives-bench's `examples/shm_switch.rs`),
-//! and from 2.2–2.3 to 6.7–7.4 at 64 KiB in runs whose heap layout put the buffers in the slow
-//! window (whether it does depends on the allocator's state).
+//! with vector loads and stores (about 10–20× the plain copy in that window; the local ring
+//! all-reduce gained 3–4× at 64–256 KiB: benches/README.md, collectives, "Measurements behind
+//! code defaults"). Every other copy is a plain `copy_from_slice`.
 
 /// Largest piece copied at once on the slow path: below glibc's `rep movsb` threshold, so
 /// every piece takes the vector loop (measured at distance 16: 2 KiB pieces 42–63 GB/s for

@@ -4,11 +4,10 @@
 //! engine later copies or reduces from.
 //!
 //! Not on the local transport: there the sending thread would do the receiver's copy or
-//! reduction itself, straight between the two buffers. Tried and measured (2 ranks, ring,
-//! 1 MiB, 2026-12-04): 2.2–2.5× slower than staging per all-reduce, with 2–5× the polls and
-//! more engine context switches (the receiver waits while the sender works on its buffer), and
-//! 0.2–0.7× at 1–4 MiB in paired runs; so threads keep the staged path (and the shared-memory
-//! all-reduce from 4 MiB).
+//! reduction itself, straight between the two buffers; tried, that was slower than staging (the
+//! receiver waits while the sender works on its buffer: benches/README.md, collectives,
+//! "Measurements behind code defaults"),
+//! so threads keep the staged path (and the shared-memory all-reduce from 4 MiB).
 //!
 //! On one host a TCP all-reduce is CPU-bound: every byte is copied by the kernel on the way in
 //! and out, and the staging buffer added a third pass over memory (the all-gather's copy, the

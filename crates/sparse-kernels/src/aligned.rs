@@ -2,11 +2,8 @@
 //!
 //! The micro-kernel loads rows of B in 32-byte vectors. A large `Vec<f64>` from the system
 //! allocator starts 16 bytes past a line, so when B's rows are a whole number of lines apart
-//! every other load straddles two lines. Paired rounds (2026-12-04 06:44–06:48 UTC, quiet, 2
-//! threads, K = 64 `f64`, default plan; `examples/b_alignment.rs`): B 16 bytes past a line took
-//! 1.11–1.20× the time of a line-aligned B on `bcsstk13`, `pushpull`,
-//! `sparse-images-1024_subset` and a DLMC layer, and 1.14–1.21× on `stencil27:64` (two runs);
-//! 32 bytes past a line 1.00–1.06×.
+//! every other load straddles two lines, which cost 11–21 % in paired runs
+//! (`examples/b_alignment.rs`; benches/README.md, sparse, "Measurements behind code defaults").
 
 use crate::Scalar;
 use std::ops::{Deref, DerefMut};

@@ -2,12 +2,9 @@
 //!
 //! Random gathers of rows of B (power-law graphs) put nearly every access on a different 4 KiB
 //! page, so address translation costs as much as the data; on 2 MiB pages the same gathers
-//! need 512× fewer translations. Measured with `examples/panel_study.rs --hugepages` (paired
-//! rounds, 2 threads, K = 64 `f64`, unpanelled plans, B here vs B in a `Vec`; shared machine,
-//! load 4–6.6): 2026-12-03 10:52 UTC (the example's own `madvise` code, the same as this)
-//! `kron:18` 1.11–1.12×, `uniform:262144:16` 1.20–1.22×, `stencil27:64` 1.07–1.11×; 10:54 UTC
-//! (this function) `kron:18` 1.03–1.11×, `uniform:262144:16` 1.02–1.04×. The kernel's
-//! `thp_fault_alloc` counter rose by 64 huge pages (B of `kron:18`, 128 MiB) per run.
+//! need 512× fewer translations (1.02–1.22× faster in paired runs of
+//! `examples/panel_study.rs --hugepages`; benches/README.md, sparse, "Measurements behind
+//! code defaults").
 
 use crate::Scalar;
 

@@ -94,13 +94,9 @@ pub const DEFAULT_MAX_IDLE_SLEEP: Duration = Duration::from_micros(200);
 /// How to join an MPI job.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MpiConfig {
-    /// Engine settings. Default: [`Config::default`] (waiting threads drive the engine).
-    /// Measured on 2 oversubscribed cores (Intel Xeon VM, 2026-12-04, three interleaved pairs of
-    /// `compare_collectives_mpi` runs, with large payloads sent straight from the buffer): driving
-    /// is 1.2–2.8× faster at 1–16 KiB, 1.3–1.9× at 64 KiB–1 MiB on 4 ranks, 1.0–1.3× at 64 KiB
-    /// on 2, within −8 %..+22 % at 256 KiB–4 MiB on 2 ranks and −1 %..+35 % at 4 MiB on 4. (Before
-    /// large payloads were sent from the buffer, handing every operation to the engine thread
-    /// measured faster from 64 KiB to 4 MiB; it was the default.)
+    /// Engine settings. Default: [`Config::default`] (waiting threads drive the engine, which
+    /// measured faster than handing every operation to the engine thread up to 1 MiB and about
+    /// even above: benches/README.md, collectives, "Measurements behind code defaults").
     pub engine: Config,
     /// Empty probes (each followed by a `yield`) before the receiver thread starts sleeping.
     /// Default: [`DEFAULT_IDLE_SPINS`].

@@ -71,19 +71,15 @@ pub struct LssmConfig {
     /// baselines). Default 2¹⁶ (as [`BaselineConfig::serial_work`](crate::BaselineConfig)).
     pub serial_work: usize,
     /// Software-prefetch the rows of B that the next chunk of nonzeros needs, to hide the
-    /// latency of random row gathers. `None` (the default) does not prefetch: on the 2-core
-    /// Zen 4 test machine (2026-12-03, paired rounds in one process, `examples/lssm_variants.rs`)
-    /// the plan without prefetching was 1.04–1.13× faster on `kron:18` (6 runs), 1.11× on
-    /// `uniform:262144:16` and 1.05× on `rmat:18:16` than the former automatic choice (prefetch one chunk ahead when B is
-    /// at least 4 MiB and [`SpmmPlan::column_locality`] `< 0.5`), which had gained up to ~30 %
-    /// on the same graphs on the previous (Zen 3) machine; it always cost up to 2× on matrices
-    /// whose rows of B are in cache or read in order (stencils, arrow). `Some(true)` prefetches.
+    /// latency of random row gathers. `None` (the default) does not prefetch: in paired runs the
+    /// plan without prefetching was as fast or faster on power-law graphs, and prefetching cost
+    /// up to 2× where the rows of B are in cache or read in order (stencils, arrow;
+    /// benches/README.md, sparse, "Measurements behind code defaults"). `Some(true)` prefetches.
     pub prefetch: Option<bool>,
     /// Write the rows of C with non-temporal (streaming) stores, which do not first read the
     /// destination lines into the cache (only whole 64-byte lines are streamed). Default
-    /// `false`: on the shared 2-core test machine it was 1.1–1.3× faster in some runs for a
-    /// 56–134 MB C at K = 64 and 1.5–3× slower in others (K = 128, 256, and C rows not aligned
-    /// to cache lines), so it is left to the caller.
+    /// `false`: it was faster in some runs and slower in others (benches/README.md, sparse,
+    /// "Measurements behind code defaults"), so it is left to the caller.
     pub streaming_stores: bool,
     /// With prefetching: how many nonzeros past the end of the chunk being multiplied the rows
     /// of B are prefetched. 0 (the default): one chunk of nonzeros (`16 KiB / (K · size)`,
@@ -91,11 +87,9 @@ pub struct LssmConfig {
     pub prefetch_distance: usize,
     /// Multiply-adds (`nnz · K`) per chunk of rows, for a row of mean length, when the plan has
     /// no long rows and runs with the row-parallel schedule (a chunk of the longest rows is kept
-    /// under 16× this). Default 2¹⁴: measured on the shared 2-core test machine (paired
-    /// with `spmm_row_parallel`, one row per call, in the same runs), `row/lssm` went from
-    /// 0.7–1.1 to 1.2–1.8 on matrices of 1k–10k short rows (`olm1000`, `jagmesh7`,
-    /// `cryg2500`, `Franz6`), where the per-call overhead was as large as the arithmetic; 2¹³
-    /// and 2¹⁴ were indistinguishable.
+    /// under 16× this). Default 2¹⁴: a few short rows per call of the micro-kernel instead of
+    /// one, which spares matrices of many short rows the per-call overhead
+    /// (benches/README.md, sparse, "Measurements behind code defaults").
     pub row_chunk_work: usize,
     /// Columns of B and C per K-panel: `Some(p)` with `0 < p < K` makes the numeric phase pack
     /// one panel of `p` columns of B at a time into a contiguous, line-aligned buffer and make
@@ -193,10 +187,9 @@ impl SpmmPlan {
     /// of a 64-byte line whose panel of B (`ncols · width` elements) fits in half the cache, and
     /// `k` when not even one line per row fits.
     ///
-    /// Pass the cache the gathers really get: on the 2-core test VM, which reports a 32 MiB L3
-    /// but shares it, random row gathers slow down from 8–16 MiB (`examples/gather_rate.rs`),
-    /// and the width suggested for `kron:18` at K = 64 from the nominal 32 MiB (8 columns, a
-    /// 16 MiB panel) ran at 0.51–0.55× the speed of the unpanelled plan (2026-12-04).
+    /// Pass the cache the gathers really get, which on a shared machine can be well below the
+    /// nominal last-level cache (`examples/gather_rate.rs`; benches/README.md, sparse,
+    /// "Measurements behind code defaults").
     pub fn auto_k_panel<T>(ncols: usize, k: usize, locality: f64, cache: usize) -> usize {
         let size = std::mem::size_of::<T>().max(1);
         let line = (64 / size).max(1);
