@@ -23,7 +23,7 @@
 //!
 //! **Per-collective flow control.** A receiver thread per process takes every incoming frame
 //! as soon as it arrives (`MPI_Improbe` + `MPI_Mrecv`) — straight into the collective's buffer
-//! where it has posted the receive ([direct receive](crate::direct)), else into a pooled buffer
+//! where it has posted the receive (direct receive), else into a pooled buffer
 //! put into its collective's mailbox — so a large (rendezvous-protocol) send of one collective never waits
 //! for the destination to start *that* collective. The thread yields while messages come in,
 //! then sleeps with a growing back-off ([`MpiConfig::idle_spins`],
