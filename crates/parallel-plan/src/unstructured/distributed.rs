@@ -24,7 +24,8 @@ use super::scalar::{Scalar, Storage};
 /// Settings of a distributed run.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct DistConfig {
-    /// How the primary set is partitioned. Default: [`Partitioner::Graph`].
+    /// How the primary set is partitioned. Default: [`Partitioner::Metis`] with the `metis`
+    /// feature, else [`Partitioner::Graph`].
     pub partitioner: Partitioner,
     /// For [`Partitioner::Rcb`]: the name of the dat of coordinates on the primary set.
     /// Default `None`: the first 2-D or 3-D `f64` dat declared on it.

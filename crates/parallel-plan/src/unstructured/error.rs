@@ -85,6 +85,13 @@ pub enum UnstructuredError {
         /// Name of the late declaration.
         name: String,
     },
+    /// The partitioner failed (METIS reported an error, or it was asked for without the
+    /// `metis` feature).
+    #[error("partitioning failed: {detail}")]
+    Partition {
+        /// What went wrong.
+        detail: String,
+    },
     /// A mesh file is malformed.
     #[error("{path}:{line}: {detail}")]
     MalformedFile {

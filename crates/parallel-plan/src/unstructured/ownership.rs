@@ -29,6 +29,18 @@ pub(crate) fn primary_graph(primary: usize, sets: &[SetDecl], maps: &[MapDecl]) 
     CsrGraph::from_rows(sets[primary].size, &rows)
 }
 
+#[cfg(feature = "metis")]
+fn metis(g: &CsrGraph, nparts: usize) -> Result<Vec<u32>> {
+    super::partition::partition_metis(g, nparts)
+}
+
+#[cfg(not(feature = "metis"))]
+fn metis(_: &CsrGraph, _: usize) -> Result<Vec<u32>> {
+    Err(UnstructuredError::Partition {
+        detail: "METIS asked for, but parallel-plan was built without its `metis` feature".into(),
+    })
+}
+
 /// The owner of every element of every set, for `nparts` ranks.
 ///
 /// The primary set is partitioned by `partitioner`; a set with a map to an assigned set takes
@@ -37,6 +49,7 @@ pub(crate) fn primary_graph(primary: usize, sets: &[SetDecl], maps: &[MapDecl]) 
 /// it; anything left is cut in contiguous blocks.
 ///
 /// # Errors
+/// [`UnstructuredError::Partition`] when METIS fails or is not built in;
 /// [`UnstructuredError::InvalidDeclaration`] for `Rcb` when the primary set has no coordinate
 /// dat (named `coordinates` if given).
 pub(crate) fn owners(
@@ -57,6 +70,12 @@ pub(crate) fn owners(
     let mut cut = 0;
     if let Some(p) = primary {
         let part = match partitioner {
+            Partitioner::Metis => {
+                let g = primary_graph(p, sets, maps);
+                let part = metis(&g, nparts)?;
+                cut = g.edge_cut(&part);
+                part
+            }
             Partitioner::Graph => {
                 let g = primary_graph(p, sets, maps);
                 let part = partition_graph(&g, nparts);

@@ -1,5 +1,6 @@
-//! Partitioners of the primary set: recursive graph bisection over the mesh connectivity
-//! (the default) and geometric recursive coordinate bisection.
+//! Partitioners of the primary set: METIS's multilevel k-way partitioning (cargo feature
+//! `metis`, the default when enabled), a built-in recursive graph bisection over the mesh
+//! connectivity (the default without METIS) and geometric recursive coordinate bisection.
 //!
 //! The graph partitioner follows METIS's recursive-bisection structure (Karypis & Kumar, "A
 //! fast and high quality multilevel scheme for partitioning irregular graphs", SISC 1998)
@@ -11,11 +12,20 @@
 
 use std::collections::VecDeque;
 
-/// How the primary set is partitioned.
+#[cfg(feature = "metis")]
+use super::error::{Result, UnstructuredError};
+
+/// How the primary set is partitioned. The default is [`Partitioner::Metis`] when the crate
+/// is built with the `metis` feature, [`Partitioner::Graph`] otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Partitioner {
-    /// Recursive graph bisection over the mesh connectivity ([`partition_graph`]).
-    #[default]
+    /// METIS 5.1 multilevel k-way partitioning of the connectivity graph
+    /// (`partition_metis`; needs the `metis` feature, vendored C sources).
+    #[cfg_attr(feature = "metis", default)]
+    Metis,
+    /// Recursive graph bisection over the mesh connectivity ([`partition_graph`]), no C
+    /// library.
+    #[cfg_attr(not(feature = "metis"), default)]
     Graph,
     /// Recursive coordinate bisection ([`partition_rcb`]) over the first `f64` dat of
     /// dimension 2 or 3 declared on the primary set (its coordinates).
@@ -23,9 +33,10 @@ pub enum Partitioner {
 }
 
 impl Partitioner {
-    /// Short name (`graph`, `rcb`).
+    /// Short name (`metis`, `graph`, `rcb`).
     pub fn name(self) -> &'static str {
         match self {
+            Partitioner::Metis => "metis",
             Partitioner::Graph => "graph",
             Partitioner::Rcb => "rcb",
         }
@@ -226,6 +237,44 @@ fn refine(g: &CsrGraph, verts: &[u32], target: usize, side: &mut [u8]) {
             break;
         }
     }
+}
+
+/// Partitions the vertices of `g` into `nparts` parts with METIS's multilevel k-way scheme
+/// (`METIS_PartGraphKway`, default options: 3 % imbalance, edge-cut objective, fixed seed, so
+/// every rank computes the same partition).
+///
+/// METIS's random number generator is process-global, so calls are serialised by a lock:
+/// ranks that are threads of one process then compute the same partition too.
+///
+/// # Errors
+/// [`UnstructuredError::Partition`] when the graph does not fit METIS's 32-bit indices or
+/// METIS reports an error.
+#[cfg(feature = "metis")]
+pub fn partition_metis(g: &CsrGraph, nparts: usize) -> Result<Vec<u32>> {
+    let n = g.len();
+    if nparts <= 1 || n == 0 {
+        return Ok(vec![0; n]);
+    }
+    let err = |detail: String| UnstructuredError::Partition { detail };
+    let idx = |x: usize| {
+        metis::Idx::try_from(x).map_err(|_| err(format!("{x} exceeds METIS's 32-bit indices")))
+    };
+    let xadj = g.xadj.iter().map(|&x| idx(x)).collect::<Result<Vec<_>>>()?;
+    let adj = g
+        .adj
+        .iter()
+        .map(|&x| idx(x as usize))
+        .collect::<Result<Vec<_>>>()?;
+    let mut part = vec![0 as metis::Idx; n];
+    static METIS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = METIS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    metis::Graph::new(1, idx(nparts)?, &xadj, &adj)
+        .map_err(|e| err(e.to_string()))?
+        .part_kway(&mut part)
+        .map_err(|e| err(e.to_string()))?;
+    Ok(part.into_iter().map(|p| p as u32).collect())
 }
 
 /// Partitions points (`dim` coordinates each) into `nparts` parts by recursive coordinate

@@ -52,7 +52,11 @@ enum TransportArg {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum PartitionerArg {
+    /// METIS k-way (vendored METIS 5.1).
+    Metis,
+    /// Built-in recursive graph bisection.
     Graph,
+    /// Recursive coordinate bisection (geometric).
     Rcb,
 }
 
@@ -80,7 +84,7 @@ struct RunArgs {
     #[arg(long, value_enum, default_value = "local")]
     transport: TransportArg,
     /// Partitioner of a distributed run.
-    #[arg(long, value_enum, default_value = "graph")]
+    #[arg(long, value_enum, default_value = "metis")]
     partitioner: PartitionerArg,
     /// Threads of the threaded backend (default: rayon's).
     #[arg(long)]
@@ -194,6 +198,7 @@ fn run_app(a: RunArgs) -> anyhow::Result<()> {
     };
     let load = t.elapsed();
     let partitioner = match a.partitioner {
+        PartitionerArg::Metis => Partitioner::Metis,
         PartitionerArg::Graph => Partitioner::Graph,
         PartitionerArg::Rcb => Partitioner::Rcb,
     };

@@ -84,3 +84,25 @@ fn rcb_splits_along_the_widest_axis() {
     assert_eq!(sizes.iter().sum::<usize>(), 16);
     assert!(sizes.iter().all(|&s| (5..=6).contains(&s)), "{sizes:?}");
 }
+
+#[cfg(feature = "metis")]
+#[test]
+fn metis_partitions_a_grid_balanced_with_a_small_cut() {
+    let g = grid(64, 32);
+    for nparts in [2usize, 3, 4] {
+        let p = partition_metis(&g, nparts).unwrap();
+        assert_eq!(p.len(), 64 * 32);
+        let ideal = 64 * 32 / nparts;
+        for k in 0..nparts as u32 {
+            let s = p.iter().filter(|&&x| x == k).count();
+            assert!(
+                s.abs_diff(ideal) <= ideal * 5 / 100,
+                "{nparts} parts, part {k}: {s}"
+            );
+        }
+        // A bisection of 64 × 32 cuts 32 edges; k parts about (k - 1) × 32; allow 2×.
+        let cut = g.edge_cut(&p);
+        assert!(cut <= 2 * 32 * (nparts - 1), "{nparts} parts: cut {cut}");
+    }
+    assert_eq!(partition_metis(&g, 1).unwrap(), vec![0; 64 * 32]);
+}

@@ -52,7 +52,8 @@ fn airfoil_on_1_to_4_local_ranks_matches_sequential() {
     let seq = airfoil(&mut Context::new(Backend::Sequential), &g, &cfg).unwrap();
     for ranks in 1..=4 {
         let outs = run_local_with(&config(), ranks, |comm| {
-            let mut ctx = dist(comm, Partitioner::Graph);
+            // METIS with the `metis` feature, the built-in graph bisection without.
+            let mut ctx = dist(comm, Partitioner::default());
             let out = airfoil(&mut ctx, &g, &cfg).unwrap();
             (
                 out,
@@ -102,15 +103,15 @@ fn airfoil_over_tcp_and_with_rcb_matches_sequential() {
     let seq = airfoil(&mut Context::new(Backend::Sequential), &g, &cfg).unwrap();
     for ranks in 1..=4 {
         for o in run_tcp_local(&config(), ranks, |comm| {
-            airfoil(&mut dist(comm, Partitioner::Graph), &g, &cfg)
+            airfoil(&mut dist(comm, Partitioner::default()), &g, &cfg)
         }) {
             same(&o.unwrap().unwrap(), &seq);
         }
     }
-    for o in run_local_with(&config(), 4, |comm| {
-        airfoil(&mut dist(comm, Partitioner::Rcb), &g, &cfg)
-    }) {
-        same(&o.unwrap().unwrap(), &seq);
+    for p in [Partitioner::Rcb, Partitioner::Graph] {
+        for o in run_local_with(&config(), 4, |comm| airfoil(&mut dist(comm, p), &g, &cfg)) {
+            same(&o.unwrap().unwrap(), &seq);
+        }
     }
 }
 
@@ -150,6 +151,24 @@ fn jacobi_on_3_ranks_matches_sequential_and_rcb_needs_coordinates() {
         jacobi(&mut dist(comm, Partitioner::Rcb), &g, &cfg)
     }) {
         assert!(rel_diff(&o.unwrap().unwrap().u, &seq.u) <= 1e-12);
+    }
+}
+
+#[cfg(not(feature = "metis"))]
+#[test]
+fn metis_without_its_feature_is_a_typed_error() {
+    let g = Grid::generate(200, 1).unwrap();
+    let cfg = JacobiConfig {
+        iterations: 1,
+        report_every: 1,
+    };
+    for o in run_local_with(&config(), 2, |comm| {
+        jacobi(&mut dist(comm, Partitioner::Metis), &g, &cfg)
+    }) {
+        assert!(matches!(
+            o.unwrap(),
+            Err(UnstructuredError::Partition { .. })
+        ));
     }
 }
 
