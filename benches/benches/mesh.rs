@@ -3,14 +3,18 @@
 //! local and TCP transports. Each sample runs `iters` iterations; distributed samples subtract
 //! the setup (partition, layouts, import/export lists), which the plan reports.
 //! `PARDIS_MESH_CELLS` sets the mesh size (default 20 000; OP2's standard mesh has ~720 000).
+//! The same loops in plain C (`benches/c/airfoil.c`, -O3, built by the build script when a C
+//! compiler exists) are timed as `c-O3`, and before the criterion groups a paired comparison
+//! prints pardis sequential / C (and threaded / sequential) with the load average.
 #![allow(missing_docs)]
 
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use pardis::collectives::{run_local_with, tcp::run_tcp_local, Config, Result as CommResult};
-use pardis::plan::unstructured::apps::{airfoil, AirfoilConfig};
+use pardis::plan::unstructured::apps::{airfoil, qinf, AirfoilConfig};
 use pardis::plan::unstructured::{Backend, Context, DistConfig, Grid};
+use pardis_benches::airfoil_c;
 
 fn cfg(iters: u64) -> AirfoilConfig {
     AirfoilConfig {
@@ -38,12 +42,105 @@ fn distributed(grid: &Grid, ranks: usize, tcp: bool, iters: u64) -> Duration {
         .unwrap_or_default()
 }
 
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Paired rounds (C, sequential, threaded on 2 threads, in turn) of `iters` iterations; prints
+/// the median ratios and checks that C computes what pardis computes.
+fn compare(grid: &Grid, pool: &rayon::ThreadPool, iters: usize, rounds: usize) {
+    let load_before = load();
+    let time_seq = || {
+        let t = Instant::now();
+        let out = airfoil(
+            &mut Context::new(Backend::Sequential),
+            grid,
+            &cfg(iters as u64),
+        )
+        .expect("airfoil");
+        (t.elapsed().as_secs_f64(), out.q)
+    };
+    let time_thr = || {
+        pool.install(|| {
+            let t = Instant::now();
+            airfoil(
+                &mut Context::new(Backend::Threads),
+                grid,
+                &cfg(iters as u64),
+            )
+            .expect("airfoil");
+            t.elapsed().as_secs_f64()
+        })
+    };
+    let (mut seq, mut thr, mut c) = (Vec::new(), Vec::new(), Vec::new());
+    let mut check = None;
+    for _ in 0..rounds {
+        if airfoil_c::available() {
+            let t = Instant::now();
+            let (qc, _) = airfoil_c::run(grid, qinf(), iters).expect("C reference");
+            c.push(t.elapsed().as_secs_f64());
+            check.get_or_insert(qc);
+        }
+        let (s, q) = time_seq();
+        seq.push(s);
+        thr.push(time_thr());
+        if let Some(qc) = &check {
+            let scale = q.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+            let diff = q
+                .iter()
+                .zip(qc)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f64::max);
+            assert!(diff <= 1e-9 * scale, "C and pardis differ by {diff:e}");
+        }
+    }
+    let name = format!("mesh/airfoil/{}", grid.ncell());
+    let (s, t) = (median(seq), median(thr));
+    println!(
+        "{name}: {rounds} paired rounds of {iters} iterations, load {load_before} -> {}",
+        load()
+    );
+    println!(
+        "{name}: sequential {:.2} ms/iter, threads/2 {:.2} ms/iter: threaded speed-up {:.2}x",
+        1e3 * s / iters as f64,
+        1e3 * t / iters as f64,
+        s / t
+    );
+    if c.is_empty() {
+        println!(
+            "{name}: C reference skipped: not built (no C compiler found by the build script)"
+        );
+    } else {
+        let c = median(c);
+        println!(
+            "{name}: C -O3 {:.2} ms/iter: pardis sequential / C = {:.2} (goal <= 1.5)",
+            1e3 * c / iters as f64,
+            s / c
+        );
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let cells = std::env::var("PARDIS_MESH_CELLS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000);
     let grid = Grid::generate(cells, 1).expect("mesh");
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .expect("pool");
+    // About 2 s of sequential work per round whatever the mesh size.
+    let iters = (40_000_000 / grid.ncell().max(1)).clamp(2, 2000);
+    compare(&grid, &pool, iters, 3);
     let mut g = c.benchmark_group(format!("mesh/airfoil/{}", grid.ncell()));
     g.sample_size(10).measurement_time(Duration::from_secs(10));
     g.bench_function("seq", |b| {
@@ -54,10 +151,15 @@ fn bench(c: &mut Criterion) {
             t.elapsed()
         })
     });
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(2)
-        .build()
-        .expect("pool");
+    if airfoil_c::available() {
+        g.bench_function("c-O3", |b| {
+            b.iter_custom(|iters| {
+                let t = Instant::now();
+                airfoil_c::run(&grid, qinf(), iters as usize).expect("C reference");
+                t.elapsed()
+            })
+        });
+    }
     g.bench_function("threads/2", |b| {
         b.iter_custom(|iters| {
             pool.install(|| {

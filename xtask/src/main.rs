@@ -340,6 +340,22 @@ fn test() -> Result<(), String> {
                     "unstructured::mpi",
                 ],
                 &[],
+            )?;
+            // `pardis mesh run --transport mpi` (the CLI's `mpi` feature).
+            run(
+                "cargo",
+                &[
+                    "clippy",
+                    "-p",
+                    "pardis-cli",
+                    "--no-default-features",
+                    "--features",
+                    "mpi",
+                    "--",
+                    "-D",
+                    "warnings",
+                ],
+                &[],
             )
         } else {
             eprintln!("skipped: OpenMPI not installed (libopenmpi-dev, openmpi-bin)");

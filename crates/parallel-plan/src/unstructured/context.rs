@@ -17,8 +17,10 @@ pub enum Backend {
     /// One thread, elements in order: the reference.
     Sequential,
     /// Shared-memory parallel in the caller's rayon pool (run the program inside
-    /// `ThreadPool::install` to choose the threads). Elements whose indirect writes could
-    /// collide get different colours; one colour runs at a time, so increments never race.
+    /// `ThreadPool::install` to choose the threads). Loops that write through maps run in
+    /// blocks of nearby elements, coloured so that blocks that could write one element get
+    /// different colours (OP2's block colouring); one colour runs at a time, its blocks in
+    /// parallel, so increments never race.
     Threads,
     /// One rank of a distributed run over a `collectives` communicator (any transport): the
     /// mesh is partitioned and localised automatically at the first loop, halos exchanged
@@ -95,6 +97,8 @@ pub struct Context {
     pub(crate) backend: Backend,
     /// Colourings of the threaded backend, by loop shape.
     pub(crate) colourings: HashMap<Vec<usize>, Arc<Colouring>>,
+    /// Block number of every element of a set (breadth-first bands), by set.
+    pub(crate) target_blocks: HashMap<usize, Arc<Vec<u32>>>,
     /// `(map, slot)` pairs already checked to send no two elements to one target.
     pub(crate) injective: HashMap<(usize, usize), bool>,
     pub(crate) stats: RunStats,
@@ -119,6 +123,7 @@ impl Context {
             globals: Vec::new(),
             backend,
             colourings: HashMap::new(),
+            target_blocks: HashMap::new(),
             injective: HashMap::new(),
             stats: RunStats::default(),
             frozen: false,

@@ -99,13 +99,27 @@ impl<T: Scalar> Plan<'_, T> {
         let mut scratch = vec![T::default(); self.scratch_len()];
         let mut reads: [&[T]; MAX_ARGS] = [&[]; MAX_ARGS];
         let (nr, nw) = (self.reads.len(), self.slots.len());
+        // The kernel's written arguments, built once: dat slots in `scratch` (gathered before
+        // and scattered after each element), global slots in `acc` (accumulated in place).
+        let mut ws: [&mut [T]; MAX_ARGS] = Default::default();
+        {
+            let (mut sc, mut ac) = (&mut scratch[..], &mut acc[..]);
+            for (k, s) in self.slots.iter().enumerate() {
+                let (from, dim) = match s {
+                    Slot::Dat { dim, .. } => (&mut sc, *dim),
+                    Slot::Global { dim } => (&mut ac, *dim),
+                };
+                let (head, tail) = std::mem::take(from).split_at_mut(dim);
+                ws[k] = head;
+                *from = tail;
+            }
+        }
         for e in elems {
             for (k, r) in self.reads.iter().enumerate() {
                 let i = r.loc.index(e);
                 reads[k] = &r.data[i * r.dim..(i + 1) * r.dim];
             }
-            let mut off = 0;
-            for s in &self.slots {
+            for (s, w) in self.slots.iter().zip(ws.iter_mut()) {
                 if let Slot::Dat {
                     ptr,
                     len,
@@ -116,35 +130,17 @@ impl<T: Scalar> Plan<'_, T> {
                 {
                     let at = loc.index(e) * dim;
                     debug_assert!(at + dim <= len);
-                    let dst = &mut scratch[off..off + dim];
                     if mode == Access::ReadWrite {
                         // SAFETY: `at + dim <= len` (caller's contract), and no other thread
                         // writes this element now (caller's contract).
-                        dst.copy_from_slice(unsafe {
-                            std::slice::from_raw_parts(ptr.add(at), dim)
-                        });
+                        copy_small(w, unsafe { std::slice::from_raw_parts(ptr.add(at), dim) });
                     } else {
-                        dst.fill(T::default());
+                        zero_small(w);
                     }
-                    off += dim;
                 }
             }
-            {
-                let mut ws: [&mut [T]; MAX_ARGS] = Default::default();
-                let (mut sc, mut ac) = (&mut scratch[..], &mut acc[..]);
-                for (k, s) in self.slots.iter().enumerate() {
-                    let (from, dim) = match s {
-                        Slot::Dat { dim, .. } => (&mut sc, *dim),
-                        Slot::Global { dim } => (&mut ac, *dim),
-                    };
-                    let (head, tail) = std::mem::take(from).split_at_mut(dim);
-                    ws[k] = head;
-                    *from = tail;
-                }
-                kernel(&reads[..nr], &mut ws[..nw]);
-            }
-            let mut off = 0;
-            for s in &self.slots {
+            kernel(&reads[..nr], &mut ws[..nw]);
+            for (s, w) in self.slots.iter().zip(ws.iter()) {
                 if let Slot::Dat {
                     ptr,
                     dim,
@@ -157,17 +153,38 @@ impl<T: Scalar> Plan<'_, T> {
                     // SAFETY: as above: in bounds, and this call is the only writer of the
                     // element while it runs.
                     let dst = unsafe { std::slice::from_raw_parts_mut(ptr.add(at), dim) };
-                    let src = &scratch[off..off + dim];
                     if mode == Access::Inc {
                         dst.iter_mut()
-                            .zip(src)
+                            .zip(w.iter())
                             .for_each(|(d, s)| *d = T::add(*d, *s));
                     } else {
-                        dst.copy_from_slice(src);
+                        copy_small(dst, w);
                     }
-                    off += dim;
                 }
             }
         }
+    }
+}
+
+/// `dst = src` element-wise for the few values of one element (inline, no `memcpy` call).
+#[inline(always)]
+fn copy_small<T: Copy>(dst: &mut [T], src: &[T]) {
+    match (dst, src) {
+        ([d0], [s0]) => *d0 = *s0,
+        ([d0, d1], [s0, s1]) => (*d0, *d1) = (*s0, *s1),
+        ([d0, d1, d2, d3], [s0, s1, s2, s3]) => (*d0, *d1, *d2, *d3) = (*s0, *s1, *s2, *s3),
+        (d, s) => d.iter_mut().zip(s).for_each(|(d, s)| *d = *s),
+    }
+}
+
+/// Zeros the few values of one element (inline, no `memset` call).
+#[inline(always)]
+fn zero_small<T: Scalar>(dst: &mut [T]) {
+    let z = T::default();
+    match dst {
+        [d0] => *d0 = z,
+        [d0, d1] => (*d0, *d1) = (z, z),
+        [d0, d1, d2, d3] => (*d0, *d1, *d2, *d3) = (z, z, z, z),
+        d => d.iter_mut().for_each(|d| *d = z),
     }
 }

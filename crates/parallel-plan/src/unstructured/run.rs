@@ -384,6 +384,25 @@ impl Context {
         if let Some(c) = self.colourings.get(&key) {
             return c.clone();
         }
+        let first_set = key[4];
+        let block_of = match self.target_blocks.get(&first_set) {
+            Some(b) => b.clone(),
+            None => {
+                let rows: Vec<(&[u32], usize)> = self
+                    .maps
+                    .iter()
+                    .filter(|m| m.to == first_set)
+                    .map(|m| (&m.values[..], m.arity))
+                    .collect();
+                let b = std::sync::Arc::new(colour::bfs_blocks(
+                    self.sets[first_set].local,
+                    &rows,
+                    colour::BLOCK_TARGETS,
+                ));
+                self.target_blocks.insert(first_set, b.clone());
+                b
+            }
+        };
         let spaces: Vec<usize> = key[2..].chunks(3).map(|c| c[2]).collect();
         let mut space_ids: Vec<usize> = spaces.clone();
         space_ids.sort_unstable();
@@ -401,7 +420,7 @@ impl Context {
             })
             .collect();
         let sizes: Vec<usize> = space_ids.iter().map(|&s| self.sets[s].local).collect();
-        let c = std::sync::Arc::new(colour::colour(n, &writes, &sizes));
+        let c = std::sync::Arc::new(colour::colour(n, &writes, &sizes, &block_of));
         self.colourings.insert(key, c.clone());
         c
     }
@@ -418,8 +437,9 @@ pub(crate) fn combine<T: Scalar>(into: &mut [T], from: &[T], ops: &[Access]) {
     }
 }
 
-/// The threaded backend: colour by colour (or all elements at once when nothing is written
-/// indirectly), chunks of [`CHUNK`] elements in parallel in the caller's rayon pool.
+/// The threaded backend: colour by colour, the colour's blocks in parallel (or, when nothing
+/// is written indirectly, chunks of [`CHUNK`] elements in parallel) in the caller's rayon pool.
+/// Reductions combine per block (per chunk) in a fixed order, whatever the number of threads.
 fn run_threads<T, F>(
     plan: &Plan<'_, T>,
     n: usize,
@@ -440,9 +460,9 @@ where
     let mut acc = acc0.to_vec();
     let run_chunk = |elems: &mut dyn Iterator<Item = usize>| {
         let mut a = identity.clone();
-        // SAFETY: elements of one colour write pairwise distinct elements of every indirectly
-        // written dat (colouring), and distinct elements write distinct direct elements; so
-        // concurrent chunks never write one element. Indices are in bounds (validated maps).
+        // SAFETY: blocks of one colour write pairwise distinct elements of every indirectly
+        // written dat (block colouring), one block runs on one thread, and distinct elements
+        // write distinct direct elements; so concurrent chunks never write one element. Indices are in bounds (validated maps).
         unsafe { plan.run(elems, &mut a, kernel) };
         a
     };
@@ -454,13 +474,12 @@ where
                 .map(|c| run_chunk(&mut (c * CHUNK..((c + 1) * CHUNK).min(n))))
                 .collect()
         }
-        Some(col) => col
-            .colours
-            .iter()
-            .flat_map(|elems| {
-                elems
-                    .par_chunks(CHUNK)
-                    .map(|c| run_chunk(&mut c.iter().map(|&e| e as usize)))
+        Some(col) => (0..col.len())
+            .flat_map(|c| {
+                col.blocks_of(c)
+                    .collect::<Vec<_>>()
+                    .into_par_iter()
+                    .map(|b| run_chunk(&mut b.iter().map(|&e| e as usize)))
                     .collect::<Vec<_>>()
             })
             .collect(),

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use pardis::collectives::{run_local_with, tcp::run_tcp_local, Config};
+use pardis::collectives::{run_local_with, tcp, tcp::run_tcp_local, Communicator, Config};
 use pardis::plan::unstructured::apps::{airfoil, jacobi, AirfoilConfig, JacobiConfig};
 use pardis::plan::unstructured::{
     Backend, Context, DistConfig, Grid, Partitioner, PlanReport, RunStats,
@@ -46,8 +46,12 @@ enum BackendArg {
 enum TransportArg {
     /// Ranks are threads of this process (shared memory).
     Local,
-    /// Ranks are threads of this process talking over loopback TCP.
+    /// Ranks are processes (this command started `--ranks` times) over loopback TCP.
     Tcp,
+    /// Ranks are threads of this process talking over loopback TCP.
+    TcpThreads,
+    /// One rank per process of an `mpirun` job (build with the `mpi` feature).
+    Mpi,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -80,7 +84,8 @@ struct RunArgs {
     /// Ranks of a distributed run.
     #[arg(long, default_value_t = 2)]
     ranks: usize,
-    /// Transport between the ranks.
+    /// Transport between the ranks (`tcp`: one process per rank, started by this command;
+    /// `mpi`: run this command under `mpirun`, `--ranks` is ignored).
     #[arg(long, value_enum, default_value = "local")]
     transport: TransportArg,
     /// Partitioner of a distributed run.
@@ -184,6 +189,8 @@ fn app_in(
 }
 
 fn run_app(a: RunArgs) -> anyhow::Result<()> {
+    // The MPI job of `--transport mpi`, finalised when this function returns.
+    let mut mpi_job: Option<Box<dyn std::any::Any>> = None;
     let t = Instant::now();
     let grid = match (&a.mesh, &a.gen) {
         (Some(p), _) => Grid::read(p)?,
@@ -245,8 +252,20 @@ fn run_app(a: RunArgs) -> anyhow::Result<()> {
             };
             let outs = match a.transport {
                 TransportArg::Local => run_local_with(&cfg, a.ranks, body),
-                TransportArg::Tcp => run_tcp_local(&cfg, a.ranks, body),
+                TransportArg::TcpThreads => run_tcp_local(&cfg, a.ranks, body),
+                TransportArg::Tcp | TransportArg::Mpi => {
+                    let Some(comm) = process_rank(&a, &cfg, &mut mpi_job)? else {
+                        return Ok(());
+                    };
+                    let rank = comm.rank();
+                    let o = body(comm)?;
+                    if rank != 0 {
+                        return Ok(());
+                    }
+                    vec![Ok(Ok(o))]
+                }
             };
+            let one_process = matches!(a.transport, TransportArg::Local | TransportArg::TcpThreads);
             let mut first = None;
             let mut halo_bytes = 0;
             for o in outs {
@@ -255,7 +274,8 @@ fn run_app(a: RunArgs) -> anyhow::Result<()> {
                 first.get_or_insert(o);
             }
             let mut o = first.expect("at least one rank");
-            o.all_halo_bytes = Some(halo_bytes);
+            // Ranks in other processes keep their counts (rank 0's are in the loop table).
+            o.all_halo_bytes = one_process.then_some(halo_bytes);
             o
         }
     };
@@ -361,6 +381,79 @@ fn run_app(a: RunArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Environment of a rank that `pardis mesh run --transport tcp` started.
+const CHILD_RANK: &str = "PARDIS_MESH_CHILD_RANK";
+
+/// This process's rank of a multi-process run, or `None` when this process only launched the
+/// ranks (`--transport tcp`: it starts `--ranks` copies of this command over loopback TCP,
+/// rank 0 printing, and waits for them).
+fn process_rank(
+    a: &RunArgs,
+    cfg: &Config,
+    guard: &mut Option<Box<dyn std::any::Any>>,
+) -> anyhow::Result<Option<Communicator>> {
+    match a.transport {
+        TransportArg::Mpi => mpi_world(cfg, guard).map(Some),
+        _ => {
+            if let Ok(rank) = std::env::var(CHILD_RANK) {
+                let rank: usize = rank.parse().context(CHILD_RANK)?;
+                let addr = std::env::var(tcp::ENV_MASTER_ADDR).context(tcp::ENV_MASTER_ADDR)?;
+                let mut t = tcp::TcpConfig::new(rank, a.ranks, addr);
+                t.engine = cfg.clone();
+                return Ok(Some(tcp::join(&t)?));
+            }
+            // A free loopback port for rank 0 (released just before the ranks start).
+            let port = std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port();
+            let exe = std::env::current_exe()?;
+            let mut children = Vec::with_capacity(a.ranks);
+            for rank in 0..a.ranks {
+                let mut c = std::process::Command::new(&exe);
+                c.args(std::env::args_os().skip(1))
+                    .env(CHILD_RANK, rank.to_string())
+                    .env(tcp::ENV_MASTER_ADDR, format!("127.0.0.1:{port}"));
+                if rank != 0 {
+                    c.stdout(std::process::Stdio::null());
+                }
+                children.push(c.spawn().context("starting a rank")?);
+            }
+            let mut failed = Vec::new();
+            for (rank, mut c) in children.into_iter().enumerate() {
+                if !c.wait()?.success() {
+                    failed.push(rank);
+                }
+            }
+            if !failed.is_empty() {
+                bail!("ranks {failed:?} of the TCP run failed");
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// The world of the `mpirun` job this process is a rank of; `guard` keeps the job (MPI is
+/// finalised when it is dropped).
+#[cfg(feature = "mpi")]
+fn mpi_world(
+    cfg: &Config,
+    guard: &mut Option<Box<dyn std::any::Any>>,
+) -> anyhow::Result<Communicator> {
+    use pardis::collectives::mpi::{MpiConfig, MpiJob};
+    let job = MpiJob::init(&MpiConfig {
+        engine: cfg.clone(),
+        ..MpiConfig::default()
+    })?;
+    let world = job.world().clone();
+    *guard = Some(Box::new(job));
+    Ok(world)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn mpi_world(_: &Config, _: &mut Option<Box<dyn std::any::Any>>) -> anyhow::Result<Communicator> {
+    bail!("--transport mpi needs a pardis built with the `mpi` feature (cargo build -p pardis-cli --features mpi), run under mpirun")
 }
 
 /// `max |a - b| / max |b|`: the ∞-norm relative difference (component-wise ratios are

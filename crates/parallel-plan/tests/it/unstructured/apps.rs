@@ -76,3 +76,36 @@ fn jacobi_converges_between_its_boundary_values() {
     let thr = jacobi(&mut Context::new(Backend::Threads), &g, &cfg).unwrap();
     assert!(rel_diff(&thr.u, &seq.u) <= 1e-12);
 }
+
+#[test]
+fn threads_match_sequential_over_many_coloured_blocks() {
+    // 6000 cells: a dozen blocks of cells, so res_calc's and bres_calc's blocks take several
+    // colours and run concurrently on 2 and 3 threads.
+    let g = Grid::generate(6000, 3).unwrap();
+    let cfg = AirfoilConfig {
+        iterations: 8,
+        report_every: 4,
+    };
+    let seq = airfoil(&mut Context::new(Backend::Sequential), &g, &cfg).unwrap();
+    for threads in [2, 3] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let thr = pool
+            .install(|| airfoil(&mut Context::new(Backend::Threads), &g, &cfg))
+            .unwrap();
+        assert!(
+            rel_diff(&thr.q, &seq.q) <= 1e-12,
+            "{}",
+            rel_diff(&thr.q, &seq.q)
+        );
+        let (a, b): (Vec<f64>, Vec<f64>) = thr
+            .rms
+            .iter()
+            .zip(&seq.rms)
+            .map(|(x, y)| (x.1, y.1))
+            .unzip();
+        assert!(rel_diff(&a, &b) <= 1e-12);
+    }
+}
