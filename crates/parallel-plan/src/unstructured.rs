@@ -11,10 +11,11 @@
 //! `Min`, `Max`). The [`Backend`] chosen at run time decides how the loops run:
 //!
 //! - [`Backend::Sequential`]: in element order, the reference;
-//! - [`Backend::Threads`]: in the caller's rayon pool, elements coloured so that indirect
-//!   increments never race;
+//! - [`Backend::Threads`]: in the caller's rayon pool; loops that write through maps run in
+//!   OP2's coloured blocks of nearby elements, so that indirect increments never race;
 //! - `Backend::Distributed` (cargo feature `distributed`): one rank of a `collectives`
-//!   communicator (threads, TCP or MPI). At the first loop the mesh is partitioned, every set
+//!   communicator (threads, TCP or MPI). At the first loop the mesh is partitioned (METIS
+//!   with the `metis` feature, see [`Partitioner`]), every set
 //!   renumbered owned-first, then exec halo, then non-exec halo, and the maps and dats
 //!   localised; before each loop the halos of dats it reads that are dirty are exchanged;
 //!   reductions are all-reduced. This is MARO's generated MPI pre-processing, done at run time.
