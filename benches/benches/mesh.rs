@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant};
 
+use bench_timing::median;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use pardis::collectives::{run_local_with, tcp::run_tcp_local, Config, Result as CommResult};
 use pardis::plan::unstructured::apps::{airfoil, qinf, AirfoilConfig};
@@ -47,11 +48,6 @@ fn load() -> String {
         .ok()
         .and_then(|l| l.split_whitespace().next().map(str::to_string))
         .unwrap_or_else(|| "?".into())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// Paired rounds (C, sequential, threaded on 2 threads, in turn) of `iters` iterations; prints
