@@ -36,7 +36,10 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("demo") => ensure_system_deps(false).and_then(|()| demo(&args[1..])),
-        Some("test") => ensure_system_deps(true).and_then(|()| test()),
+        Some("test") => ensure_system_deps(true).and_then(|()| {
+            optional_test_data();
+            test()
+        }),
         Some("deps") => ensure_system_deps(true),
         _ => Err("usage: cargo xtask <demo|test|deps>".to_string()),
     };
@@ -199,6 +202,26 @@ fn ensure_system_deps(mpi: bool) -> Result<(), String> {
     install.extend(["install", "-y", "-qq"]);
     install.extend(missing.iter().copied());
     run(prog, &install, &env)
+}
+
+/// Best effort, never fails the run: Debian's `dataset-fashion-mnist` (IDX files under
+/// /usr/share/datasets/fashion-mnist/) for the ml-models class-incremental tests, which skip
+/// with a message without it. Installed only as root (no sudo prompt).
+fn optional_test_data() {
+    if std::path::Path::new("/usr/share/datasets/fashion-mnist").is_dir() || !have("apt-get") {
+        return;
+    }
+    let root = capture("id", &["-u"])
+        .map(|s| s.trim() == "0")
+        .unwrap_or(false);
+    let env = [("DEBIAN_FRONTEND", "noninteractive")];
+    let args = ["install", "-y", "-qq", "dataset-fashion-mnist"];
+    if !root || run("apt-get", &args, &env).is_err() {
+        eprintln!(
+            "xtask: dataset-fashion-mnist not installed (as root: apt-get install \
+             dataset-fashion-mnist); the Fashion-MNIST tests will skip"
+        );
+    }
 }
 
 fn demo(extra: &[String]) -> Result<(), String> {
