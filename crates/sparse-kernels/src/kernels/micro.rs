@@ -39,13 +39,11 @@
 //!   x86-v3 instance of the `f64` tile loop is, per nonzero, the index load, one `imul`, one
 //!   `vbroadcastsd` and 8 × `vfmadd231pd mem, ymm, ymm` (12 instructions for 32 multiply-adds,
 //!   against 20 with separate `vmulpd` + `vaddpd`), with no compare/branch besides the loop's.
-//!   On the 2-core Zen 3 test machine both forms ran at the same speed (the loop waits for
-//!   memory, not for arithmetic); the fused form leaves more room in the reorder window.
-//!   The AVX-512 instance of the 512-byte `f64` tile is, per nonzero, the index load, `imul`,
-//!   `vbroadcastsd zmm` and 8 × `vfmadd231pd mem, zmm, zmm`. On a 2-vCPU Sapphire Rapids VM
-//!   (`lssm_variants`, K = 64 `f64`, separate processes with and without the AVX-512 path,
-//!   two pairs): LSSM on `kron:18` 54.6 / 57.4 ms against 58.3 / 61.4, on `arrow:200000:4`
-//!   12.3 / 12.1 against 13.4 / 15.3, on `stencil27:64` 27.9 / 24.4 against 27.7 / 27.9.
+//!   The loop waits for memory, not for arithmetic, so both forms ran at about the same
+//!   speed; the fused form leaves more room in the reorder window. The AVX-512 instance of the
+//!   512-byte `f64` tile is, per nonzero, the index load, `imul`, `vbroadcastsd zmm` and
+//!   8 × `vfmadd231pd mem, zmm, zmm`, mostly faster than AVX2 (measurements: benches/README.md,
+//!   sparse, "Measurements behind code defaults").
 
 use super::memory::{fence_streams, prefetch_rows, prefetch_span, write};
 use crate::dense::{DenseMut, DenseRef};
