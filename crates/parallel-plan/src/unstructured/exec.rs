@@ -23,11 +23,20 @@ pub(crate) enum Loc<'a> {
 }
 
 impl Loc<'_> {
+    /// The element that element `e`'s argument refers to.
+    ///
+    /// # Safety
+    /// For `Via`, `e * arity + slot` is in bounds of the map (`e` is an element the map has a
+    /// row for).
     #[inline(always)]
-    pub(crate) fn index(&self, e: usize) -> usize {
+    pub(crate) unsafe fn index(&self, e: usize) -> usize {
         match *self {
             Loc::Direct => e,
-            Loc::Via { map, arity, slot } => map[e * arity + slot] as usize,
+            Loc::Via { map, arity, slot } => {
+                debug_assert!(e * arity + slot < map.len());
+                // SAFETY: in bounds (caller's contract).
+                (unsafe { *map.get_unchecked(e * arity + slot) }) as usize
+            }
             Loc::Global => 0,
         }
     }
@@ -85,9 +94,10 @@ impl<T: Scalar> Plan<'_, T> {
     /// (the global slots' values, concatenated in argument order).
     ///
     /// # Safety
-    /// Every index that a `Loc` yields for these elements is in bounds of its dat (maps are
-    /// validated at declaration and localisation), and no other call running at the same time
-    /// writes a dat element that this call writes.
+    /// Every element of `elems` has a row in every map of the plan, every index that a `Loc`
+    /// yields for these elements is in bounds of its dat (maps are validated at declaration and
+    /// localisation, and loops run over the rows their maps have), and no other call running at
+    /// the same time writes a dat element that this call writes.
     pub(crate) unsafe fn run<F>(
         &self,
         elems: impl Iterator<Item = usize>,
@@ -116,8 +126,13 @@ impl<T: Scalar> Plan<'_, T> {
         }
         for e in elems {
             for (k, r) in self.reads.iter().enumerate() {
-                let i = r.loc.index(e);
-                reads[k] = &r.data[i * r.dim..(i + 1) * r.dim];
+                // SAFETY: `e` has a row in every map of the loop, and every map entry is an
+                // element of its dat (`run`'s contract); globals have `dim` values at 0.
+                reads[k] = unsafe {
+                    let i = r.loc.index(e);
+                    debug_assert!((i + 1) * r.dim <= r.data.len());
+                    r.data.get_unchecked(i * r.dim..(i + 1) * r.dim)
+                };
             }
             for (s, w) in self.slots.iter().zip(ws.iter_mut()) {
                 if let Slot::Dat {
@@ -128,7 +143,8 @@ impl<T: Scalar> Plan<'_, T> {
                     mode,
                 } = *s
                 {
-                    let at = loc.index(e) * dim;
+                    // SAFETY: `e` has a row in the map (`run`'s contract).
+                    let at = unsafe { loc.index(e) } * dim;
                     debug_assert!(at + dim <= len);
                     if mode == Access::ReadWrite {
                         // SAFETY: `at + dim <= len` (caller's contract), and no other thread
@@ -149,7 +165,8 @@ impl<T: Scalar> Plan<'_, T> {
                     ..
                 } = *s
                 {
-                    let at = loc.index(e) * dim;
+                    // SAFETY: `e` has a row in the map (`run`'s contract).
+                    let at = unsafe { loc.index(e) } * dim;
                     // SAFETY: as above: in bounds, and this call is the only writer of the
                     // element while it runs.
                     let dst = unsafe { std::slice::from_raw_parts_mut(ptr.add(at), dim) };
