@@ -53,6 +53,7 @@ fn pressure(q: &[f64]) -> f64 {
 /// `res_calc`: the flux through an interior edge, added to one cell and subtracted from the
 /// other. (OP2's kernel signature, one argument per loop argument.)
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 fn res_calc(
     x1: &[f64],
     x2: &[f64],
@@ -88,6 +89,7 @@ fn res_calc(
 
 /// `bres_calc`: the flux through a boundary edge (wall: pressure only; far field: against
 /// the free stream).
+#[inline(always)]
 fn bres_calc(
     x1: &[f64],
     x2: &[f64],
@@ -122,6 +124,7 @@ fn bres_calc(
 }
 
 /// `adt_calc`: the local time step of a cell from its four nodes.
+#[inline(always)]
 fn adt_calc(x: [&[f64]; 4], q: &[f64]) -> f64 {
     let ri = 1.0 / q[0];
     let u = ri * q[1];
