@@ -458,20 +458,21 @@ where
         .map(|(v, op)| if *op == Access::Inc { T::default() } else { *v })
         .collect();
     let mut acc = acc0.to_vec();
-    let run_chunk = |elems: &mut dyn Iterator<Item = usize>| {
-        let mut a = identity.clone();
-        // SAFETY: blocks of one colour write pairwise distinct elements of every indirectly
-        // written dat (block colouring), one block runs on one thread, and distinct elements
-        // write distinct direct elements; so concurrent chunks never write one element. Indices are in bounds (validated maps).
-        unsafe { plan.run(elems, &mut a, kernel) };
-        a
-    };
+    // SAFETY (both calls below): blocks of one colour write pairwise distinct elements of
+    // every indirectly written dat (block colouring), one block runs on one thread, and
+    // distinct elements write distinct direct elements; so concurrent chunks never write one
+    // element. Indices are in bounds (validated maps), and every element has its map rows.
     let partials: Vec<Vec<T>> = match colouring {
         None => {
             let chunks = n.div_ceil(CHUNK);
             (0..chunks)
                 .into_par_iter()
-                .map(|c| run_chunk(&mut (c * CHUNK..((c + 1) * CHUNK).min(n))))
+                .map(|c| {
+                    let mut a = identity.clone();
+                    // SAFETY: see above.
+                    unsafe { plan.run(c * CHUNK..((c + 1) * CHUNK).min(n), &mut a, kernel) };
+                    a
+                })
                 .collect()
         }
         Some(col) => (0..col.len())
@@ -479,7 +480,12 @@ where
                 col.blocks_of(c)
                     .collect::<Vec<_>>()
                     .into_par_iter()
-                    .map(|b| run_chunk(&mut b.iter().map(|&e| e as usize)))
+                    .map(|b| {
+                        let mut a = identity.clone();
+                        // SAFETY: see above.
+                        unsafe { plan.run(b.iter().map(|&e| e as usize), &mut a, kernel) };
+                        a
+                    })
                     .collect::<Vec<_>>()
             })
             .collect(),
