@@ -29,7 +29,7 @@
 //! pre-norm MLP blocks (`norm → fc1 → gelu → fc2`, hidden 1024, FFN 4096, one micro-batch of
 //! 8 × 512 tokens) with the block-to-block edge `fc2 → norm` counted once. Plan it with
 //! `pardis plan --graph crates/parallel-plan/examples/mlp_block_graph.json` or
-//! [`crate::custom::plan_graph`]; memory then follows the rule of [`crate::custom`].
+//! [`crate::custom_graph::plan_graph`]; memory then follows the rule of [`crate::custom_graph`].
 
 use serde::{Deserialize, Serialize};
 

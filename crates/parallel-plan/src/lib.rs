@@ -20,7 +20,7 @@
 //! | strategies and costs → ILP input | `strategy` (internal) |
 //! | the ILP (Alpa's linearisation, layer tying) on HiGHS | `ilp` (internal) |
 //! | outer search (pipeline, mesh, layer split, micro-batches, schedule, recomputation) | [`search`] |
-//! | custom JSON graphs on a mesh | [`custom`] |
+//! | custom JSON graphs on a mesh | [`custom_graph`] |
 //! | the peers at their strongest: Megatron-LM, DeepSpeed ZeRO, torchtitan FSDP + TP | [`peers`] |
 //! | objectives, report | [`planner`], [`plan`] |
 //! | plans exported to Megatron-LM, torchtitan, DeepSpeed (nearest expressible, priced) | [`export`] |
@@ -59,7 +59,7 @@
 //! API.
 
 pub mod cost_model;
-pub mod custom;
+pub mod custom_graph;
 mod error;
 pub mod export;
 pub mod graph;
@@ -77,7 +77,7 @@ pub mod strategy;
 pub mod transformer;
 pub mod unstructured;
 
-pub use custom::{plan_graph, GraphPlan};
+pub use custom_graph::{plan_graph, GraphPlan};
 pub use error::{PlanError, Result};
 pub use export::{export, Engine, Export};
 pub use graph::ComputationGraph;

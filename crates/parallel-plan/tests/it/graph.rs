@@ -1,6 +1,6 @@
 //! Custom computation graphs in the documented JSON format.
 
-use parallel_plan::custom::{graph_space, plan_graph};
+use parallel_plan::custom_graph::{graph_space, plan_graph};
 use parallel_plan::graph::ComputationGraph;
 use parallel_plan::ilp::{IlpObjective, SolverConfig};
 use parallel_plan::mesh::DeviceMesh;
@@ -73,7 +73,7 @@ fn example_graph_plans_and_matches_brute_force() {
     assert_eq!(sorted, expected);
     assert_eq!(bytes["total"].as_u64(), Some(m.total()));
     assert_eq!(bytes["parameters"].as_u64(), Some(m.parameters));
-    let back: parallel_plan::custom::GraphPlan = serde_json::from_value(json).unwrap();
+    let back: parallel_plan::custom_graph::GraphPlan = serde_json::from_value(json).unwrap();
     assert_eq!(back, plan);
 }
 

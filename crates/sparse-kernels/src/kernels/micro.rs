@@ -45,7 +45,7 @@
 //!   8 × `vfmadd231pd mem, zmm, zmm`, mostly faster than AVX2 (measurements: benches/README.md,
 //!   sparse, "Measurements behind code defaults").
 
-use super::memory::{fence_streams, prefetch_rows, prefetch_span, write};
+use super::prefetch_and_stream::{fence_streams, prefetch_rows, prefetch_span, write};
 use crate::dense::{DenseMut, DenseRef};
 use crate::{CsrMatrix, Scalar, SpIndex};
 use pulp::{Simd, WithSimd};

@@ -2,9 +2,9 @@
 //! two baselines of the LSSM paper (row-per-task "BS-like" and RoDe-like decomposition), merge
 //! path, and the shared SIMD micro-kernel. LSSM itself lives in [`crate::lssm`].
 
-mod memory;
 mod merge_path;
 pub(crate) mod micro;
+mod prefetch_and_stream;
 mod reference;
 mod rode;
 mod row_parallel;
