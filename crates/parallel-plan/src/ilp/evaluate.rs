@@ -132,12 +132,22 @@ impl StrategyGraph {
             .sum()
     }
 
-    /// A lower bound on the memory of any choice, bytes: each node at its leanest strategy, plus
-    /// the offset (exact without memory terms, where memory is separable per node).
+    /// A lower bound on the memory of any choice, bytes: each node at its leanest strategy
+    /// (with what the linear memory terms add to it), plus the offset; exact when every memory
+    /// term is linear, where memory is separable per node.
     pub fn min_memory(&self) -> u64 {
+        let extra = self.linear_term_memory();
         self.nodes
             .iter()
-            .map(|n| n.copies as u64 * n.memory.iter().copied().min().unwrap_or(0))
+            .zip(&extra)
+            .map(|(n, x)| {
+                n.memory
+                    .iter()
+                    .zip(x)
+                    .map(|(&m, &e)| n.copies as u64 * m + e as u64)
+                    .min()
+                    .unwrap_or(0)
+            })
             .sum::<u64>()
             + self.memory_offset
     }

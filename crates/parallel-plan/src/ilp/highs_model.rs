@@ -64,16 +64,22 @@ impl StrategyGraph {
         let ilp_memory_unit = if max_memory > 0.0 { max_memory } else { 1.0 };
         let mut pb = RowProblem::default();
         let min_time = matches!(objective, IlpObjective::MinTime { .. });
+        // Memory of each strategy: its copies plus what the linear memory terms add.
+        let extra = self.linear_term_memory();
+        let strategy_memory = |v: usize, i: usize| {
+            self.nodes[v].copies as f64 * self.nodes[v].memory[i] as f64 + extra[v][i]
+        };
         let s: Vec<Vec<Col>> = self
             .nodes
             .iter()
-            .map(|n| {
+            .enumerate()
+            .map(|(v, n)| {
                 (0..n.time.len())
                     .map(|i| {
                         let c = if min_time {
                             n.copies as f64 * n.time[i] / ilp_time_unit
                         } else {
-                            n.copies as f64 * n.memory[i] as f64 / ilp_memory_unit
+                            strategy_memory(v, i) / ilp_memory_unit
                         };
                         pb.add_integer_column(c, 0..=1)
                     })
@@ -137,10 +143,10 @@ impl StrategyGraph {
                     });
                 }
                 let bound = (budget - self.memory_offset as f64) / ilp_memory_unit;
-                let terms = self.nodes.iter().zip(&s).flat_map(|(n, sv)| {
+                let terms = s.iter().enumerate().flat_map(|(v, sv)| {
                     sv.iter()
-                        .zip(&n.memory)
-                        .map(|(&c, &m)| (c, n.copies as f64 * m as f64 / ilp_memory_unit))
+                        .enumerate()
+                        .map(move |(i, &c)| (c, strategy_memory(v, i) / ilp_memory_unit))
                 });
                 let terms = terms.chain(t_cols.iter().map(|&t| (t, 1.0)));
                 pb.add_row(..=bound, terms.collect::<Vec<_>>());

@@ -33,13 +33,18 @@ impl StrategyGraph {
         memory_limit: Option<f64>,
     ) -> Option<Vec<Vec<usize>>> {
         let mut keep = self.all_strategies();
+        // Each strategy's own memory (the linear memory terms included; the other terms only
+        // add to it, so the bounds stay valid).
+        let extra = self.linear_term_memory();
         let memory: Vec<Vec<f64>> = self
             .nodes
             .iter()
-            .map(|n| {
+            .zip(&extra)
+            .map(|(n, x)| {
                 n.memory
                     .iter()
-                    .map(|&m| n.copies as f64 * m as f64)
+                    .zip(x)
+                    .map(|(&m, &e)| n.copies as f64 * m as f64 + e)
                     .collect()
             })
             .collect();

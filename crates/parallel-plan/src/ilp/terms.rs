@@ -61,9 +61,18 @@ impl MemoryTerm {
             .count()
     }
 
-    /// Whether the term can be nonzero at all (otherwise it has no columns).
+    /// Whether the term needs its own columns: it can be nonzero and is not [`linear`]
+    /// (a linear term's values go straight onto the strategy columns).
+    ///
+    /// [`linear`]: MemoryTerm::linear
     fn active(&self) -> bool {
-        self.part_bound() > 0
+        self.part_bound() > 0 && !self.linear()
+    }
+
+    /// A plain sum whose cap cannot bind: the term is linear in the strategy choice, so it
+    /// needs no variable of its own (fewer rows, and no rows HiGHS's presolve must strengthen).
+    pub(super) fn linear(&self) -> bool {
+        self.largest.iter().flatten().all(|&x| x == 0) && !self.cap_binds()
     }
 
     /// Columns and rows the term adds to the ILP.
@@ -180,7 +189,21 @@ impl StrategyGraph {
             .collect()
     }
 
-    /// Adds every memory term to `pb`; returns their `t` columns.
+    /// Per node and strategy, the bytes the linear memory terms add (see
+    /// [`MemoryTerm::linear`]); zeros without such terms.
+    pub(super) fn linear_term_memory(&self) -> Vec<Vec<f64>> {
+        let mut extra: Vec<Vec<f64>> = self.nodes.iter().map(|n| vec![0.0; n.time.len()]).collect();
+        for t in self.memory_terms.iter().filter(|t| t.linear()) {
+            for (row, values) in extra.iter_mut().zip(&t.sum) {
+                for (x, &v) in row.iter_mut().zip(values) {
+                    *x += v as f64;
+                }
+            }
+        }
+        extra
+    }
+
+    /// Adds every non-linear memory term to `pb`; returns their `t` columns.
     pub(super) fn add_terms(
         &self,
         pb: &mut RowProblem,
