@@ -16,7 +16,7 @@
 //! | `graph` | [`graph`] | `graph-kernels` | parallel direction-optimizing BFS, Graph500 validation |
 //! | `sparse` or `graph` | [`formats`] | `sparse-formats` | what both kernel crates read: Matrix Market, gzip-aware capped line reading, the Graph500 R-MAT generator |
 //! | `collectives` | [`collectives`] | `collectives` | deadlock-free collectives over threads, TCP, MPI |
-//! | `ml` | [`ml`] | `ml-models` | training core, GPT and BERT/MiniLM models, data loaders, NF4/QLoRA |
+//! | `ml` | [`ml`] | `ml-models` | training core, GPT and BERT/MiniLM models, data loaders; QLoRA, PCL-AD anomaly detection, class-incremental learning, PO-HRL few-shot relation extraction |
 //! | `full` | all of the above | | the default |
 //!
 //! Build only the sparse kernels, without HiGHS or candle:
