@@ -2,14 +2,8 @@
 //! hostile input (endless lines, oversized generators, absurd thread counts) refused with a
 //! message and exit status 1 rather than a crash or an exhausted machine.
 
-use std::process::Command;
-
-fn pardis(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_pardis"))
-        .args(args)
-        .output()
-        .expect("run pardis")
-}
+mod common;
+use common::pardis;
 
 #[test]
 fn json_report_and_threads_zero() {

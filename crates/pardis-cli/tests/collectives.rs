@@ -2,14 +2,8 @@
 //! bounds checked before anything runs.
 #![cfg(feature = "collectives")]
 
-use std::process::{Command, Output};
-
-fn pardis(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pardis"))
-        .args(args)
-        .output()
-        .expect("run pardis")
-}
+mod common;
+use common::pardis;
 
 /// Runs `args`, expects a failing exit status (1 for errors, 2 for clap's usage errors, never a
 /// panic's 101) and returns stderr.

@@ -4,14 +4,10 @@
 //! replaced file.
 
 use std::io::Read;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-fn pardis(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pardis"))
-        .args(args)
-        .output()
-        .expect("run pardis")
-}
+mod common;
+use common::pardis;
 
 fn fails_with(args: &[&str], message: &str) {
     let out = pardis(args);

@@ -2,14 +2,8 @@
 //! (`--transport tcp`, started by the command itself) or threads (`local`, `tcp-threads`)
 //! equals the sequential run (`--check`), with METIS as the default partitioner.
 
-use std::process::Command;
-
-fn pardis(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_pardis"))
-        .args(args)
-        .output()
-        .expect("run pardis")
-}
+mod common;
+use common::pardis;
 
 #[test]
 fn ranks_as_processes_or_threads_match_sequential() {

@@ -2,14 +2,8 @@
 //! reproduced to the byte by the `pardis memory` command the report names, and the defaults a
 //! new user meets.
 
-use std::process::Command;
-
-fn pardis(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_pardis"))
-        .args(args)
-        .output()
-        .expect("run pardis")
-}
+mod common;
+use common::pardis;
 
 fn report(args: &[&str]) -> serde_json::Value {
     let out = pardis(args);

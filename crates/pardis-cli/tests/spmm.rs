@@ -1,14 +1,8 @@
 //! `pardis spmm` end to end: the JSON report of a small generated matrix, the SIMD cap, and
 //! bad input rejected with a message and a failing exit status.
 
-use std::process::Command;
-
-fn pardis(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_pardis"))
-        .args(args)
-        .output()
-        .expect("run pardis")
-}
+mod common;
+use common::pardis;
 
 fn report(args: &[&str]) -> serde_json::Value {
     let out = pardis(args);
