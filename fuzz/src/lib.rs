@@ -47,7 +47,8 @@ fn scratch_file(name: &str, bytes: &[u8]) -> Option<PathBuf> {
     Some(path)
 }
 
-/// Removes the scratch directory of this process (see [`scratch_file`]).
+/// Removes the scratch directory of this process (where the targets that read paths write
+/// their input).
 pub fn remove_scratch() {
     let dir = std::env::temp_dir().join(format!("pardis-fuzz-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(dir);

@@ -22,8 +22,8 @@
 //! | outer search (pipeline, mesh, layer split, micro-batches, schedule, recomputation) | [`search`] |
 //! | custom JSON graphs on a mesh | [`custom_graph`] |
 //! | the peers at their strongest: Megatron-LM, DeepSpeed ZeRO, torchtitan FSDP + TP | [`peers`] |
-//! | objectives, report | [`planner`], [`plan`] |
-//! | plans exported to Megatron-LM, torchtitan, DeepSpeed (nearest expressible, priced) | [`export`] |
+//! | objectives, report | [`planner`], [`mod@plan`] |
+//! | plans exported to Megatron-LM, torchtitan, DeepSpeed (nearest expressible, priced) | [`mod@export`] |
 //! | unstructured-mesh programs (OP2 model) run sequentially, threaded or distributed (MARO) | [`unstructured`] |
 //!
 //! ## Example
