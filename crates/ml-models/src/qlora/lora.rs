@@ -361,9 +361,10 @@ impl Linear {
     /// Attaches a fresh adapter (A Kaiming-uniform, B zero) registered as `<name>.lora_a` and
     /// `<name>.lora_b` (trainable).
     ///
-    /// # Panics
-    /// If `spec.rank == 0` or `dropout` is not in `[0, 1)`.
-    #[track_caller]
+    /// # Errors
+    /// [`MlError::InvalidInput`] when `spec.rank` is 0 or larger than the layer's smaller side
+    /// (a larger rank adds parameters without adding expressiveness), or `dropout` is not in
+    /// `[0, 1)`.
     pub fn attach_adapter(
         &mut self,
         spec: AdapterSpec,
@@ -371,8 +372,18 @@ impl Linear {
         store: &mut ParamStore,
         init: &mut SeededInit,
     ) -> Result<()> {
-        assert!(spec.rank > 0, "LoRA rank must be at least 1");
-        assert!((0.0..1.0).contains(&dropout), "dropout must be in [0, 1)");
+        let full = self.in_features.min(self.out_features);
+        if spec.rank == 0 || spec.rank > full {
+            return Err(MlError::InvalidInput(format!(
+                "LoRA rank {} for `{}` must be in 1..={full} (its weight is {}×{})",
+                spec.rank, self.name, self.out_features, self.in_features
+            )));
+        }
+        if !(0.0..1.0).contains(&dropout) {
+            return Err(MlError::InvalidInput(format!(
+                "LoRA dropout {dropout} must be in [0, 1)"
+            )));
+        }
         let dev = candle_core::Device::Cpu;
         let a = init.kaiming_uniform(&[spec.rank, self.in_features], &dev)?;
         let b = Tensor::zeros((self.out_features, spec.rank), DType::F32, &dev)?;

@@ -200,3 +200,30 @@ fn frozen_dense_base_gradient_matches_plain_matmul() {
         }
     }
 }
+
+/// A rank of 0 or above the weight's smaller side, and a dropout outside [0, 1), are typed
+/// errors, not panics.
+#[test]
+fn adapter_rank_and_dropout_are_checked() {
+    let attach = |rank: usize, dropout: f32| {
+        let mut store = ParamStore::new();
+        let mut init = SeededInit::new(3);
+        let mut lin = Linear::new("l", 96, 40, 0.1, &mut store, &mut init).unwrap();
+        lin.attach_adapter(
+            AdapterSpec { rank, alpha: 16.0 },
+            dropout,
+            &mut store,
+            &mut init,
+        )
+    };
+    for (rank, dropout) in [(0, 0.0), (41, 0.0), (8, 1.0), (8, -0.1)] {
+        assert!(
+            matches!(
+                attach(rank, dropout),
+                Err(ml_models::MlError::InvalidInput(_))
+            ),
+            "rank {rank}, dropout {dropout}"
+        );
+    }
+    assert!(attach(40, 0.0).is_ok());
+}
