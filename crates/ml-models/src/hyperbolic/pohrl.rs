@@ -706,6 +706,20 @@ pub struct BenchmarkReport {
     pub relations: (usize, usize),
 }
 
+/// The checkpoint file name of `method` on `shape` with `encoder`.
+fn checkpoint_file(encoder: &EncoderChoice, method: Method, shape: EpisodeConfig) -> String {
+    let encoder_name = match encoder {
+        EncoderChoice::Tiny(_) => "tiny",
+        EncoderChoice::MiniLm { .. } => "minilm",
+    };
+    format!(
+        "{encoder_name}-{}-{}x{}.safetensors",
+        method.name(),
+        shape.n,
+        shape.k
+    )
+}
+
 /// Loads `load` into `store`, or saves `store` as `file` when checkpoints are to be saved.
 fn checkpoint(
     store: &ParamStore,
@@ -731,6 +745,20 @@ pub fn run_benchmark(
     cb: &mut dyn TrainCallback,
 ) -> Result<BenchmarkReport> {
     split.check_disjoint()?;
+    // Never replace a file in the checkpoint directory: found before any training.
+    if let Some(Checkpoints::Save(dir)) = &cfg.checkpoints {
+        for &shape in &cfg.shapes {
+            for &method in &cfg.methods {
+                let path = dir.join(checkpoint_file(&cfg.encoder, method, shape));
+                if path.exists() {
+                    return Err(MlError::InvalidInput(format!(
+                        "{} exists; choose another checkpoint directory or remove it",
+                        path.display()
+                    )));
+                }
+            }
+        }
+    }
     let cap = |rels: &[crate::fewshot::RelationSet], max: Option<usize>| {
         let mut rels = rels.to_vec();
         for r in &mut rels {
@@ -773,16 +801,7 @@ pub fn run_benchmark(
     };
     for &shape in &cfg.shapes {
         for &method in &cfg.methods {
-            let encoder_name = match cfg.encoder {
-                EncoderChoice::Tiny(_) => "tiny",
-                EncoderChoice::MiniLm { .. } => "minilm",
-            };
-            let file = format!(
-                "{encoder_name}-{}-{}x{}.safetensors",
-                method.name(),
-                shape.n,
-                shape.k
-            );
+            let file = checkpoint_file(&cfg.encoder, method, shape);
             let load = match &cfg.checkpoints {
                 Some(Checkpoints::Load(dir)) => Some(dir.join(&file)),
                 _ => None,

@@ -407,6 +407,16 @@ fn benchmark_checkpoints_round_trip() {
     };
     let trained = run_benchmark(&split, &cfg, &mut |_| {}, &mut NoCallback).unwrap();
     assert!(dir.join("tiny-pohrl-3x1.safetensors").is_file());
+    // Saving again into the same directory never replaces the file: refused before training.
+    let before = std::fs::read(dir.join("tiny-pohrl-3x1.safetensors")).unwrap();
+    let mut phases = 0;
+    let e = run_benchmark(&split, &cfg, &mut |_| phases += 1, &mut NoCallback).unwrap_err();
+    assert!(matches!(e, MlError::InvalidInput(_)), "{e}");
+    assert_eq!(phases, 0);
+    assert_eq!(
+        std::fs::read(dir.join("tiny-pohrl-3x1.safetensors")).unwrap(),
+        before
+    );
     cfg.checkpoints = Some(Checkpoints::Load(dir.clone()));
     let loaded = run_benchmark(&split, &cfg, &mut |_| {}, &mut NoCallback).unwrap();
     assert_eq!(loaded.rows[0].train_steps, 0);

@@ -65,7 +65,8 @@ pub(super) struct FewrelArgs {
     /// data cache, `datasets/cache/`).
     #[arg(long)]
     feature_cache: Option<PathBuf>,
-    /// Write each trained model to DIR/<encoder>-<method>-<N>x<K>.safetensors.
+    /// Write each trained model to DIR/<encoder>-<method>-<N>x<K>.safetensors (an existing file of
+    /// that name stops the command before training).
     #[arg(long, value_name = "DIR", conflicts_with = "checkpoints")]
     save_checkpoints: Option<PathBuf>,
     /// Skip training: evaluate the models saved by --save-checkpoints in DIR.
