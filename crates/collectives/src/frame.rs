@@ -205,4 +205,34 @@ mod tests {
         let other = Fingerprint { count: 7, ..f.fp };
         assert!(f.fp.difference(&other).unwrap().contains("element count"));
     }
+
+    #[test]
+    fn root_mismatch_is_named() {
+        let here = Fingerprint {
+            kind: OpKind::Broadcast as u8,
+            dtype: 1,
+            reduce: 0,
+            algo: 0,
+            root: 0,
+            count: 10,
+        };
+        assert_eq!(here.difference(&here), None);
+        let theirs = Fingerprint { root: 3, ..here };
+        assert_eq!(
+            here.difference(&theirs).as_deref(),
+            Some("root: here 0, peer 3")
+        );
+        // The root survives the wire.
+        let f = Frame {
+            kind: FrameKind::Data,
+            src: 1,
+            key: MailboxKey { comm: 1, seq: 1 },
+            fp: theirs,
+            aux: 0,
+            payload: AlignedBuf::default(),
+        };
+        let (g, _) = Frame::decode_header(&f.encode_header()).unwrap();
+        assert_eq!(g.fp.root, 3);
+        assert!(here.difference(&g.fp).unwrap().starts_with("root"));
+    }
 }

@@ -99,6 +99,74 @@ fn mismatched_collectives_are_reported() {
     });
 }
 
+/// Rooted collectives whose root disagrees between ranks: a rank that receives a frame of the
+/// other view gets `Mismatch` naming the root (the fingerprint check of `frame.rs`), its peers
+/// that wait for it are told (`Remote`), and nobody hangs. Local (threads) and TCP transports;
+/// broadcast (binomial and pipelined) and reduce (binomial tree).
+///
+/// The check needs a frame to cross the two views: where no rank receives a frame of the other
+/// view before it finishes (e.g. reduce on 3 ranks with roots `[1, 0, 0]`: every rank believes
+/// itself a sender), the collective ends `Ok` on every rank or by `Timeout` -- the fingerprint
+/// travels only with data, so such a disagreement cannot be seen without an extra message.
+#[test]
+fn mismatched_roots_are_reported() {
+    use collectives::tcp::run_tcp_local;
+    use collectives::{BroadcastAlgorithm, Communicator, Result};
+    with_timeout(Duration::from_secs(60), || {
+        // `expect[r]`: the outcomes allowed on rank r: "MM" Mismatch naming the root, "RE"
+        // Remote (told by the rank that saw it), "ok" (a rank that finished in its own view).
+        let check = |what: &str, out: Vec<Result<Result<()>>>, expect: &[&[&str]]| {
+            for (r, o) in out.into_iter().enumerate() {
+                let got = match o.unwrap() {
+                    Ok(()) => "ok",
+                    Err(CollectiveError::Mismatch { detail, .. }) if detail.contains("root") => {
+                        "MM"
+                    }
+                    Err(CollectiveError::Remote { reason, .. }) if reason.contains("root") => "RE",
+                    Err(e) => panic!("{what} rank {r}: unexpected {e}"),
+                };
+                assert!(expect[r].contains(&got), "{what} rank {r}: {got}");
+            }
+        };
+        // Broadcast, 3 ranks: ranks 0 and 1 take root 0, rank 2 takes root 1. Rank 2 waits for
+        // world rank 1 in its view and gets rank 0's frame (root 0) instead; ranks 0 and 1 get
+        // its notice if they have not finished by then (timing).
+        for algo in [BroadcastAlgorithm::Binomial, BroadcastAlgorithm::Pipelined] {
+            let cfg = Config {
+                broadcast: algo,
+                ..quick()
+            };
+            let body = |comm: Communicator| {
+                let root = usize::from(comm.rank() == 2);
+                comm.broadcast(vec![comm.rank() as i32; 1000], root)
+                    .map(drop)
+            };
+            let expect: [&[&str]; 3] = [&["ok", "RE"], &["ok", "RE"], &["MM"]];
+            check(
+                &format!("local broadcast {algo:?}"),
+                run_local_with(&cfg, 3, body),
+                &expect,
+            );
+            check(
+                &format!("tcp broadcast {algo:?}"),
+                run_tcp_local(&cfg, 3, body),
+                &expect,
+            );
+        }
+        // Reduce, 4 ranks: rank 0 takes root 2, the others root 0. Rank 0 receives rank 1's
+        // frame (root 0) and tells its peers, which get the notice if they have not finished
+        // by then (timing).
+        let body = |comm: Communicator| {
+            let root = if comm.rank() == 0 { 2 } else { 0 };
+            comm.reduce(vec![1.0f64; 1000], ReduceOp::Sum, root)
+                .map(drop)
+        };
+        let expect: [&[&str]; 4] = [&["MM"], &["ok", "RE"], &["ok", "RE"], &["ok", "RE"]];
+        check("local reduce", run_local_with(&quick(), 4, body), &expect);
+        check("tcp reduce", run_tcp_local(&quick(), 4, body), &expect);
+    });
+}
+
 #[test]
 fn abort_from_another_thread_ends_pending_operations() {
     with_timeout(Duration::from_secs(20), || {
