@@ -49,6 +49,7 @@ use collectives::{
 
 pub mod chaos;
 mod ideal;
+pub mod mpirun;
 mod reference;
 mod sampled;
 

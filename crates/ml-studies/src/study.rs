@@ -13,7 +13,9 @@ use ml_models::train::{ParamStore, SeededInit, TrainCallback, TrainConfig, Train
 
 pub use crate::config::StudyConfig;
 use crate::variants::{study_variants, Method, Variant};
-use crate::Result;
+use crate::{Result, StudyError};
+use ml_models::MlError;
+use std::path::PathBuf;
 
 /// Tokenised corpora of the study.
 #[derive(Debug, Clone)]
@@ -228,9 +230,10 @@ pub fn run_study(
     let cut = data.source.len() * 9 / 10;
     let (src_train, src_eval) = data.source.split_at(cut);
     let cached = cfg.pretrained_path.as_ref().filter(|p| p.is_file());
-    let pretrain_tps = match cached {
-        Some(p) if store.load(p).is_ok() => 0.0,
-        _ => {
+    let loaded_from = cached.filter(|p| store.load(p).is_ok());
+    let pretrain_tps = match loaded_from {
+        Some(_) => 0.0,
+        None => {
             hooks.phase("pretrain", cfg.pretrain_steps);
             let ph = Phase {
                 ids: src_train,
@@ -266,7 +269,8 @@ pub fn run_study(
                 None => {
                     hooks.measure_begin();
                     hooks.phase(&v.name, cfg.finetune_steps);
-                    let mut row = finetune(cfg, mcfg, &pretrained, data, v, seed, hooks)?;
+                    let mut row = finetune(cfg, mcfg, &pretrained, data, v, seed, hooks)
+                        .map_err(|e| name_cached_checkpoint(e, loaded_from))?;
                     row.peak_bytes = hooks.measure_end();
                     row.predicted_bytes = hooks.predict(&mcfg, cfg, v);
                     row
@@ -286,6 +290,21 @@ pub fn run_study(
         model_params: store.count(false),
         rows,
     })
+}
+
+/// A divergence after loading cached pretrained weights names the cache file, so a user can
+/// tell a bad checkpoint from bad settings.
+fn name_cached_checkpoint(e: StudyError, loaded_from: Option<&PathBuf>) -> StudyError {
+    match (e, loaded_from) {
+        (StudyError::Ml(MlError::Diverged { step, loss }), Some(path)) => {
+            StudyError::DivergedFromCache {
+                path: path.clone(),
+                step,
+                loss,
+            }
+        }
+        (e, _) => e,
+    }
 }
 
 fn finetune(

@@ -94,7 +94,7 @@ fn main() {
     let cli = Cli::parse();
     let result = dispatch(cli.command);
     if let Err(e) = result {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", output::error_line(&e));
         std::process::exit(1);
     }
 }

@@ -93,6 +93,24 @@ pub(crate) fn progress(len: u64, msg: &str) -> indicatif::ProgressBar {
     pb
 }
 
+/// An error and its causes on one line, `outer: cause: root`, leaving out a cause whose text
+/// the line already holds (many error types print their source in their own message, and
+/// `{:#}` would repeat it).
+pub(crate) fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,5 +123,16 @@ mod tests {
         assert_eq!(parse_bytes("1.5 KiB"), Ok(1536));
         assert!(parse_bytes("eighty").is_err());
         assert!(parse_bytes("3 parsecs").is_err());
+    }
+
+    #[test]
+    fn error_line_keeps_each_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, "bad utf-8");
+        let e = anyhow::Error::new(io).context("i/o error on f.txt: bad utf-8");
+        assert_eq!(super::error_line(&e), "i/o error on f.txt: bad utf-8");
+        let e = anyhow::anyhow!("root cause")
+            .context("middle")
+            .context("outer");
+        assert_eq!(super::error_line(&e), "outer: middle: root cause");
     }
 }

@@ -7,15 +7,13 @@
 //! Run by hand: `mpirun --oversubscribe -n 4 <test binary> --exact mpi::mpi_child --ignored
 //! --nocapture` with `PARDIS_TEST_MPI=1` in the environment (`-x PARDIS_TEST_MPI=1`).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use collectives::mpi::rsmpi::collective::{CommunicatorCollectives as _, SystemOperation};
 use collectives::mpi::{MpiConfig, MpiJob};
 use collectives::{bf16, AllReduceAlgorithm, BroadcastAlgorithm, CollectiveError, ReduceOp};
 use collectives_bench::chaos::{chaos_rank, ChaosConfig};
+use collectives_bench::mpirun::{inside_mpi_job, run_test_under_mpirun};
 
 use crate::correctness::check_all;
 
@@ -24,7 +22,7 @@ const CHILD: &str = "PARDIS_TEST_MPI";
 
 #[test]
 fn collectives_over_mpi() {
-    if std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some() {
+    if inside_mpi_job() {
         println!("already inside an MPI job: run mpi::mpi_child instead");
         return;
     }
@@ -41,48 +39,7 @@ fn collectives_over_mpi() {
 
 /// Runs `mpi_child` on `n` MPI ranks; returns the `RANK ...` lines (kills the job after `limit`).
 fn run_mpi(n: usize, limit: Duration) -> Vec<String> {
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new("mpirun")
-        .args([
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "-n",
-            &n.to_string(),
-        ])
-        .args(["-x", &format!("{CHILD}=1")])
-        .arg(exe)
-        .args(["--exact", "mpi::mpi_child", "--ignored", "--nocapture"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect(
-            "`mpirun` must be on PATH for the `mpi` feature's tests (apt-get install openmpi-bin)",
-        );
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if let Some(i) = line.find("RANK ") {
-                let _ = tx.send(line[i..].to_string());
-            }
-        }
-    });
-    let end = Instant::now() + limit;
-    let mut lines = Vec::new();
-    while let Ok(l) = rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
-        lines.push(l);
-    }
-    let finished = Instant::now() < end;
-    if !finished {
-        let _ = child.kill();
-    }
-    let status = child.wait().unwrap();
-    assert!(finished, "MPI job of {n} ranks hung; got {lines:#?}");
-    assert!(
-        status.success(),
-        "mpirun -n {n} failed: {status}; got {lines:#?}"
-    );
-    lines
+    run_test_under_mpirun(n, "mpi::mpi_child", CHILD, limit)
 }
 
 /// Body of each MPI rank; does nothing when run as an ordinary (ignored) test.

@@ -5,12 +5,10 @@
 //! Run by hand: `mpirun --oversubscribe -n 3 -x PARDIS_TEST_MESH_MPI=1 <test binary> --exact
 //! unstructured::mpi::mesh_mpi_child --ignored --nocapture`.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use collectives::mpi::{MpiConfig, MpiJob};
+use collectives_bench::mpirun::{inside_mpi_job, run_test_under_mpirun};
 use parallel_plan::unstructured::apps::{airfoil, AirfoilConfig};
 use parallel_plan::unstructured::{Backend, Context, DistConfig, Grid};
 
@@ -21,7 +19,7 @@ const CHILD: &str = "PARDIS_TEST_MESH_MPI";
 
 #[test]
 fn airfoil_over_mpi_matches_sequential() {
-    if std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some() {
+    if inside_mpi_job() {
         return;
     }
     for n in [2, 3] {
@@ -35,53 +33,7 @@ fn airfoil_over_mpi_matches_sequential() {
 
 /// Runs `mesh_mpi_child` on `n` MPI ranks; returns the `RANK ...` lines.
 fn run_mpi(n: usize, limit: Duration) -> Vec<String> {
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new("mpirun")
-        .args([
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "-n",
-            &n.to_string(),
-        ])
-        .args(["-x", &format!("{CHILD}=1")])
-        .arg(exe)
-        .args([
-            "--exact",
-            "unstructured::mpi::mesh_mpi_child",
-            "--ignored",
-            "--nocapture",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect(
-            "`mpirun` must be on PATH for the `mpi` feature's tests (apt-get install openmpi-bin)",
-        );
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if let Some(i) = line.find("RANK ") {
-                let _ = tx.send(line[i..].to_string());
-            }
-        }
-    });
-    let end = Instant::now() + limit;
-    let mut lines = Vec::new();
-    while let Ok(l) = rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
-        lines.push(l);
-    }
-    let finished = Instant::now() < end;
-    if !finished {
-        let _ = child.kill();
-    }
-    let status = child.wait().unwrap();
-    assert!(finished, "MPI job of {n} ranks hung; got {lines:#?}");
-    assert!(
-        status.success(),
-        "mpirun -n {n} failed: {status}; got {lines:#?}"
-    );
-    lines
+    run_test_under_mpirun(n, "unstructured::mpi::mesh_mpi_child", CHILD, limit)
 }
 
 /// Body of each MPI rank; does nothing when run as an ordinary (ignored) test.
