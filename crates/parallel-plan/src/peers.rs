@@ -19,6 +19,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cost_model::{group_size, AxisMask};
 use crate::error::{PlanError, Result};
+use crate::export::shape::LAYER_LINEARS;
+use crate::export::LinearSplit;
 use crate::graph::OpKind;
 use crate::ilp::IlpObjective;
 use crate::mesh::DeviceMesh;
@@ -179,6 +181,19 @@ impl PeerConfig {
     /// `tp > 1` (else the sequence of sequence-parallel operators), the batch over every other
     /// axis, model states sharded over the batch axes as the ZeRO stage says.
     pub fn sharding(&self, g: &TransformerGraph, op: usize, mesh: &DeviceMesh) -> Sharding {
+        self.sharding_with_layout(g, op, mesh, None)
+    }
+
+    /// [`PeerConfig::sharding`], with the layer linears split as `layout` says (in
+    /// `LAYER_LINEARS` order) instead of the standard column/row pairs: an engine that takes a
+    /// per-linear tensor-parallel plan (torchtitan's `parallelize_module`).
+    pub(crate) fn sharding_with_layout(
+        &self,
+        g: &TransformerGraph,
+        op: usize,
+        mesh: &DeviceMesh,
+        layout: Option<&LinearLayout>,
+    ) -> Sharding {
         let o = &g.graph.ops[op];
         let names = &g.dim_names[op];
         let all: AxisMask = ((1u16 << mesh.axes.len()) - 1) as AxisMask;
@@ -201,6 +216,18 @@ impl PeerConfig {
                     let seq = names.iter().position(|&d| d == MmDim::Seq);
                     seq.filter(|&k| self.sequence_parallel && o.dims[k].splittable)
                 });
+            let target = match layout.and_then(|l| {
+                linear_override(l, g.source_ops[op].name)
+                    .or_else(|| interior_override(l, target.map(|k| names[k])))
+            }) {
+                // The standard split: heads or FFN, as found above.
+                Some(LinearOverride::Standard) | None => target,
+                Some(LinearOverride::Hidden) => names
+                    .iter()
+                    .position(|&d| d == MmDim::Hidden)
+                    .filter(|&k| o.dims[k].splittable),
+                Some(LinearOverride::Replicated) => None,
+            };
             if let Some(k) = target {
                 dim_axes[k] = tp;
             }
@@ -354,6 +381,68 @@ pub fn evaluate(problem: &Problem, cfg: &PeerConfig) -> Result<Plan> {
 /// [`PlanError::InvalidInput`] when `layers` is not `pp` stages summing to the model's layers;
 /// the errors of [`evaluate`].
 pub fn evaluate_with_layers(problem: &Problem, cfg: &PeerConfig, layers: &[u64]) -> Result<Plan> {
+    let cand = candidate_with_layers(problem, cfg, layers)?;
+    evaluate_split(problem, cfg, cand)
+}
+
+/// Per layer linear — `qkv_proj`, `out_proj`, `mlp_up`, `mlp_down`, in this order — how an
+/// engine that takes a plan per linear splits it over the tensor-parallel group.
+pub type LinearLayout = [LinearSplit; LAYER_LINEARS.len()];
+
+/// How `layout` moves a layer linear's tensor-parallel split off the standard one.
+enum LinearOverride {
+    /// The standard split (column-parallel q/k/v and MLP-up, row-parallel out/down).
+    Standard,
+    /// The other one: the hidden dimension split.
+    Hidden,
+    /// Not split over the tensor-parallel group.
+    Replicated,
+}
+
+fn linear_override(layout: &LinearLayout, name: &str) -> Option<LinearOverride> {
+    let i = LAYER_LINEARS.iter().position(|(n, _)| *n == name)?;
+    Some(match layout[i] {
+        LinearSplit::Replicated => LinearOverride::Replicated,
+        split if split == LAYER_LINEARS[i].1 => LinearOverride::Standard,
+        LinearSplit::Column | LinearSplit::Row => LinearOverride::Hidden,
+        LinearSplit::Both => LinearOverride::Standard,
+    })
+}
+
+/// The operators between a block's two linears (attention core on heads, MLP activation on
+/// FFN) run split only when the first linears are column-parallel and leave their outputs
+/// split; otherwise on whole tensors.
+fn interior_override(layout: &LinearLayout, target: Option<MmDim>) -> Option<LinearOverride> {
+    let first = match target? {
+        MmDim::Heads => layout[0],
+        MmDim::Ffn => layout[2],
+        _ => return None,
+    };
+    Some(if first == LinearSplit::Column {
+        LinearOverride::Standard
+    } else {
+        LinearOverride::Replicated
+    })
+}
+
+/// `cfg` with the layer split `layers` and the layer linears split as `layout` says (a
+/// torchtitan-style per-linear tensor-parallel plan; [`LinearSplit::Both`] means the standard
+/// split), priced as [`evaluate`] prices a configuration.
+///
+/// # Errors
+/// The errors of [`evaluate_with_layers`]; [`PlanError::InvalidInput`] when a linear cannot be
+/// split as asked.
+pub fn evaluate_with_layout(
+    problem: &Problem,
+    cfg: &PeerConfig,
+    layers: &[u64],
+    layout: &LinearLayout,
+) -> Result<Plan> {
+    let cand = candidate_with_layers(problem, cfg, layers)?;
+    evaluate_pinned(problem, cfg, cand, Some(*layout))
+}
+
+fn candidate_with_layers(problem: &Problem, cfg: &PeerConfig, layers: &[u64]) -> Result<Candidate> {
     if layers.len() as u64 != cfg.pp || layers.iter().sum::<u64>() != problem.model.num_layers {
         return Err(PlanError::InvalidInput(format!(
             "layer split {layers:?} is not {} stages of {} layers",
@@ -362,13 +451,22 @@ pub fn evaluate_with_layers(problem: &Problem, cfg: &PeerConfig, layers: &[u64])
     }
     let mut cand = cfg.candidate(problem)?;
     cand.layers = layers.to_vec();
-    evaluate_split(problem, cfg, cand)
+    Ok(cand)
 }
 
 fn evaluate_split(problem: &Problem, cfg: &PeerConfig, cand: Candidate) -> Result<Plan> {
+    evaluate_pinned(problem, cfg, cand, None)
+}
+
+fn evaluate_pinned(
+    problem: &Problem,
+    cfg: &PeerConfig,
+    cand: Candidate,
+    layout: Option<LinearLayout>,
+) -> Result<Plan> {
     let pinned = *cfg;
     let pin = move |g: &TransformerGraph, op: usize, s: &Sharding, mesh: &DeviceMesh| {
-        s == &pinned.sharding(g, op, mesh)
+        s == &pinned.sharding_with_layout(g, op, mesh, layout.as_ref())
     };
     let stages = problem.build(&cand, Some(&pin))?;
     let name = format!("{} {}", cfg.framework, cfg.label());

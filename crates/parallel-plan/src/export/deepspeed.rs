@@ -111,6 +111,7 @@ pub(crate) fn nearest(
         config: cfg,
         layers,
         given_up,
+        linear_layout: None,
     })
 }
 

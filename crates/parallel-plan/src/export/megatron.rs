@@ -139,6 +139,7 @@ pub(crate) fn nearest(
         config: cfg,
         layers,
         given_up,
+        linear_layout: None,
     })
 }
 

@@ -7,7 +7,7 @@
 //! | engine | files | where the options are defined |
 //! |---|---|---|
 //! | Megatron-LM | `megatron_args.sh`: a bash array of `pretrain_gpt.py` arguments | `megatron/training/arguments.py` (every flag of [`megatron::ALLOWED_ARGUMENTS`]) |
-//! | torchtitan | `torchtitan.toml` (`[parallelism]`, `[activation_checkpoint]`, `[training]`); `torchtitan_tp_plan.py` (`parallelize_module` plan) | `torchtitan/config/job_config.py` (classes `Parallelism`, `ActivationCheckpoint`, `Training`; [`torchtitan::ALLOWED_OPTIONS`]); `torch/distributed/tensor/parallel/style.py` (`ColwiseParallel`, `RowwiseParallel`, `SequenceParallel`, `PrepareModuleInput`) |
+//! | torchtitan | `torchtitan.toml` (`[parallelism]`, `[activation_checkpoint]`, `[training]`); `torchtitan_tp_plan.py` (`parallelize_module` plan) | `torchtitan/config/job_config.py` (classes `Parallelism`, `ActivationCheckpoint`, `Training`; [`torchtitan::ALLOWED_OPTIONS`]); `torch/distributed/tensor/parallel/style.py` (`ColwiseParallel`, `RowwiseParallel`, `SequenceParallel`, `PrepareModuleInput`, `PrepareModuleInputOutput`) |
 //! | DeepSpeed | `deepspeed.json` | `deepspeed/runtime/config.py` and `deepspeed/runtime/constants.py` (batch keys, `bf16`), `deepspeed/runtime/zero/config.py` and `zero/offload_config.py` (`zero_optimization`), `deepspeed/runtime/activation_checkpointing/config.py`, `deepspeed/runtime/tensor_parallel/config.py` (AutoTP `tensor_parallel`, `partition_config.layer_specs`; [`deepspeed::ALLOWED_KEYS`]) |
 //!
 //! How a plan becomes an engine configuration ([`export`]): the tensor-parallel degree is the
@@ -18,7 +18,8 @@
 //! column-parallel q/k/v and MLP-up, row-parallel out-projection and MLP-down, the distributed
 //! optimizer for any ZeRO stage, no GPipe; DeepSpeed: no pipeline, AutoTP only with ZeRO ≤ 2,
 //! no sequence parallelism, whole-layer checkpointing; torchtitan: FSDP (ZeRO-3) or DDP,
-//! sequence-parallel norms with TP). The result is priced like a peer ([`crate::peers`]) with
+//! sequence-parallel norms with TP, each linear split as the plan splits it when that is at the
+//! engine's degree or not at all). The result is priced like a peer ([`crate::peers`]) with
 //! its layer split, then compared operator by operator with the plan: it is exact only when
 //! every operator is split the same number of ways with the same ZeRO stage and the memory and
 //! step time agree.
@@ -30,7 +31,7 @@
 mod compare;
 pub mod deepspeed;
 pub mod megatron;
-mod shape;
+pub(crate) mod shape;
 pub mod torchtitan;
 
 use memory_model::{PipelineSchedule, Recompute, ZeroStage};
@@ -384,6 +385,9 @@ pub(crate) struct Nearest {
     pub(crate) config: PeerConfig,
     pub(crate) layers: Vec<u64>,
     pub(crate) given_up: Vec<GivenUp>,
+    /// The layer linears' splits when the engine takes a plan per linear (torchtitan); `None`:
+    /// the engine's standard column/row pairs.
+    pub(crate) linear_layout: Option<crate::peers::LinearLayout>,
 }
 
 /// Exports `plan` (a plan of `problem`) to `engine`: the nearest configuration the engine
@@ -411,7 +415,13 @@ pub fn export(problem: &Problem, plan: &Plan, engine: Engine) -> Result<Export> 
             }
             Err(e) => return Err(e),
         };
-        let priced = match peers::evaluate_with_layers(problem, &nearest.config, &nearest.layers) {
+        let priced = match &nearest.linear_layout {
+            Some(layout) => {
+                peers::evaluate_with_layout(problem, &nearest.config, &nearest.layers, layout)
+            }
+            None => peers::evaluate_with_layers(problem, &nearest.config, &nearest.layers),
+        };
+        let priced = match priced {
             Ok(p) => p,
             Err(e @ PlanError::InvalidInput(_)) => {
                 last_err = Some(e);

@@ -59,8 +59,8 @@ pub struct LinearChoice {
 pub struct PlanShape {
     /// Devices of one pipeline stage.
     pub stage_devices: u64,
-    /// Tensor-parallel degree: the ways the layer linears split model dimensions (weighted by
-    /// parameters when they differ).
+    /// Tensor-parallel degree: the ways the split layer linears split model dimensions
+    /// (weighted by parameters when they differ; 1 when none is split).
     pub tp: u64,
     /// The layer linears of each stage (index order).
     pub linears: Vec<Vec<LinearChoice>>,
@@ -189,7 +189,8 @@ fn stage_linears(
         ));
     }
     let mut votes: Vec<(u64, u64)> = Vec::new();
-    for (l, _) in &out {
+    // Only split linears vote: a linear left whole does not make the group smaller.
+    for (l, _) in out.iter().filter(|(l, _)| l.ways > 1) {
         match votes.iter_mut().find(|(w, _)| *w == l.ways) {
             Some(v) => v.1 += l.parameters,
             None => votes.push((l.ways, l.parameters)),
@@ -224,7 +225,7 @@ impl PlanShape {
         let mut votes: Vec<(u64, u64)> = Vec::new();
         for stage in &stages {
             let (choices, tp) = stage_linears(stage, &mm_layer, &axes)?;
-            for (l, copies) in &choices {
+            for (l, copies) in choices.iter().filter(|(l, _)| l.ways > 1) {
                 let weight = l.parameters * *copies as u64;
                 match votes.iter_mut().find(|(w, _)| *w == l.ways) {
                     Some(v) => v.1 += weight,
@@ -319,6 +320,59 @@ impl PlanShape {
             out.push(1);
         }
         out
+    }
+
+    /// The layer linears' splits an engine that takes a plan per linear (torchtitan's
+    /// `parallelize_module`) runs at degree `tp`, and what that gives up of the plan. Each
+    /// linear keeps the plan's column, row or replicated split (read from the first stage) when
+    /// it is split `tp` ways or not at all; a linear split another number of ways, or along
+    /// both of its feature dimensions, gets the standard split.
+    pub(crate) fn per_linear_layout(
+        &self,
+        tp: u64,
+    ) -> (crate::peers::LinearLayout, Vec<super::GivenUp>) {
+        let mut layout = [LinearSplit::Replicated; LAYER_LINEARS.len()];
+        for (i, (name, standard)) in LAYER_LINEARS.iter().enumerate() {
+            if tp <= 1 {
+                continue;
+            }
+            let choice = self.linears[0].iter().find(|l| l.name == *name);
+            layout[i] = match choice {
+                Some(l) if l.split == LinearSplit::Replicated => LinearSplit::Replicated,
+                Some(l) if l.ways == tp && l.split != LinearSplit::Both => l.split,
+                _ => *standard,
+            };
+        }
+        let mut out = Vec::new();
+        if self.stage_tp.iter().any(|&t| t != self.stage_tp[0]) {
+            out.push(super::GivenUp::StageTensorParallel {
+                plan: self.stage_tp.clone(),
+                engine: tp,
+            });
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for stage in &self.linears {
+            if stage.iter().any(|l| l.ways != 1 && l.ways != tp) {
+                out.push(super::GivenUp::MixedTensorParallel {
+                    plan: stage.iter().map(|l| (l.name.clone(), l.ways)).collect(),
+                    engine: tp,
+                });
+            }
+            for l in stage {
+                let Some(i) = LAYER_LINEARS.iter().position(|(n, _)| *n == l.name) else {
+                    continue;
+                };
+                if l.split != layout[i] && !seen.contains(&l.name.as_str()) {
+                    seen.push(&l.name);
+                    out.push(super::GivenUp::LinearLayout {
+                        linear: l.name.clone(),
+                        plan: l.split,
+                        engine: layout[i],
+                    });
+                }
+            }
+        }
+        (layout, out)
     }
 
     /// Records how the plan's linears differ from the engine's standard layout at degree `tp`

@@ -307,3 +307,55 @@ fn recomputation_and_virtual_stages_reach_each_engine() {
         "cpu"
     );
 }
+
+/// Every per-linear layout torchtitan's `parallelize_module` can take (column, row or no split
+/// for each of the four layer linears at one degree; not all four unsplit, which reads as no
+/// tensor parallelism) exports to torchtitan exactly, priced as the plan; Megatron-LM, with its
+/// fixed pairs, lists each non-standard linear as given up.
+#[test]
+fn per_linear_layouts_export_exactly_to_torchtitan() {
+    use super::shape::LAYER_LINEARS;
+    let p = small_problem(2, 4);
+    let cfg = peer(Framework::Torchtitan, 2, 1, 2, ZeroStage::Zero3);
+    let splits = [
+        LinearSplit::Column,
+        LinearSplit::Row,
+        LinearSplit::Replicated,
+    ];
+    for code in 0..80usize {
+        let layout: crate::peers::LinearLayout =
+            std::array::from_fn(|i| splits[code / 3usize.pow(i as u32) % 3]);
+        let plan = peers::evaluate_with_layout(&p, &cfg, &[2], &layout).unwrap();
+        let e = export(&p, &plan, Engine::Torchtitan).unwrap();
+        assert_eq!(
+            e.fidelity,
+            Fidelity::Exact,
+            "{layout:?}: gave up {:?}",
+            e.given_up
+        );
+        assert_eq!(
+            e.plan.per_device_memory.total(),
+            plan.per_device_memory.total()
+        );
+        assert_eq!(e.plan.step_time_s, plan.step_time_s);
+        let py = &e.files[1].contents;
+        let has = |s: &str| py.contains(s);
+        // q/k/v as the layout says.
+        match layout[0] {
+            LinearSplit::Column => assert!(has("\"attention.wq\": ColwiseParallel()")),
+            LinearSplit::Row => assert!(has(
+                "\"attention.wq\": RowwiseParallel(output_layouts=Replicate())"
+            )),
+            _ => assert!(!has("\"attention.wq\"") && has("use_local_output=True)")),
+        }
+        let m = export(&p, &plan, Engine::Megatron).unwrap();
+        for (i, (name, standard)) in LAYER_LINEARS.iter().enumerate() {
+            let listed = m
+                .given_up
+                .iter()
+                .any(|g| matches!(g, GivenUp::LinearLayout { linear, .. } if linear == name));
+            let differs = layout[i] != *standard && layout[i] != LinearSplit::Replicated;
+            assert!(!differs || listed, "{layout:?}: Megatron kept {name}");
+        }
+    }
+}

@@ -13,28 +13,36 @@
 //! `ActivationCheckpoint`): `mode` (`none`, `selective`, `full`), `selective_ac_option` (`op`:
 //! per-operator selective checkpointing); `[training]` (class `Training`): `local_batch_size`,
 //! `global_batch_size`, `seq_len`. The tensor-parallel plan uses `ColwiseParallel`,
-//! `RowwiseParallel`, `SequenceParallel` and `PrepareModuleInput` of
-//! `torch/distributed/tensor/parallel/style.py`, on the module names of torchtitan's Llama
+//! `RowwiseParallel`, `SequenceParallel`, `PrepareModuleInput` and `PrepareModuleInputOutput`
+//! of `torch/distributed/tensor/parallel/style.py`, on the module names of torchtitan's Llama
 //! (`torchtitan/models/llama3/model/model.py`: `tok_embeddings`, `layers.N.attention_norm`,
 //! `layers.N.attention.wq/wk/wv/wo`, `layers.N.ffn_norm`, `layers.N.feed_forward.w1/w2/w3`,
 //! `norm`, `output`), as `apply_tp` of `torchtitan/models/llama3/infra/parallelize.py` applies
 //! them (the attention module takes four inputs there: `x`, `freqs_cis`, `attention_masks`,
 //! `positions`).
 //!
-//! What it cannot express: one tensor-parallel degree serves every linear, with the column/row
-//! pairs of `apply_tp` (q/k/v and `w1`/`w3` column-parallel, `wo` and `w2` row-parallel), and
+//! The tensor-parallel plan is per linear: each of q/k/v, `wo`, `w1`/`w3` and `w2` keeps the
+//! plan's split (column, row, or none) when it is split at the engine's degree or not at all,
+//! with `PrepareModuleInput` / `PrepareModuleInputOutput` (and the styles' `input_layouts` /
+//! `output_layouts`) converting between the sequence-split residual stream and what each linear
+//! takes; the standard pair is written exactly as `apply_tp` writes it.
+//! `scripts/check-torchtitan-plans` runs every such layout under PyTorch against the unsplit
+//! model.
+//!
+//! What it cannot express: one tensor-parallel degree serves every linear (a linear split
+//! another number of ways, or along both feature dimensions, gets the standard split), and
 //! sequence-parallel norms whenever TP is on; FSDP2 shards every parameter and gathers it per
 //! module (ZeRO-3), or keeps it gathered from forward to backward with
 //! `fsdp_reshard_after_forward = "never"` (ZeRO-2's memory plus the 1/dp shard, which the price
 //! leaves out), or DDP shards nothing; there is no ZeRO-1.
-//! Any other per-linear choice of the plan is listed as given up and the plan priced as run.
+//! What it gives up is listed and the configuration priced as run.
 //! torchtitan's selective checkpointing (`op`) saves matmul outputs and recomputes every other
 //! one rather than Megatron's attention core; the export prices memory-model's selective
 //! recomputation and says so in the file.
 
 use memory_model::{MlpKind, PipelineSchedule, Recompute, ZeroStage};
 
-use super::shape::PlanShape;
+use super::shape::{LinearSplit, PlanShape, LAYER_LINEARS};
 use super::{base_config, note_zero, EmittedFile, GivenUp, Header, Nearest};
 use crate::error::Result;
 use crate::peers::Framework;
@@ -68,7 +76,7 @@ pub(crate) fn nearest(
     shape: &PlanShape,
     tp: u64,
 ) -> Result<Nearest> {
-    let mut given_up = shape.layout_differences(tp);
+    let (layout, mut given_up) = shape.per_linear_layout(tp);
     let pp = plan.pipeline_stages;
     let mut cfg = base_config(
         problem,
@@ -114,6 +122,7 @@ pub(crate) fn nearest(
         config: cfg,
         layers,
         given_up,
+        linear_layout: Some(layout),
     })
 }
 
@@ -222,7 +231,7 @@ fn tp_plan(problem: &Problem, nearest: &Nearest, header: &Header) -> String {
     );
     s.push_str("# Module names are torchtitan's Llama; a GPT-style model needs the same names.\n");
     s.push_str("from torch.distributed.tensor import Replicate, Shard\n");
-    s.push_str("from torch.distributed.tensor.parallel import (\n    ColwiseParallel,\n    PrepareModuleInput,\n    RowwiseParallel,\n    SequenceParallel,\n    parallelize_module,\n)\n\n");
+    s.push_str("from torch.distributed.tensor.parallel import (\n    ColwiseParallel,\n    PrepareModuleInput,\n    PrepareModuleInputOutput,\n    RowwiseParallel,\n    SequenceParallel,\n    parallelize_module,\n)\n\n");
     s.push_str(&format!("TENSOR_PARALLEL_DEGREE = {}\n", c.tp));
     s.push_str(&format!(
         "SEQUENCE_PARALLEL = {}\n\n",
@@ -239,18 +248,25 @@ fn tp_plan(problem: &Problem, nearest: &Nearest, header: &Header) -> String {
         s.push_str("    \"output\": ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False),\n");
         s.push_str("}\n\n");
         s.push_str("LAYER_PLAN = {\n");
-        s.push_str("    \"attention_norm\": SequenceParallel(),\n");
-        s.push_str("    \"attention\": PrepareModuleInput(input_layouts=(Shard(1), None, None, None), desired_input_layouts=(Replicate(), None, None, None)),\n");
-        for w in ["wq", "wk", "wv"] {
-            s.push_str(&format!("    \"attention.{w}\": ColwiseParallel(),\n"));
-        }
-        s.push_str("    \"attention.wo\": RowwiseParallel(output_layouts=Shard(1)),\n");
-        s.push_str("    \"ffn_norm\": SequenceParallel(),\n");
-        s.push_str("    \"feed_forward\": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),\n");
-        s.push_str("    \"feed_forward.w1\": ColwiseParallel(),\n");
-        s.push_str("    \"feed_forward.w2\": RowwiseParallel(output_layouts=Shard(1)),\n");
-        if problem.model.mlp == MlpKind::SwiGlu {
-            s.push_str("    \"feed_forward.w3\": ColwiseParallel(),\n");
+        let layout = nearest
+            .linear_layout
+            .unwrap_or(LAYER_LINEARS.map(|(_, split)| split));
+        let swiglu = problem.model.mlp == MlpKind::SwiGlu;
+        let blocks: [(&str, &str, &[&str], &str, usize); 2] = [
+            ("attention_norm", "attention", &["wq", "wk", "wv"], "wo", 0),
+            (
+                "ffn_norm",
+                "feed_forward",
+                if swiglu { &["w1", "w3"] } else { &["w1"] },
+                "w2",
+                2,
+            ),
+        ];
+        for (norm, block, first, second, i) in blocks {
+            s.push_str(&format!("    \"{norm}\": SequenceParallel(),\n"));
+            for line in block_plan(block, first, second, layout[i], layout[i + 1]) {
+                s.push_str(&format!("    {line},\n"));
+            }
         }
         s.push_str("}\n");
     }
@@ -265,6 +281,81 @@ fn tp_plan(problem: &Problem, nearest: &Nearest, header: &Header) -> String {
     s.push_str("        parallelize_module(block, tp_mesh, LAYER_PLAN)\n");
     s.push_str("    return model\n");
     s
+}
+
+/// The `parallelize_module` entries of one block (attention or feed-forward): its input
+/// brought from the sequence-split residual stream to what its first linears (`first`, split
+/// `a`) take, the first linears, and the last one (`second`, split `b`) taking whatever the
+/// first ones left and returning the sequence-split stream. Styles' defaults are left out, so
+/// the standard column/row pair reads as torchtitan's own `apply_tp`.
+fn block_plan(
+    block: &str,
+    first: &[&str],
+    second: &str,
+    a: LinearSplit,
+    b: LinearSplit,
+) -> Vec<String> {
+    let attention = block == "attention";
+    let tuple = |layout: &str| {
+        if attention {
+            format!("({layout}, None, None, None)")
+        } else {
+            format!("({layout},)")
+        }
+    };
+    let desired = if a == LinearSplit::Row {
+        "Shard(-1)"
+    } else {
+        "Replicate()"
+    };
+    // Plain (unsplit) linears take plain tensors.
+    let local = if a == LinearSplit::Replicated {
+        ", use_local_output=True"
+    } else {
+        ""
+    };
+    let mut out = vec![format!(
+        "\"{block}\": PrepareModuleInput(input_layouts={}, desired_input_layouts={}{local})",
+        tuple("Shard(1)"),
+        tuple(desired)
+    )];
+    for w in first {
+        match a {
+            LinearSplit::Column => out.push(format!("\"{block}.{w}\": ColwiseParallel()")),
+            LinearSplit::Row => out.push(format!(
+                "\"{block}.{w}\": RowwiseParallel(output_layouts=Replicate())"
+            )),
+            LinearSplit::Replicated | LinearSplit::Both => {}
+        }
+    }
+    // The first linears leave their outputs' features split only when column-parallel.
+    let mid = if a == LinearSplit::Column {
+        "Shard(-1)"
+    } else {
+        "Replicate()"
+    };
+    out.push(match b {
+        LinearSplit::Row => {
+            let input = if mid == "Shard(-1)" {
+                String::new()
+            } else {
+                format!("input_layouts={mid}, ")
+            };
+            format!("\"{block}.{second}\": RowwiseParallel({input}output_layouts=Shard(1))")
+        }
+        LinearSplit::Column => {
+            let input = if mid == "Replicate()" {
+                String::new()
+            } else {
+                format!("input_layouts={mid}, ")
+            };
+            format!("\"{block}.{second}\": ColwiseParallel({input}output_layouts=Shard(1))")
+        }
+        LinearSplit::Replicated | LinearSplit::Both => format!(
+            "\"{block}.{second}\": PrepareModuleInputOutput(input_layouts=({mid},), desired_input_layouts=(Replicate(),), use_local_input=True, output_layouts=(Replicate(),), desired_output_layouts=(Shard(1),), use_local_output=True)"
+        ),
+    });
+    out
 }
 
 /// `torchtitan.toml` and `torchtitan_tp_plan.py`.

@@ -6,6 +6,7 @@ from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
     PrepareModuleInput,
+    PrepareModuleInputOutput,
     RowwiseParallel,
     SequenceParallel,
     parallelize_module,
@@ -30,8 +31,8 @@ LAYER_PLAN = {
     "ffn_norm": SequenceParallel(),
     "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
     "feed_forward.w1": ColwiseParallel(),
-    "feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
     "feed_forward.w3": ColwiseParallel(),
+    "feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
 }
 
 
