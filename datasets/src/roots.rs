@@ -138,13 +138,35 @@ impl DataRoots {
         }))
     }
 
-    /// Locates `dataset` and returns its path, or an error naming the searched roots.
+    /// The first copy of `dataset` whose size is the manifest's (a cheap check: a truncated or
+    /// foreign file earlier in the search order does not shadow a good copy further down; use
+    /// [`DataRoots::require_verified`] to check the bytes too). Errors: the first copy's size
+    /// mismatch when no copy has the right size, or [`DatasetError::NotFound`] naming the
+    /// searched roots.
     pub fn require(&self, dataset: &Dataset) -> Result<Located, DatasetError> {
-        self.locate(dataset).ok_or_else(|| DatasetError::NotFound {
+        let mut first_error = None;
+        for loc in self.locate_all(dataset) {
+            let size = std::fs::metadata(&loc.path)
+                .map_err(|source| DatasetError::Io {
+                    path: loc.path.clone(),
+                    source,
+                })?
+                .len();
+            if size == dataset.size {
+                return Ok(loc);
+            }
+            first_error.get_or_insert(DatasetError::Mismatch {
+                path: loc.path,
+                what: "size",
+                expected: dataset.size.to_string(),
+                found: size.to_string(),
+            });
+        }
+        Err(first_error.unwrap_or_else(|| DatasetError::NotFound {
             name: dataset.name.clone(),
             path: dataset.path.clone(),
             searched: self.searched(),
-        })
+        }))
     }
 
     /// Locates a path relative to a data root (e.g. `minilm/tokenizer.json`, a file the manifest
@@ -271,6 +293,14 @@ mod tests {
         assert!(matches!(
             roots.require_verified(&bad),
             Err(DatasetError::Mismatch { .. })
+        ));
+        // A copy of the wrong size does not shadow one of the right size for `require`; with
+        // no copy of the right size, the first one's mismatch is the error.
+        std::fs::write(a.join("sub/t.txt"), b"truncated file").unwrap();
+        assert_eq!(roots.require(&good).unwrap().origin, Origin::Cache);
+        assert!(matches!(
+            roots.require(&entry(5, "x")),
+            Err(DatasetError::Mismatch { what: "size", path, .. }) if path.starts_with(&a)
         ));
         let _ = std::fs::remove_dir_all(a);
         let _ = std::fs::remove_dir_all(b);
