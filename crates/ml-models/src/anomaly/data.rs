@@ -183,15 +183,58 @@ pub struct Split {
 
 /// Shuffles with `seed`, trains on ⌊n_normal/2⌋ normals, tests on the remaining normals plus all
 /// anomalies, and min-max scales both parts with the training split's per-feature range
-/// ([`MinMaxScaler`]).
+/// ([`MinMaxScaler`]). The whole data set, as the protocol says; see
+/// [`protocol_split_capped`] for ADBench's cap on large sets.
 ///
 /// # Errors
 /// [`InputError::OneClass`] without anomalies or with fewer than 2 normals.
 pub fn protocol_split(data: &Labelled, seed: u64) -> Result<Split, InputError> {
+    protocol_split_capped(data, seed, None)
+}
+
+/// ADBench's own cap on large data sets (`DataGenerator.generator` subsamples every set of more
+/// than 10 000 samples to 10 000 before splitting, "considering the computational cost").
+pub const ADBENCH_MAX_ROWS: usize = 10_000;
+
+/// [`protocol_split`] after a seeded subsample of at most `max_rows` rows when the data set is
+/// larger (`None`: no cap). Unlike ADBench's plain uniform draw, the subsample is stratified:
+/// it keeps `round(max_rows · anomalies / rows)` anomalies (at least 1) and fills the rest with
+/// normals, so a seed never loses every anomaly of a set like `smtp` (30 in 95 156). The
+/// split's row indices refer to the full data set. Without a cap, or with one at or above the
+/// row count, the split is exactly [`protocol_split`]'s.
+///
+/// # Errors
+/// [`InputError::OneClass`] as [`protocol_split`]; [`InputError::Unsupported`] for a cap below
+/// 3 rows.
+pub fn protocol_split_capped(
+    data: &Labelled,
+    seed: u64,
+    max_rows: Option<usize>,
+) -> Result<Split, InputError> {
     let mut normals: Vec<usize> = (0..data.x.rows).filter(|&i| data.labels[i] == 0).collect();
-    let anomalies: Vec<usize> = (0..data.x.rows).filter(|&i| data.labels[i] == 1).collect();
+    let mut anomalies: Vec<usize> = (0..data.x.rows).filter(|&i| data.labels[i] == 1).collect();
     if anomalies.is_empty() || normals.len() < 2 {
         return Err(InputError::OneClass);
+    }
+    if let Some(cap) = max_rows.filter(|&c| c < data.x.rows) {
+        if cap < 3 {
+            return Err(InputError::Unsupported(format!(
+                "a row cap of {cap} leaves no room for 2 normals and an anomaly"
+            )));
+        }
+        let share = cap as f64 * anomalies.len() as f64 / data.x.rows as f64;
+        let keep_a = (share.round() as usize)
+            .clamp(1, cap - 2)
+            .min(anomalies.len());
+        let keep_n = (cap - keep_a).min(normals.len());
+        // A stream of its own, so that the split's shuffle below draws as without a cap.
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        rng.set_stream(1);
+        for (v, keep) in [(&mut anomalies, keep_a), (&mut normals, keep_n)] {
+            v.shuffle(&mut rng);
+            v.truncate(keep);
+            v.sort_unstable();
+        }
     }
     normals.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
     let n_train = normals.len() / 2;

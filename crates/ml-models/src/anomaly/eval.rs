@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use super::{
-    auc_roc, average_precision, protocol_split, DeepConfig, Detector, Ecod, Icl, IclConfig,
+    auc_roc, average_precision, protocol_split_capped, DeepConfig, Detector, Ecod, Icl, IclConfig,
     IsolationForest, IsolationForestConfig, Knn, KnnConfig, Labelled, Neutral, NeutralConfig, Pcl,
     PclConfig,
 };
@@ -77,7 +77,21 @@ pub struct SeedResult {
 /// # Errors
 /// An unknown name, a data set the protocol cannot split, or the detector's own errors.
 pub fn run_seed(data: &Labelled, name: &str, seed: u64) -> Result<SeedResult> {
-    let split = protocol_split(data, seed)?;
+    run_seed_capped(data, name, seed, None)
+}
+
+/// [`run_seed`] on [`protocol_split_capped`]'s split: at most `max_rows` rows of `data` (a
+/// stratified seeded subsample, ADBench's rule for large sets).
+///
+/// # Errors
+/// As [`run_seed`].
+pub fn run_seed_capped(
+    data: &Labelled,
+    name: &str,
+    seed: u64,
+    max_rows: Option<usize>,
+) -> Result<SeedResult> {
+    let split = protocol_split_capped(data, seed, max_rows)?;
     let mut det = detector(name, seed)?;
     let t0 = Instant::now();
     det.fit(&split.train)?;

@@ -44,7 +44,10 @@ pub mod metrics;
 mod neutral;
 mod pcl;
 
-pub use data::{protocol_split, Features, Labelled, MinMaxScaler, Split};
+pub use data::{
+    protocol_split, protocol_split_capped, Features, Labelled, MinMaxScaler, Split,
+    ADBENCH_MAX_ROWS,
+};
 pub use deep::DeepConfig;
 pub use ecod::Ecod;
 pub use icl::{Icl, IclConfig};

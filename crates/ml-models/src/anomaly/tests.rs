@@ -220,6 +220,72 @@ fn split_follows_protocol_and_scales_on_train() {
 }
 
 #[test]
+fn capped_split_is_stratified_seeded_and_indexes_the_full_set() {
+    let data = planted(970, 30, 4);
+    // No cap, or one at or above the row count: exactly the uncapped split.
+    for cap in [None, Some(1000), Some(5000)] {
+        assert_eq!(
+            protocol_split_capped(&data, 2, cap).unwrap(),
+            protocol_split(&data, 2).unwrap()
+        );
+    }
+    let a = protocol_split_capped(&data, 2, Some(200)).unwrap();
+    // round(200 · 30 / 1000) = 6 anomalies, 194 normals: 97 train, 97 + 6 test.
+    assert_eq!(a.train.rows, 97);
+    assert_eq!(a.test.rows, 103);
+    assert_eq!(a.test_labels.iter().filter(|&&l| l == 1).count(), 6);
+    let mut all: Vec<usize> = a.train_rows.iter().chain(&a.test_rows).copied().collect();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 200, "rows drawn twice");
+    assert!(all.iter().all(|&i| i < 1000));
+    for (k, &i) in a.test_rows.iter().enumerate() {
+        assert_eq!(a.test_labels[k], data.labels[i]);
+    }
+    assert!(a.train_rows.iter().all(|&i| data.labels[i] == 0));
+    assert_eq!(a, protocol_split_capped(&data, 2, Some(200)).unwrap());
+    assert_ne!(
+        a.train_rows,
+        protocol_split_capped(&data, 3, Some(200))
+            .unwrap()
+            .train_rows
+    );
+    // A cap too small to hold an anomaly's share still keeps one anomaly.
+    let b = protocol_split_capped(&data, 0, Some(10)).unwrap();
+    assert_eq!(b.test_labels.iter().filter(|&&l| l == 1).count(), 1);
+    assert_eq!(b.train.rows + b.test.rows, 10);
+    assert!(matches!(
+        protocol_split_capped(&data, 0, Some(2)),
+        Err(InputError::Unsupported(_))
+    ));
+}
+
+/// Every detector on training data whose features are all constant (min-max scaling maps them
+/// to 0): fitting works and every score is finite, identical rows score alike, and for the
+/// distance and tail detectors a row off the constant scores higher. (A forest of constant
+/// columns never splits, and an untrained contrastive loss has no reason to order the rows.)
+#[test]
+fn all_constant_features_give_finite_scores() {
+    let train = Features::new(40, 4, vec![0.0; 160]).unwrap();
+    let mut test = vec![0.0; 8];
+    test.extend([3.0, -2.0, 1.0, 5.0]);
+    let test = Features::new(3, 4, test).unwrap();
+    for name in eval::DETECTORS {
+        let mut det = eval::detector(name, 0).unwrap();
+        det.fit(&train).unwrap();
+        let s = det.score(&test).unwrap();
+        assert!(s.iter().all(|v| v.is_finite()), "{name}: {s:?}");
+        assert!(
+            (s[0] - s[1]).abs() <= 1e-6 * s[0].abs().max(1.0),
+            "{name}: {s:?}"
+        );
+        if matches!(name, "knn" | "ecod") {
+            assert!(s[2] > s[0], "{name}: {s:?}");
+        }
+    }
+}
+
+#[test]
 fn reads_shared_adbench_file() {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/datasets/tabular-ad/adbench/4_breastw.npz");

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use pardis::ml::anomaly::data::read_labelled;
-use pardis::ml::anomaly::eval::{average_ranks, mean_std, run_seed, SeedResult, DETECTORS};
-use pardis::ml::anomaly::protocol_split;
+use pardis::ml::anomaly::eval::{average_ranks, mean_std, run_seed_capped, SeedResult, DETECTORS};
+use pardis::ml::anomaly::protocol_split_capped;
 
 use pardis_datasets::DataRoots;
 
@@ -30,6 +30,10 @@ pub(super) struct AnomalyArgs {
     /// Emit machine-readable JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// Subsample a set of more rows to this many before splitting (stratified, seeded; ADBench
+    /// caps at 10000). Default: the whole set.
+    #[arg(long)]
+    max_rows: Option<usize>,
     /// Write each seed's split as `<DIR>/<data>.seed<k>.txt` (train rows, then test rows, one
     /// line each) for scripts/compare-anomaly's peers.
     #[arg(long, hide = true)]
@@ -40,6 +44,7 @@ pub(super) struct AnomalyArgs {
 struct Cell {
     data: String,
     detector: String,
+    max_rows: Option<usize>,
     runs: Vec<SeedResult>,
     error: Option<String>,
 }
@@ -85,6 +90,10 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
     } else {
         vec![a.detector.as_str()]
     };
+    // An unknown name is the user's error, not a detector failing on one data set.
+    for d in &detectors {
+        pardis::ml::anomaly::eval::detector(d, 0)?;
+    }
     let files = resolve(&a.data, roots)?;
     let mut cells = Vec::new();
     for f in &files {
@@ -105,7 +114,7 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
         if let Some(dir) = &a.dump_splits {
             std::fs::create_dir_all(dir)?;
             for seed in 0..a.seeds.max(1) {
-                let s = protocol_split(&data, seed)?;
+                let s = protocol_split_capped(&data, seed, a.max_rows)?;
                 let line =
                     |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(" ");
                 let text = format!("{}\n{}\n", line(&s.train_rows), line(&s.test_rows));
@@ -128,7 +137,7 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
             let mut runs = Vec::new();
             let mut error = None;
             for seed in 0..a.seeds.max(1) {
-                match run_seed(&data, det, seed) {
+                match run_seed_capped(&data, det, seed, a.max_rows) {
                     Ok(r) => runs.push(r),
                     Err(e) => {
                         error = Some(e.to_string());
@@ -149,6 +158,7 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
             cells.push(Cell {
                 data: name.clone(),
                 detector: det.to_string(),
+                max_rows: a.max_rows,
                 runs,
                 error,
             });

@@ -1,0 +1,161 @@
+//! `pardis ml anomaly` end to end: the JSON report of one fast detector on a small ADBench set
+//! (skipped, with the reason printed, when the shared data set is absent) and on a generated
+//! CSV, and bad input (a missing file, an invalid label, an unknown detector) rejected with a
+//! message and exit status 1, never a panic.
+#![cfg(feature = "ml")]
+
+use std::path::{Path, PathBuf};
+
+mod common;
+use common::pardis;
+
+fn report(args: &[&str]) -> serde_json::Value {
+    let out = pardis(args);
+    assert!(
+        out.status.success(),
+        "pardis {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+fn fails_with(args: &[&str], message: &str) {
+    let out = pardis(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "pardis {args:?}: {err}");
+    assert!(err.contains(message), "pardis {args:?}: {err}");
+    assert!(!err.contains("panicked"), "pardis {args:?}: {err}");
+}
+
+/// Checks one cell of the report: fields, one run per seed, metrics in range.
+fn check_cell(cell: &serde_json::Value, data: &str, detector: &str, seeds: u64) {
+    assert_eq!(cell["data"], data);
+    assert_eq!(cell["detector"], detector);
+    assert!(cell["error"].is_null(), "{cell}");
+    let runs = cell["runs"].as_array().unwrap();
+    assert_eq!(runs.len() as u64, seeds);
+    for (k, r) in runs.iter().enumerate() {
+        assert_eq!(r["seed"].as_u64(), Some(k as u64));
+        for field in ["auc_roc", "auc_pr"] {
+            let v = r[field].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&v), "{field} = {v}");
+        }
+        for field in ["fit_s", "score_s"] {
+            assert!(r[field].as_f64().unwrap() >= 0.0);
+        }
+    }
+}
+
+#[test]
+fn json_report_on_a_shared_adbench_set() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/datasets/tabular-ad/adbench/42_WBC.npz");
+    if !p.is_file() {
+        eprintln!("skipped: {} is not present", p.display());
+        return;
+    }
+    let path = p.to_str().unwrap();
+    let r = report(&[
+        "ml",
+        "anomaly",
+        "--data",
+        path,
+        "--detector",
+        "iforest",
+        "--seeds",
+        "2",
+        "--json",
+    ]);
+    let cells = r.as_array().unwrap();
+    assert_eq!(cells.len(), 1);
+    check_cell(&cells[0], "42_WBC", "iforest", 2);
+    assert!(cells[0]["max_rows"].is_null());
+    // WBC's 10 anomalies are easy for an isolation forest (about 0.99 AUC-ROC).
+    for run in cells[0]["runs"].as_array().unwrap() {
+        assert!(run["auc_roc"].as_f64().unwrap() > 0.8, "{run}");
+    }
+}
+
+/// A temporary directory removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let d = std::env::temp_dir().join(format!("pardis-anomaly-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        Self(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A CSV (label last) of 200 normals on a line and 10 points far off it.
+fn write_csv(dir: &Path, name: &str, bad_label: bool) -> String {
+    let mut text = String::from("a,b,c,label\n");
+    for i in 0..210 {
+        let t = (i % 50) as f64 / 50.0;
+        let (row, y) = if i < 200 {
+            ([t, 2.0 * t, 1.0 - t], 0)
+        } else {
+            ([t, -3.0 - t, 4.0 + t], 1)
+        };
+        let y = if bad_label && i == 7 { 2 } else { y };
+        text.push_str(&format!("{},{},{},{y}\n", row[0], row[1], row[2]));
+    }
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn json_report_on_a_generated_csv_with_a_row_cap() {
+    let dir = TempDir::new("ok");
+    let path = write_csv(&dir.0, "line.csv", false);
+    let r = report(&[
+        "ml",
+        "anomaly",
+        "--data",
+        &path,
+        "--detector",
+        "ecod",
+        "--seeds",
+        "1",
+        "--max-rows",
+        "100",
+        "--json",
+    ]);
+    let cell = &r.as_array().unwrap()[0];
+    check_cell(cell, "line", "ecod", 1);
+    assert_eq!(cell["max_rows"], 100);
+    assert!(cell["runs"][0]["auc_roc"].as_f64().unwrap() > 0.9, "{cell}");
+}
+
+#[test]
+fn bad_input_is_a_clean_error() {
+    fails_with(
+        &[
+            "ml",
+            "anomaly",
+            "--data",
+            "/nonexistent/dir/x.npz",
+            "--detector",
+            "iforest",
+        ],
+        "no data file matches",
+    );
+    let dir = TempDir::new("bad");
+    let path = write_csv(&dir.0, "bad.csv", true);
+    fails_with(
+        &["ml", "anomaly", "--data", &path, "--detector", "iforest"],
+        "label 7 is 2",
+    );
+    let good = write_csv(&dir.0, "good.csv", false);
+    fails_with(
+        &["ml", "anomaly", "--data", &good, "--detector", "bogus"],
+        "unknown detector `bogus`",
+    );
+}
