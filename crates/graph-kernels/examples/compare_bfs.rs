@@ -9,13 +9,17 @@
 //! `grid:R:C`. `--dump PREFIX` writes `PREFIX.edges` (u32 little-endian pairs, each undirected
 //! edge once), `PREFIX.roots` (one root per line) and `PREFIX.n` so a peer can search the
 //! identical graph from the identical roots.
-//! Output lines: `impl<TAB>median_seconds<TAB>harmonic_mean_teps<TAB>roots`. The row
+//! Output lines: `impl<TAB>median_seconds<TAB>harmonic_mean_teps<TAB>roots<TAB>graph500_teps`:
+//! the third field counts the deduplicated, loop-free edges of each traversed component, the
+//! fifth the input edge tuples within it (duplicates and self loops included, as the Graph500
+//! specification counts; `-` for files, which have no generator tuple list). The row
 //! `pardis-auto-relabel` is the direction-optimizing BFS on the graph relabelled by decreasing
 //! degree ([`relabel_by_degree`], Graph500 kernel-1 preprocessing: not in the BFS times).
 
 use graph_kernels::bfs::{BfsAlgorithm, BfsConfig};
 use graph_kernels::generate::GeneratorSpec;
 use graph_kernels::io::{load_graph, LoadOptions};
+use graph_kernels::teps::InputTuples;
 use graph_kernels::{convert, relabel_by_degree, teps, CsrGraph};
 use std::io::Write;
 use std::time::Instant;
@@ -28,18 +32,35 @@ fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-fn load(spec: &str, seed: u64) -> Result<CsrGraph, graph_kernels::GraphError> {
+/// The graph, with the generator's tuples per vertex for a generated one.
+type Loaded = (CsrGraph, Option<InputTuples>);
+
+fn load(spec: &str, seed: u64) -> Result<Loaded, graph_kernels::GraphError> {
     match spec.parse::<GeneratorSpec>() {
-        Ok(generator) => generator.build(seed),
-        Err(_) => load_graph(spec, LoadOptions::default()),
+        Ok(generator) => generator
+            .build_with_input_tuples(seed)
+            .map(|(g, t)| (g, Some(t))),
+        Err(_) => load_graph(spec, LoadOptions::default()).map(|g| (g, None)),
     }
 }
 
-/// Median seconds and harmonic-mean TEPS of per-root `(seconds, edges)` measurements.
-fn summarize(name: &str, runs: &[(f64, u64)]) {
+/// Median seconds and harmonic-mean TEPS of per-root `(seconds, edges)` measurements, with
+/// the harmonic mean over the Graph500 tuple counts `tuples_of` (per root, in order) beside.
+fn summarize(name: &str, runs: &[(f64, u64)], tuples_of: Option<&[u64]>) {
     let median = bench_timing::median(runs.iter().map(|r| r.0).collect());
-    let hm = runs.len() as f64 / runs.iter().map(|&(s, e)| s / e as f64).sum::<f64>();
-    println!("{name}\t{median:.6}\t{hm:.0}\t{}", runs.len());
+    let hm = |count: &mut dyn Iterator<Item = u64>| {
+        runs.len() as f64
+            / runs
+                .iter()
+                .zip(count)
+                .map(|(&(s, _), e)| s / e as f64)
+                .sum::<f64>()
+    };
+    let dedup = hm(&mut runs.iter().map(|r| r.1));
+    let g500 = tuples_of.map_or("-".to_string(), |t| {
+        format!("{:.0}", hm(&mut t.iter().copied()))
+    });
+    println!("{name}\t{median:.6}\t{dedup:.0}\t{}\t{g500}", runs.len());
 }
 
 fn dump(graph: &CsrGraph, roots: &[u32], prefix: &str) -> std::io::Result<()> {
@@ -61,6 +82,7 @@ fn relabelled_auto(
     graph: &CsrGraph,
     roots: &[u32],
     edges_of: &[u64],
+    tuples_of: Option<&[u64]>,
     config: &BfsConfig,
 ) {
     let start = Instant::now();
@@ -79,7 +101,7 @@ fn relabelled_auto(
         runs.push((t.elapsed().as_secs_f64(), edges));
         std::hint::black_box(result);
     }
-    summarize("pardis-auto-relabel", &runs);
+    summarize("pardis-auto-relabel", &runs, tuples_of);
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -96,7 +118,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .num_threads(threads)
         .build()?;
     let start = Instant::now();
-    let graph = pool.install(|| load(spec, seed))?;
+    let (graph, tuples) = pool.install(|| load(spec, seed))?;
     eprintln!(
         "# {spec}: {} vertices, {} edges, loaded in {:.2} s, {threads} threads",
         graph.num_vertices(),
@@ -113,6 +135,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let config = BfsConfig::default();
     let mut edges_of = Vec::with_capacity(roots.len());
+    let mut tuples_of = Vec::with_capacity(roots.len());
     for algo in BfsAlgorithm::ALL {
         if algo == BfsAlgorithm::BottomUp && args.iter().any(|a| a == "--skip-bottom-up") {
             continue;
@@ -125,12 +148,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let edges = teps::traversed_edges(&graph, &result);
             if algo == BfsAlgorithm::Serial {
                 edges_of.push(edges);
+                if let Some(t) = &tuples {
+                    tuples_of.push(pool.install(|| t.in_component(&result))?);
+                }
             }
             runs.push((secs, edges));
         }
-        summarize(&format!("pardis-{}", algo.name()), &runs);
+        let t = tuples.as_ref().map(|_| &tuples_of[..]);
+        summarize(&format!("pardis-{}", algo.name()), &runs, t);
     }
-    relabelled_auto(&pool, &graph, &roots, &edges_of, &config);
+    let tuples_of = tuples.as_ref().map(|_| &tuples_of[..]);
+    relabelled_auto(&pool, &graph, &roots, &edges_of, tuples_of, &config);
     let pg = convert::to_petgraph_undirected(&graph);
     let mut runs = Vec::new();
     for (&root, &edges) in roots.iter().zip(&edges_of) {
@@ -145,6 +173,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::hint::black_box(reached);
         runs.push((secs, edges));
     }
-    summarize("petgraph-Bfs", &runs);
+    summarize("petgraph-Bfs", &runs, tuples_of);
     Ok(())
 }

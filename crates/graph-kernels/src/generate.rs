@@ -2,6 +2,7 @@
 
 use crate::csr::{CsrGraph, GraphBuilder};
 use crate::error::{GraphError, Result};
+use crate::teps::InputTuples;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
@@ -35,6 +36,18 @@ pub fn kronecker_with(config: &KroneckerConfig) -> Result<CsrGraph> {
         .build()
 }
 
+/// [`kronecker_with`], also returning the generator's edge tuples counted per vertex
+/// ([`InputTuples`]), for TEPS as the Graph500 specification counts them.
+///
+/// # Errors
+/// As [`kronecker_with`].
+pub fn kronecker_with_input_tuples(config: &KroneckerConfig) -> Result<(CsrGraph, InputTuples)> {
+    let edges = config.edges()?;
+    GraphBuilder::new(1u64 << config.scale)
+        .edge_vec(edges)
+        .build_with_input_tuples()
+}
+
 /// The Graph500 Kronecker graph: 2^`scale` vertices, `edge_factor`·2^`scale` generated edges
 /// with A = 0.57, B = C = 0.19, vertex ids randomly permuted, symmetrized, self loops and
 /// duplicates removed. Deterministic in `seed`.
@@ -57,6 +70,11 @@ pub fn kronecker(scale: u32, edge_factor: u32, seed: u64) -> Result<CsrGraph> {
 /// vertex pairs) and 2^20, or exceeds [`MAX_GENERATED_EDGES`] (the message says how much
 /// memory the edge list would need); [`GraphError::InvalidInput`] if `n == 0` and `m > 0`.
 pub fn erdos_renyi(n: u64, m: u64, seed: u64) -> Result<CsrGraph> {
+    erdos_renyi_builder(n, m, seed)?.build()
+}
+
+/// The builder holding the edge list of [`erdos_renyi`].
+fn erdos_renyi_builder(n: u64, m: u64, seed: u64) -> Result<GraphBuilder> {
     if n >= u64::from(u32::MAX) {
         return Err(GraphError::TooLarge(format!("{n} vertices")));
     }
@@ -82,7 +100,7 @@ pub fn erdos_renyi(n: u64, m: u64, seed: u64) -> Result<CsrGraph> {
             (0..count).map(move |_| (rng.random_range(0..nv), rng.random_range(0..nv)))
         })
         .collect();
-    GraphBuilder::new(n).edge_vec(edges).build()
+    Ok(GraphBuilder::new(n).edge_vec(edges))
 }
 
 /// The `rows × cols` grid graph with 4-neighbour (von Neumann) connectivity, undirected;
@@ -93,6 +111,14 @@ pub fn erdos_renyi(n: u64, m: u64, seed: u64) -> Result<CsrGraph> {
 /// If `rows * cols >= u32::MAX`.
 #[track_caller]
 pub fn grid_2d(rows: u32, cols: u32) -> CsrGraph {
+    grid_builder(rows, cols)
+        .build()
+        .expect("grid ids are in range")
+}
+
+/// The builder holding the edge list of [`grid_2d`].
+#[track_caller]
+fn grid_builder(rows: u32, cols: u32) -> GraphBuilder {
     let n = u64::from(rows) * u64::from(cols);
     assert!(
         n < u64::from(u32::MAX),
@@ -110,10 +136,7 @@ pub fn grid_2d(rows: u32, cols: u32) -> CsrGraph {
             }
         }
     }
-    GraphBuilder::new(n)
-        .edge_vec(edges)
-        .build()
-        .expect("grid ids are in range")
+    GraphBuilder::new(n).edge_vec(edges)
 }
 
 /// A generator named in text, as command lines take it: `kron:SCALE[:EDGE_FACTOR]`,
@@ -166,6 +189,33 @@ impl GeneratorSpec {
                     return Err(GraphError::TooLarge(format!("grid {rows}x{cols}")));
                 }
                 Ok(grid_2d(rows, cols))
+            }
+        }
+    }
+
+    /// [`GeneratorSpec::build`], also returning the generated edge tuples counted per vertex
+    /// ([`InputTuples`]: duplicates and self loops included), for TEPS as the Graph500
+    /// specification counts them ([`crate::teps::run_teps_graph500`]).
+    ///
+    /// # Errors
+    /// As [`GeneratorSpec::build`].
+    pub fn build_with_input_tuples(&self, seed: u64) -> Result<(CsrGraph, InputTuples)> {
+        match *self {
+            GeneratorSpec::Kronecker { scale, edge_factor } => {
+                kronecker_with_input_tuples(&KroneckerConfig {
+                    edge_factor,
+                    seed,
+                    ..KroneckerConfig::graph500(scale)
+                })
+            }
+            GeneratorSpec::ErdosRenyi { n, m } => {
+                erdos_renyi_builder(n, m, seed)?.build_with_input_tuples()
+            }
+            GeneratorSpec::Grid { rows, cols } => {
+                if u64::from(rows) * u64::from(cols) >= u64::from(u32::MAX) {
+                    return Err(GraphError::TooLarge(format!("grid {rows}x{cols}")));
+                }
+                grid_builder(rows, cols).build_with_input_tuples()
             }
         }
     }

@@ -33,6 +33,16 @@ impl Permutation {
         }
     }
 
+    /// Number of vertices permuted.
+    pub fn len(&self) -> usize {
+        self.old_of_new.len()
+    }
+
+    /// Whether the permutation is of no vertex.
+    pub fn is_empty(&self) -> bool {
+        self.old_of_new.is_empty()
+    }
+
     /// New id of input vertex `old`.
     pub fn new_id(&self, old: u32) -> u32 {
         self.new_of_old[old as usize]

@@ -3,6 +3,7 @@
 use crate::bfs::{BfsAlgorithm, BfsConfig, BfsResult, Direction};
 use crate::csr::CsrGraph;
 use crate::error::{GraphError, Result};
+use crate::relabel::Permutation;
 use crate::validate::validate_bfs;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -43,10 +44,17 @@ pub struct RootRun {
     pub root: u32,
     /// Wall time of the search in seconds.
     pub seconds: f64,
-    /// Edges of the root's component (Graph500's traversed edges).
+    /// Edges of the root's component as the graph stores them: deduplicated, self loops
+    /// dropped ([`traversed_edges`]).
     pub edges: u64,
-    /// `edges / seconds`.
+    /// `edges / seconds` (deduplicated TEPS).
     pub teps: f64,
+    /// Input edge tuples within the component, duplicates and self loops included (the
+    /// Graph500 specification's traversed edges; [`InputTuples::in_component`]); `None` when
+    /// the run had no tuple counts ([`run_teps`]).
+    pub input_tuples: Option<u64>,
+    /// `input_tuples / seconds`: TEPS as the Graph500 specification defines it.
+    pub graph500_teps: Option<f64>,
     /// Vertices reached.
     pub reached: u64,
     /// Number of BFS levels.
@@ -62,8 +70,12 @@ pub struct TepsReport {
     pub algorithm: BfsAlgorithm,
     /// One entry per root, in order.
     pub runs: Vec<RootRun>,
-    /// Harmonic mean of the per-root TEPS, as Graph500 reports.
+    /// Harmonic mean of the per-root deduplicated TEPS ([`RootRun::teps`]).
     pub harmonic_mean_teps: f64,
+    /// Harmonic mean of the per-root TEPS by the Graph500 specification
+    /// ([`RootRun::graph500_teps`], the statistic Graph500 reports); `None` without tuple
+    /// counts.
+    pub graph500_harmonic_mean_teps: Option<f64>,
 }
 
 /// Picks up to `count` distinct roots of out-degree ≥ 1, uniformly at random (deterministic in
@@ -98,15 +110,139 @@ pub fn traversed_edges(graph: &CsrGraph, result: &BfsResult) -> u64 {
     }
 }
 
+/// The input edge tuples of a graph counted per vertex, kept from the edge list the graph was
+/// built from ([`crate::GraphBuilder::build_with_input_tuples`],
+/// [`crate::generate::GeneratorSpec::build_with_input_tuples`]): what the Graph500
+/// specification counts as traversed edges, "the number of input edge tuples within the
+/// component traversed by the search", duplicates and self loops included. The graph itself
+/// holds each undirected edge once and no self loops, so [`traversed_edges`] is lower (by
+/// about 19 % on Kronecker graphs of scale 14).
+///
+/// Each tuple `(u, v)` of an undirected graph counts once at `u` and once at `v` (a self loop
+/// twice at `u`), so the tuples within a component are half the sum of its vertices' counts,
+/// as the specification computes it; in a directed graph a tuple counts at its source only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputTuples {
+    pub(crate) degrees: Vec<u64>,
+    pub(crate) directed: bool,
+    pub(crate) total: u64,
+}
+
+impl InputTuples {
+    /// The number of input tuples (the length of the edge list).
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Tuples at vertex `v` (each end of an undirected tuple counts once).
+    ///
+    /// # Panics
+    /// If `v` is not a vertex of the graph.
+    #[track_caller]
+    pub fn degree(&self, v: u32) -> u64 {
+        self.degrees[v as usize]
+    }
+
+    /// Input tuples within the component `result` reached (Graph500's traversed edges):
+    /// tuples with a reached endpoint, or tuples leaving reached vertices when directed.
+    ///
+    /// # Errors
+    /// [`GraphError::InvalidInput`] if `result` has another vertex count than these counts.
+    pub fn in_component(&self, result: &BfsResult) -> Result<u64> {
+        if result.depth.len() != self.degrees.len() {
+            return Err(GraphError::InvalidInput(format!(
+                "BFS result on {} vertices, input tuples counted on {}",
+                result.depth.len(),
+                self.degrees.len()
+            )));
+        }
+        let ends: u64 = (0..self.degrees.len() as u32)
+            .into_par_iter()
+            .filter(|&v| result.depth_of(v).is_some())
+            .map(|v| self.degrees[v as usize])
+            .sum();
+        Ok(if self.directed { ends } else { ends / 2 })
+    }
+
+    /// The counts under the relabelling of [`crate::relabel_by_degree`] (vertex `new_id(v)`
+    /// gets `v`'s count), to go with the relabelled graph.
+    ///
+    /// # Errors
+    /// [`GraphError::InvalidInput`] if the permutation has another length.
+    pub fn relabelled(&self, permutation: &Permutation) -> Result<InputTuples> {
+        if permutation.len() != self.degrees.len() {
+            return Err(GraphError::InvalidInput(format!(
+                "permutation of {} vertices, input tuples counted on {}",
+                permutation.len(),
+                self.degrees.len()
+            )));
+        }
+        let degrees = (0..self.degrees.len() as u32)
+            .into_par_iter()
+            .map(|new| self.degrees[permutation.old_id(new) as usize])
+            .collect();
+        Ok(InputTuples {
+            degrees,
+            directed: self.directed,
+            total: self.total,
+        })
+    }
+}
+
 /// Runs `algorithm` from `config.roots` random roots of degree ≥ 1 (Graph500 procedure) and
-/// reports per-root times and the harmonic-mean TEPS. `on_root` is called after each root
-/// (for progress display). Runs in the caller's rayon pool.
+/// reports per-root times and the harmonic-mean TEPS counted on the graph's deduplicated,
+/// loop-free edges. `on_root` is called after each root (for progress display). Runs in the
+/// caller's rayon pool. [`run_teps_graph500`] also reports TEPS by the specification.
 ///
 /// # Errors
 /// [`GraphError::InvalidInput`] if no vertex has an edge or `config.roots` is 0;
 /// [`GraphError::InvalidBfs`] if `config.validate` is set and a result fails validation.
 pub fn run_teps(
     graph: &CsrGraph,
+    algorithm: BfsAlgorithm,
+    config: &TepsConfig,
+    on_root: impl FnMut(&RootRun),
+) -> Result<TepsReport> {
+    run(graph, None, algorithm, config, on_root)
+}
+
+/// [`run_teps`], also counting the input edge tuples within each traversed component
+/// (`tuples`, from the edge list `graph` was built from), so that every [`RootRun`] carries
+/// TEPS as the Graph500 specification defines it beside the deduplicated figure.
+///
+/// ```
+/// use graph_kernels::{bfs::BfsAlgorithm, generate::GeneratorSpec, teps};
+/// let (g, tuples) = "kron:10".parse::<GeneratorSpec>()?.build_with_input_tuples(1)?;
+/// let config = teps::TepsConfig { roots: 4, ..Default::default() };
+/// let report = teps::run_teps_graph500(&g, &tuples, BfsAlgorithm::Serial, &config, |_| ())?;
+/// let run = &report.runs[0];
+/// assert!(run.input_tuples.unwrap() >= run.edges); // duplicates and self loops counted
+/// # Ok::<(), graph_kernels::GraphError>(())
+/// ```
+///
+/// # Errors
+/// As [`run_teps`]; [`GraphError::InvalidInput`] if `tuples` were counted on another number
+/// of vertices than `graph` has.
+pub fn run_teps_graph500(
+    graph: &CsrGraph,
+    tuples: &InputTuples,
+    algorithm: BfsAlgorithm,
+    config: &TepsConfig,
+    on_root: impl FnMut(&RootRun),
+) -> Result<TepsReport> {
+    if tuples.degrees.len() != graph.num_vertices() as usize {
+        return Err(GraphError::InvalidInput(format!(
+            "input tuples counted on {} vertices, the graph has {}",
+            tuples.degrees.len(),
+            graph.num_vertices()
+        )));
+    }
+    run(graph, Some(tuples), algorithm, config, on_root)
+}
+
+fn run(
+    graph: &CsrGraph,
+    tuples: Option<&InputTuples>,
     algorithm: BfsAlgorithm,
     config: &TepsConfig,
     mut on_root: impl FnMut(&RootRun),
@@ -126,11 +262,14 @@ pub fn run_teps(
             validate_bfs(graph, &result)?;
         }
         let edges = traversed_edges(graph, &result);
+        let input_tuples = tuples.map(|t| t.in_component(&result)).transpose()?;
         let run = RootRun {
             root,
             seconds,
             edges,
             teps: edges as f64 / seconds,
+            input_tuples,
+            graph500_teps: input_tuples.map(|m| m as f64 / seconds),
             reached: result.num_reached(),
             levels: result.num_levels(),
             switches: result.direction_switches(),
@@ -139,9 +278,17 @@ pub fn run_teps(
         runs.push(run);
     }
     let harmonic_mean_teps = runs.len() as f64 / runs.iter().map(|r| 1.0 / r.teps).sum::<f64>();
+    let graph500_harmonic_mean_teps = tuples.map(|_| {
+        runs.len() as f64
+            / runs
+                .iter()
+                .map(|r| 1.0 / r.graph500_teps.unwrap_or(f64::NAN))
+                .sum::<f64>()
+    });
     Ok(TepsReport {
         algorithm,
         runs,
         harmonic_mean_teps,
+        graph500_harmonic_mean_teps,
     })
 }

@@ -27,6 +27,16 @@ fn json_report_and_threads_zero() {
     assert_eq!(r["graph"]["vertices"], 256);
     assert!(r["threads"].as_u64().unwrap() >= 1);
     assert_eq!(r["runs"].as_array().unwrap().len(), 2);
+    // Graph500 TEPS counts the generator's tuples (duplicates, self loops): above the
+    // deduplicated figure on a Kronecker graph.
+    for run in r["runs"].as_array().unwrap() {
+        assert!(run["input_tuples"].as_u64().unwrap() > run["edges"].as_u64().unwrap());
+    }
+    let (g500, dedup) = (
+        r["graph500_harmonic_mean_teps"].as_f64().unwrap(),
+        r["harmonic_mean_teps"].as_f64().unwrap(),
+    );
+    assert!(g500 > dedup, "{g500} vs {dedup}");
 }
 
 #[test]

@@ -28,6 +28,8 @@ use std::time::Instant;
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "common/mkl.rs"]
+mod mkl;
 
 /// Seconds of timed runs a matrix gets at least (see the rounds in `run_matrix`).
 const MIN_SECONDS: f64 = 0.5;
@@ -279,7 +281,95 @@ fn dump<T: Scalar>(dir: &Path, name: &str, a: &CsrMatrix<T, u32>) -> String {
     stem
 }
 
-fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str, gather_cache: usize) {
+/// Native MKL against LSSM on one matrix and K: MKL's inspector (create + hint + optimize) is
+/// timed once per handle, outside the SpMM times; then three blocks of LSSM runs followed by
+/// MKL runs (each block after an untimed warm-up call, each library at least reps/3 runs and
+/// 0.1 s per block), a 0.3 s pause after each MKL block so that MKL's OpenMP workers stop
+/// spinning (KMP_BLOCKTIME, 200 ms by default) before LSSM runs again. Returns the JSON fields:
+/// medians of both, MKL's inspector time, MKL's largest deviation from LSSM's C (relative to
+/// max |C|), or the reason it was skipped.
+fn mkl_vs_lssm<T: Scalar>(
+    mkl: &mkl::Mkl,
+    o: &common::Args,
+    a: &CsrMatrix<T, u32>,
+    plan: &SpmmPlan,
+    b: &[T],
+    k: usize,
+) -> String {
+    let inspector: Vec<f64> = (0..3)
+        .map(|_| mkl::MklMatrix::new(mkl, a, k, 1000).map(|m| m.inspector_s))
+        .collect::<Result<_, _>>()
+        .unwrap_or_default();
+    let handle = match mkl::MklMatrix::new(mkl, a, k, 1000) {
+        Ok(h) => h,
+        Err(e) => return format!("\"mkl_native_skipped\": \"{e}\""),
+    };
+    let bref = DenseRef::contiguous(b, a.ncols(), k);
+    let mut c_lssm = AlignedVec::<T>::zeroed(a.nrows() * k);
+    let mut c_mkl = AlignedVec::<T>::zeroed(a.nrows() * k);
+    let lssm = |c: &mut [T]| {
+        rayon::broadcast(|_| ());
+        let start = Instant::now();
+        plan.execute(
+            a,
+            bref,
+            DenseMut::contiguous(c, a.nrows(), k),
+            sparse_kernels::Par::Current,
+        )
+        .expect("run");
+        start.elapsed().as_secs_f64()
+    };
+    let mkl_run = |c: &mut [T]| {
+        let start = Instant::now();
+        handle.mm(b, c).expect("mkl_sparse_?_mm");
+        start.elapsed().as_secs_f64()
+    };
+    let per_block = o.reps.div_ceil(3).max(1);
+    let (mut t_lssm, mut t_mkl) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        for (which, times) in [(0, &mut t_lssm), (1, &mut t_mkl)] {
+            let run = |c: &mut [T]| if which == 0 { lssm(c) } else { mkl_run(c) };
+            let c = if which == 0 { &mut c_lssm } else { &mut c_mkl };
+            run(c);
+            let (mut n, mut timed) = (0, 0.0);
+            while n < per_block || (timed < MIN_SECONDS / 5.0 && n < MAX_ROUNDS / 3) {
+                let t = run(c);
+                times.push(t);
+                timed += t;
+                n += 1;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let scale = c_lssm
+        .iter()
+        .map(|x| x.to_f64().abs())
+        .fold(1e-300, f64::max);
+    let err = c_lssm
+        .iter()
+        .zip(c_mkl.iter())
+        .map(|(x, y)| (x.to_f64() - y.to_f64()).abs())
+        .fold(0.0, f64::max)
+        / scale;
+    let inspector = if inspector.is_empty() {
+        handle.inspector_s
+    } else {
+        bench_timing::median(inspector)
+    };
+    format!(
+        "\"mkl_native\": {:e}, \"lssm_vs_mkl\": {:e}, \"mkl_inspector_s\": {inspector:e}, \
+         \"mkl_rel_err\": {err:e}",
+        bench_timing::median(t_mkl),
+        bench_timing::median(t_lssm)
+    )
+}
+
+fn run_matrix<T: Scalar + sprs::MulAcc>(
+    o: &common::Args,
+    spec: &str,
+    gather_cache: usize,
+    mkl: Option<&mkl::Mkl>,
+) {
     let (name, a) = load::<T>(spec);
     let stats = RowStats::of(&a);
     let stem = o
@@ -392,6 +482,9 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str, gather_cac
                 bench_timing::median(t_panel)
             ));
         }
+        if let Some(mkl) = mkl {
+            times.push(mkl_vs_lssm(mkl, o, &a, &plan, &b, k));
+        }
         let row_bytes = k * std::mem::size_of::<T>();
         let misses = gather_miss_rows(&a, plan.block_nnz(), row_bytes, gather_cache);
         times.push(format!("\"b_miss_rows\": {misses}, \"k_panel\": {panel}"));
@@ -415,23 +508,37 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str, gather_cac
 }
 
 fn main() {
-    let o = common::parse(&[64], 5, &["dump"], &[]);
+    let o = common::parse(&[64], 5, &["dump", "mkl"], &[]);
     let pool = o.pool();
+    // Native MKL (`--mkl PATH/libmkl_rt.so.N`), skipped with a message when absent.
+    let mkl = o
+        .extra
+        .get("mkl")
+        .filter(|p| !p.is_empty())
+        .and_then(|path| {
+            mkl::Mkl::load(path, o.threads)
+                .map_err(|e| eprintln!("native MKL skipped: {e}"))
+                .ok()
+        });
+    let mkl_version = mkl
+        .as_ref()
+        .map_or("absent".to_string(), |m| m.version.clone());
     pool.install(|| {
         let (peak, lanes) = peak_fma_gflops(o.f32);
         let gather_cache = effective_cache_bytes();
         println!(
             "{{\"stream_triad_gbs\": {:.3}, \"threads\": {}, \"peak_gflops\": {peak:.2}, \
-             \"fma_lanes\": {lanes}, \"llc_bytes\": {}, \"gather_cache_bytes\": {gather_cache}}}",
+             \"fma_lanes\": {lanes}, \"llc_bytes\": {}, \"gather_cache_bytes\": {gather_cache}, \
+             \"mkl_native_version\": \"{mkl_version}\"}}",
             stream_triad_gbs(),
             o.threads,
             sparse_kernels::last_level_cache_bytes()
         );
         for m in &o.matrices {
             if o.f32 {
-                run_matrix::<f32>(&o, m, gather_cache);
+                run_matrix::<f32>(&o, m, gather_cache, mkl.as_ref());
             } else {
-                run_matrix::<f64>(&o, m, gather_cache);
+                run_matrix::<f64>(&o, m, gather_cache, mkl.as_ref());
             }
         }
     });
