@@ -4,7 +4,7 @@
 //!
 //! | framework | knobs searched | rules |
 //! |---|---|---|
-//! | Megatron-LM | TP (divisors of a node), PP, DP, sequence parallelism, distributed optimizer, recomputation none/selective/full, micro-batch size, interleaved virtual stages (2, 4) | TP inside a node and dividing the heads; layers divisible by PP (even split); 1F1B, or interleaved 1F1B when PP divides the micro-batches and the virtual stages divide each stage's layers |
+//! | Megatron-LM | TP (divisors of a node), PP, DP, sequence parallelism, distributed optimizer, Megatron-FSDP `optim_grads` / `optim_grads_params` (ZeRO-2/3) without a pipeline, recomputation none/selective/full, micro-batch size, interleaved virtual stages (2, 4) | TP inside a node and dividing the heads; layers divisible by PP (even split); 1F1B, or interleaved 1F1B when PP divides the micro-batches and the virtual stages divide each stage's layers |
 //! | DeepSpeed ZeRO | ZeRO stage 1/2/3, activation checkpointing on/off, micro-batch size | data parallel over every device |
 //! | torchtitan FSDP + TP | TP (divisors of a node), FSDP (ZeRO-3) over the rest, activation checkpointing none/selective/full, micro-batch size | sequence-parallel norms with TP (its TP plan); 2-D, no PP |
 //!
@@ -126,6 +126,10 @@ impl PeerConfig {
             ZeroStage::DistributedOptimizer => Some("dist-opt".to_string()),
             z if self.framework == Framework::Torchtitan && z == ZeroStage::Zero3 => {
                 Some("fsdp".into())
+            }
+            // Megatron-FSDP's `optim_grads` / `optim_grads_params`.
+            z if self.framework == Framework::MegatronLm => {
+                Some(format!("mfsdp-zero{}", z.number()))
             }
             z => Some(format!("zero{}", z.number())),
         };
@@ -310,6 +314,13 @@ pub fn configurations(problem: &Problem, framework: Framework) -> Vec<PeerConfig
                 _ => &[false],
             };
             let zeros: &[ZeroStage] = match framework {
+                // Megatron-FSDP (`optim_grads`, `optim_grads_params`) without a pipeline.
+                Framework::MegatronLm if dp > 1 && pp == 1 => &[
+                    ZeroStage::Zero0,
+                    ZeroStage::DistributedOptimizer,
+                    ZeroStage::Zero2,
+                    ZeroStage::Zero3,
+                ],
                 Framework::MegatronLm if dp > 1 => {
                     &[ZeroStage::Zero0, ZeroStage::DistributedOptimizer]
                 }

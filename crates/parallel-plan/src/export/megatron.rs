@@ -7,7 +7,10 @@
 //! `--decoder-last-pipeline-num-layers`, `--pipeline-model-parallel-layout`,
 //! `--num-layers-per-virtual-pipeline-stage`, `--group-query-attention`, `--seq-length`,
 //! `--max-position-embeddings`, `--make-vocab-size-divisible-by`, `--swiglu`,
-//! `--position-embedding-type`, `--untie-embeddings-and-output-weights`, `--use-flash-attn`), or
+//! `--position-embedding-type`, `--untie-embeddings-and-output-weights`, `--use-flash-attn`,
+//! `--data-parallel-sharding-strategy`, `--no-gradient-accumulation-fusion`, `--ckpt-format`),
+//! or from the fields of `DistributedInitConfig` (`megatron/training/config/common_config.py`:
+//! `--use-megatron-fsdp`), or
 //! generated there by `ArgumentGroupFactory` (`megatron/training/argument_utils.py`, `--` and
 //! the field name with `-` for `_`) from the fields of `ModelParallelConfig`
 //! (`megatron/core/model_parallel_config.py`: `--tensor-model-parallel-size`,
@@ -43,7 +46,11 @@ use crate::plan::Plan;
 use crate::search::Problem;
 
 /// Every flag the export may write (all defined in `megatron/training/arguments.py`).
-pub const ALLOWED_ARGUMENTS: [&str; 36] = [
+pub const ALLOWED_ARGUMENTS: [&str; 40] = [
+    "--use-megatron-fsdp",
+    "--data-parallel-sharding-strategy",
+    "--no-gradient-accumulation-fusion",
+    "--ckpt-format",
     "--tensor-model-parallel-size",
     "--pipeline-model-parallel-size",
     "--context-parallel-size",
@@ -83,7 +90,8 @@ pub const ALLOWED_ARGUMENTS: [&str; 36] = [
 ];
 
 /// The nearest Megatron-LM configuration: uniform TP with Megatron's column/row layout, the
-/// distributed optimizer for any ZeRO stage, 1F1B for GPipe, the plan's layer split (any split
+/// distributed optimizer for ZeRO-1 (and for ZeRO-2/3 with a pipeline), Megatron-FSDP for
+/// ZeRO-2/3 without one, 1F1B for GPipe, the plan's layer split (any split
 /// is expressible through first/last-stage layers or a pipeline layout) unless interleaved.
 pub(crate) fn nearest(
     problem: &Problem,
@@ -102,7 +110,15 @@ pub(crate) fn nearest(
         pp,
         &mut given_up,
     )?;
-    let zero = if cfg.dp > 1 && shape.zero >= 1 { 1 } else { 0 };
+    // ZeRO-1: the distributed optimizer. ZeRO-2/3 without a pipeline: Megatron-FSDP
+    // (`optim_grads` / `optim_grads_params`); its docs name TP, CP and EP as compatible, not
+    // PP, so with a pipeline the distributed optimizer is the nearest.
+    let zero = match shape.zero {
+        _ if cfg.dp <= 1 => 0,
+        0 => 0,
+        z @ (2 | 3) if pp == 1 => z,
+        _ => 1,
+    };
     note_zero(shape, zero, &mut given_up);
     cfg.zero = zero_of(zero, true);
     if plan.schedule == PipelineSchedule::GPipe && pp > 1 {
@@ -163,8 +179,22 @@ pub fn arguments(
     if c.sequence_parallel {
         push("--sequence-parallel", None);
     }
-    if c.zero == ZeroStage::DistributedOptimizer {
-        push("--use-distributed-optimizer", None);
+    match c.zero {
+        ZeroStage::DistributedOptimizer => push("--use-distributed-optimizer", None),
+        ZeroStage::Zero2 | ZeroStage::Zero3 => {
+            // Megatron-FSDP's required flags (docs/user-guide/features/megatron_fsdp.md).
+            push("--use-megatron-fsdp", None);
+            let strategy = if c.zero == ZeroStage::Zero2 {
+                "optim_grads"
+            } else {
+                "optim_grads_params"
+            };
+            push("--data-parallel-sharding-strategy", Some(strategy.into()));
+            push("--no-gradient-accumulation-fusion", None);
+            push("--use-distributed-optimizer", None);
+            push("--ckpt-format", Some("fsdp_dtensor".into()));
+        }
+        _ => {}
     }
     match c.recompute {
         Recompute::None => {}

@@ -16,7 +16,7 @@
 //! holding parameters (weighted the same way), the micro-batch per replica from the plan's
 //! micro-batch and data-parallel degree; each engine then applies its own rules (Megatron-LM:
 //! column-parallel q/k/v and MLP-up, row-parallel out-projection and MLP-down, the distributed
-//! optimizer for any ZeRO stage, no GPipe; DeepSpeed: no pipeline, AutoTP only with ZeRO ≤ 2,
+//! optimizer for ZeRO-1, Megatron-FSDP for ZeRO-2/3 without a pipeline, no GPipe; DeepSpeed: no pipeline, AutoTP only with ZeRO ≤ 2,
 //! no sequence parallelism, whole-layer checkpointing; torchtitan: FSDP (ZeRO-3) or DDP,
 //! sequence-parallel norms with TP, each linear split as the plan splits it when that is at the
 //! engine's degree or not at all). The result is priced like a peer ([`crate::peers`]) with

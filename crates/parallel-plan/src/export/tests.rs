@@ -83,15 +83,30 @@ fn peer_configurations_export_exactly_to_their_engines() {
 #[test]
 fn inexpressible_choices_are_listed() {
     let p = small_problem(2, 4);
-    // ZeRO-3 with TP 2: Megatron has only the distributed optimizer; DeepSpeed (AutoTP with
-    // ZeRO-3 since v0.19.4) keeps it but drops sequence parallelism.
+    // ZeRO-3 with TP 2: Megatron-LM runs it as Megatron-FSDP without a pipeline (and only the
+    // distributed optimizer with one, below); DeepSpeed (AutoTP with ZeRO-3 since v0.19.4)
+    // keeps it but drops sequence parallelism.
     let cfg = peer(Framework::Torchtitan, 2, 1, 2, ZeroStage::Zero3);
     let plan = peers::evaluate(&p, &cfg).unwrap();
-    let m = export(&p, &plan, Engine::Megatron).unwrap();
+    let fsdp = export(&p, &plan, Engine::Megatron).unwrap();
+    assert_eq!(fsdp.config.zero, ZeroStage::Zero3, "{:?}", fsdp.given_up);
+    let args = &fsdp.files[0].contents;
+    assert!(args.contains("--use-megatron-fsdp") && args.contains("optim_grads_params"));
+    let piped_zero3 = peer(Framework::Torchtitan, 2, 2, 1, ZeroStage::Zero3);
+    let mut piped_zero3 = PeerConfig {
+        dp: 2,
+        tp: 1,
+        micro_batches: 2,
+        ..piped_zero3
+    };
+    piped_zero3.sequence_parallel = false;
+    let zero3_pp = peers::evaluate(&p, &piped_zero3).unwrap();
+    let m = export(&p, &zero3_pp, Engine::Megatron).unwrap();
     assert_eq!(m.fidelity, Fidelity::NearestExpressible);
     assert!(m
         .given_up
         .contains(&GivenUp::ZeroStage { plan: 3, engine: 1 }));
+    assert!(!m.files[0].contents.contains("--use-megatron-fsdp"));
     let d = export(&p, &plan, Engine::DeepSpeed).unwrap();
     assert!(!d
         .given_up
@@ -105,7 +120,7 @@ fn inexpressible_choices_are_listed() {
     // Each is priced as the engine's own configuration (the same model as the peers), and
     // differs from the plan it stands for.
     for e in [&m, &d] {
-        let own = peers::evaluate(&p, &e.config).unwrap();
+        let own = peers::evaluate_with_layers(&p, &e.config, &e.layers_per_stage).unwrap();
         assert_eq!(e.plan.per_device_memory, own.per_device_memory);
         assert_eq!(e.plan.step_time_s, own.step_time_s);
         assert_ne!(

@@ -99,7 +99,11 @@ impl MegatronInputs {
             num_microbatches: cfg.micro_batches as f64,
             sequence_parallel: cfg.sequence_parallel,
             recompute: cfg.recompute,
-            distributed_optimizer: cfg.zero == ZeroStage::DistributedOptimizer,
+            // Megatron-FSDP (ZeRO-2/3) runs with the distributed optimizer.
+            distributed_optimizer: matches!(
+                cfg.zero,
+                ZeroStage::DistributedOptimizer | ZeroStage::Zero2 | ZeroStage::Zero3
+            ),
             swiglu: m.mlp == MlpKind::SwiGlu,
             rms_norm: m.norm == NormKind::RmsNorm,
             untied: !m.tied_embeddings,
@@ -292,8 +296,14 @@ pub fn cross_check(
     };
     let grad = setup.grad_bytes() as f64;
     let param = setup.precision.param_bytes() as f64;
-    // memory-model's bytes per parameter on these settings.
-    let per_param = param + grad + optimizer;
+    // memory-model's bytes per parameter on these settings (Megatron-FSDP shards gradients,
+    // and at ZeRO-3 parameters, over the data-parallel ranks).
+    let (grad_share, param_share) = match cfg.zero {
+        ZeroStage::Zero2 => (1.0 / x.dp, 1.0),
+        ZeroStage::Zero3 => (1.0 / x.dp, 1.0 / x.dp),
+        _ => (1.0, 1.0),
+    };
+    let per_param = param * param_share + grad * grad_share + optimizer;
     let mut differences = Vec::new();
     let item = |differences: &mut Vec<AssumptionDifference>, what: String, parameters: f64| {
         if parameters.abs() > 0.5 {
@@ -311,6 +321,20 @@ pub fn cross_check(
                 setup.precision, setup.fp32_grad_accumulation
             ),
             weight_bytes: Some(p * (param + grad - 6.0)),
+        });
+    }
+    if matches!(cfg.zero, ZeroStage::Zero2 | ZeroStage::Zero3) {
+        // theoretical_memory_usage.py knows the distributed optimizer, not Megatron-FSDP.
+        let p = x.parameters_on_most_loaded_shard();
+        let sharded = grad * (1.0 - grad_share) + param * (1.0 - param_share);
+        differences.push(AssumptionDifference {
+            what: format!(
+                "Megatron-FSDP ({:?}) also shards gradients{} over the {} data-parallel ranks; Megatron's formula counts them whole",
+                cfg.zero,
+                if cfg.zero == ZeroStage::Zero3 { " and parameters" } else { "" },
+                x.dp
+            ),
+            weight_bytes: Some(-p * sharded),
         });
     }
     let workload = setup.workload();
