@@ -93,6 +93,19 @@ pub(crate) fn progress(len: u64, msg: &str) -> indicatif::ProgressBar {
     pb
 }
 
+/// Refuses to go on when `path` (a file the command is about to write) exists, unless
+/// `force`: a command never replaces a file the user did not ask it to replace. Called before
+/// any long work, so nothing is computed for nothing.
+pub(crate) fn refuse_existing(path: &Path, force: bool) -> anyhow::Result<()> {
+    if !force && (path.exists() || path.is_symlink()) {
+        anyhow::bail!(
+            "{} exists; pass --force to replace it, or choose another path",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 /// An error and its causes on one line, `outer: cause: root`, leaving out a cause whose text
 /// the line already holds (many error types print their source in their own message, and
 /// `{:#}` would repeat it).
@@ -134,5 +147,18 @@ mod tests {
             .context("middle")
             .context("outer");
         assert_eq!(super::error_line(&e), "outer: middle: root cause");
+    }
+
+    #[test]
+    fn refuse_existing_needs_force() {
+        let dir = std::env::temp_dir().join(format!("pardis-refuse-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("x.png");
+        assert!(super::refuse_existing(&f, false).is_ok());
+        std::fs::write(&f, b"mine").unwrap();
+        let e = super::refuse_existing(&f, false).unwrap_err().to_string();
+        assert!(e.contains("x.png") && e.contains("--force"), "{e}");
+        assert!(super::refuse_existing(&f, true).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -113,6 +113,9 @@ struct GenArgs {
     /// Output file.
     #[arg(long)]
     out: PathBuf,
+    /// Replace an existing --out file.
+    #[arg(long)]
+    force: bool,
     /// Seed of the shuffled numbering.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -121,6 +124,7 @@ struct GenArgs {
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     match args.cmd {
         Sub::Gen(a) => {
+            crate::output::refuse_existing(&a.out, a.force)?;
             let g = Grid::generate(a.cells, a.seed)?;
             g.write(&a.out)?;
             println!(

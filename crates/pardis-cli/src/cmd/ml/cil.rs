@@ -44,6 +44,9 @@ pub(super) struct CilArgs {
     /// Write a PNG of the mean accuracy after each task per method to this file.
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Replace an existing --plot file (otherwise the command stops before training).
+    #[arg(long)]
+    force: bool,
     /// Emit machine-readable JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -51,6 +54,9 @@ pub(super) struct CilArgs {
 
 pub(super) fn run(a: CilArgs, roots: &DataRoots) -> anyhow::Result<()> {
     let data = CilData::parse(&a.data)?;
+    if let Some(p) = &a.plot {
+        crate::output::refuse_existing(p, a.force)?;
+    }
     let mut cfg = CilBenchConfig::for_data(data);
     cfg.tasks = a.tasks;
     cfg.label_ratio = a.label_ratio;
