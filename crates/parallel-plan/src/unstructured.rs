@@ -62,6 +62,7 @@ mod layout;
 #[cfg(feature = "distributed")]
 mod ownership;
 pub mod partition;
+mod renumber;
 mod run;
 mod scalar;
 mod stats;

@@ -1,20 +1,14 @@
-//! OP2's block colouring for the threaded backend: a loop's elements are grouped into blocks
-//! of nearby elements, and the blocks coloured so that no two blocks of one colour write the
-//! same target element. Blocks of one colour run in parallel, each block's elements in order
-//! on one thread, so indirect increments never race and each thread works on a compact
-//! piece of the mesh (element colouring, by contrast, scatters every colour over the whole
-//! mesh and streams it once per colour).
-//!
-//! Blocks follow a breadth-first order of the first written target set (its connectivity
-//! through every map into it): consecutive runs of [`BLOCK_TARGETS`] targets in that order
-//! form a band-like piece of the mesh, and an element joins the block of its first written
-//! target. On a mesh, a band touches only the neighbouring bands, so a handful of colours
-//! suffice whatever the element numbering.
+//! OP2's block colouring for the threaded backend: a loop's elements are cut into blocks of
+//! [`BLOCK`] consecutive elements, and the blocks coloured so that no two blocks of one colour
+//! write the same target element. Blocks of one colour run in parallel, each block's elements
+//! in order on one thread, so indirect increments never race. The threaded backend first
+//! renumbers the mesh for locality (`renumber`), so a block of consecutive elements is a
+//! compact piece of the mesh: it touches few targets, its neighbours are the nearby blocks
+//! (a handful of colours suffice), and each thread streams its own part of every dat
+//! (element colouring, by contrast, scatters every colour over the whole mesh).
 
-use std::collections::VecDeque;
-
-/// Targets per block of the breadth-first order.
-pub(crate) const BLOCK_TARGETS: usize = 512;
+/// Elements per block.
+pub(crate) const BLOCK: usize = 512;
 
 /// One indirectly written target space: element `e` writes `map[e * arity + slot]` of a space of
 /// `size` elements; arguments that write the same set share a space.
@@ -26,12 +20,11 @@ pub(crate) struct Writes<'a> {
     pub(crate) space: usize,
 }
 
-/// Blocks of elements by colour: colour `c` holds blocks `colours[c]..colours[c + 1]`, block
-/// `b` the elements `elems[blocks[b]..blocks[b + 1]]`, ascending.
+/// Blocks by colour: colour `c` holds blocks `colours[c]..colours[c + 1]`, block `b` the
+/// elements `blocks[b].0..blocks[b].1`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Colouring {
-    pub(crate) elems: Vec<u32>,
-    pub(crate) blocks: Vec<usize>,
+    pub(crate) blocks: Vec<(usize, usize)>,
     pub(crate) colours: Vec<usize>,
 }
 
@@ -41,107 +34,36 @@ impl Colouring {
         self.colours.len().saturating_sub(1)
     }
 
-    /// The blocks of colour `c`, each as its elements.
-    pub(crate) fn blocks_of(&self, c: usize) -> impl Iterator<Item = &[u32]> + '_ {
-        (self.colours[c]..self.colours[c + 1])
-            .map(move |b| &self.elems[self.blocks[b]..self.blocks[b + 1]])
+    /// The blocks of colour `c`, each as its range of elements.
+    pub(crate) fn blocks_of(&self, c: usize) -> &[(usize, usize)] {
+        &self.blocks[self.colours[c]..self.colours[c + 1]]
     }
 }
 
-/// Block number of every vertex of a graph on `n` vertices given as rows of `arity` vertices
-/// (two vertices adjacent when a row holds both): vertices in breadth-first order (each
-/// component from its lowest vertex), cut into runs of `block` vertices.
-///
-/// Complexity: O(n + Σ rows × arity²).
-pub(crate) fn bfs_blocks(n: usize, rows: &[(&[u32], usize)], block: usize) -> Vec<u32> {
-    // Adjacency in compressed form (with repeats: harmless for a BFS).
-    let mut deg = vec![0usize; n + 1];
-    for &(values, arity) in rows {
-        for row in values.chunks(arity) {
-            for &a in row {
-                deg[a as usize + 1] += arity - 1;
-            }
-        }
-    }
-    for v in 0..n {
-        deg[v + 1] += deg[v];
-    }
-    let mut fill = deg.clone();
-    let mut adj = vec![0u32; deg[n]];
-    for &(values, arity) in rows {
-        for row in values.chunks(arity) {
-            for (i, &a) in row.iter().enumerate() {
-                for (j, &b) in row.iter().enumerate() {
-                    if i != j {
-                        adj[fill[a as usize]] = b;
-                        fill[a as usize] += 1;
-                    }
-                }
-            }
-        }
-    }
-    let mut block_of = vec![u32::MAX; n];
-    let mut pos = 0usize;
-    let mut q = VecDeque::new();
-    for s in 0..n {
-        if block_of[s] != u32::MAX {
-            continue;
-        }
-        block_of[s] = (pos / block) as u32;
-        pos += 1;
-        q.push_back(s as u32);
-        while let Some(v) = q.pop_front() {
-            for &u in &adj[deg[v as usize]..deg[v as usize + 1]] {
-                if block_of[u as usize] == u32::MAX {
-                    block_of[u as usize] = (pos / block) as u32;
-                    pos += 1;
-                    q.push_back(u);
-                }
-            }
-        }
-    }
-    block_of
-}
-
-/// Groups elements `0..n` into blocks (element `e` joins block `block_of[t]` of its first
-/// write's target `t`) and colours the blocks so that, within a colour, no two blocks write one
-/// element of any space. `space_sizes[s]` is the size of space `s`; `writes` is not empty.
+/// Cuts elements `0..n` into blocks of `block` consecutive elements and colours the blocks
+/// (greedily, in order) so that, within a colour, no two blocks write one element of any
+/// space. `space_sizes[s]` is the size of space `s`.
 ///
 /// Complexity: O(n × writes) per round of 64 colours (meshes need one round).
 pub(crate) fn colour(
     n: usize,
     writes: &[Writes<'_>],
     space_sizes: &[usize],
-    block_of: &[u32],
+    block: usize,
 ) -> Colouring {
-    let first = writes[0];
-    let block = |e: usize| block_of[first.map[e * first.arity + first.slot] as usize] as usize;
-    let nblocks = (0..n).map(|e| block(e) + 1).max().unwrap_or(0);
-    // Elements grouped by block (counting sort keeps them ascending within a block).
-    let mut start = vec![0usize; nblocks + 1];
-    (0..n).for_each(|e| start[block(e) + 1] += 1);
-    for b in 0..nblocks {
-        start[b + 1] += start[b];
-    }
-    let mut by_block = vec![0u32; n];
-    let mut fill = start.clone();
-    for e in 0..n {
-        let b = block(e);
-        by_block[fill[b]] = e as u32;
-        fill[b] += 1;
-    }
-    let elems_of = |b: usize| &by_block[start[b]..start[b + 1]];
-
+    let block = block.max(1);
+    let nblocks = n.div_ceil(block);
+    let range = |b: usize| b * block..((b + 1) * block).min(n);
     let mut colour_of = vec![u32::MAX; nblocks];
-    let mut pending: Vec<usize> = (0..nblocks).filter(|&b| start[b + 1] > start[b]).collect();
+    let mut pending: Vec<usize> = (0..nblocks).collect();
     let mut base = 0u32;
     while !pending.is_empty() {
         let mut masks: Vec<Vec<u64>> = space_sizes.iter().map(|&s| vec![0u64; s]).collect();
         let mut next = Vec::new();
         for &b in &pending {
-            let used = elems_of(b).iter().fold(0u64, |m, &e| {
+            let used = range(b).fold(0u64, |m, e| {
                 writes.iter().fold(m, |m, w| {
-                    m | masks[w.space][w.map[e as usize * w.arity + w.slot] as usize]
+                    m | masks[w.space][w.map[e * w.arity + w.slot] as usize]
                 })
             });
             if used == u64::MAX {
@@ -149,9 +71,9 @@ pub(crate) fn colour(
                 continue;
             }
             let c = (!used).trailing_zeros();
-            for &e in elems_of(b) {
+            for e in range(b) {
                 for w in writes {
-                    masks[w.space][w.map[e as usize * w.arity + w.slot] as usize] |= 1 << c;
+                    masks[w.space][w.map[e * w.arity + w.slot] as usize] |= 1 << c;
                 }
             }
             colour_of[b] = base + c;
@@ -159,30 +81,20 @@ pub(crate) fn colour(
         pending = next;
         base += 64;
     }
-    let ncol = colour_of
-        .iter()
-        .filter(|&&c| c != u32::MAX)
-        .map(|&c| c as usize + 1)
-        .max()
-        .unwrap_or(0);
+    let ncol = colour_of.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
     let mut per_colour: Vec<Vec<usize>> = vec![Vec::new(); ncol];
     for (b, &c) in colour_of.iter().enumerate() {
-        if c != u32::MAX {
-            per_colour[c as usize].push(b);
-        }
+        per_colour[c as usize].push(b);
     }
     per_colour.retain(|c| !c.is_empty());
     let mut out = Colouring {
-        elems: Vec::with_capacity(n),
-        blocks: vec![0],
+        blocks: Vec::with_capacity(nblocks),
         colours: vec![0],
     };
     for bs in per_colour {
-        for b in bs {
-            out.elems.extend_from_slice(elems_of(b));
-            out.blocks.push(out.elems.len());
-        }
-        out.colours.push(out.blocks.len() - 1);
+        out.blocks
+            .extend(bs.into_iter().map(|b| (range(b).start, range(b).end)));
+        out.colours.push(out.blocks.len());
     }
     out
 }
@@ -194,9 +106,11 @@ mod tests {
     /// Whether every element appears once and no two blocks of one colour share a target.
     fn valid(c: &Colouring, n: usize, writes: &[Writes<'_>], sizes: &[usize]) -> bool {
         let mut seen = vec![false; n];
-        for &e in &c.elems {
-            if std::mem::replace(&mut seen[e as usize], true) {
-                return false;
+        for &(a, b) in &c.blocks {
+            for s in &mut seen[a..b] {
+                if std::mem::replace(s, true) {
+                    return false;
+                }
             }
         }
         if !seen.iter().all(|&s| s) {
@@ -204,25 +118,24 @@ mod tests {
         }
         (0..c.len()).all(|col| {
             let mut owner: Vec<Vec<usize>> = sizes.iter().map(|&s| vec![usize::MAX; s]).collect();
-            c.blocks_of(col).enumerate().all(|(b, elems)| {
-                elems.windows(2).all(|p| p[0] < p[1])
-                    && elems.iter().all(|&e| {
-                        writes.iter().all(|w| {
-                            let t = w.map[e as usize * w.arity + w.slot] as usize;
-                            let o = &mut owner[w.space][t];
-                            let ok = *o == usize::MAX || *o == b;
-                            *o = b;
-                            ok
-                        })
+            c.blocks_of(col).iter().enumerate().all(|(b, &(lo, hi))| {
+                (lo..hi).all(|e| {
+                    writes.iter().all(|w| {
+                        let t = w.map[e * w.arity + w.slot] as usize;
+                        let o = &mut owner[w.space][t];
+                        let ok = *o == usize::MAX || *o == b;
+                        *o = b;
+                        ok
                     })
+                })
             })
         })
     }
 
     #[test]
-    fn path_edges_in_bands_take_two_colours() {
+    fn path_edges_in_blocks_take_two_colours() {
         // A path of 2001 nodes as 2000 edges writing both ends: blocks of 512 consecutive
-        // nodes; neighbouring blocks share one node, so two colours alternate.
+        // edges; neighbouring blocks share one node, so two colours alternate.
         let n = 2000usize;
         let map: Vec<u32> = (0..n as u32).flat_map(|e| [e, e + 1]).collect();
         let w = [
@@ -239,10 +152,10 @@ mod tests {
                 space: 0,
             },
         ];
-        let blocks = bfs_blocks(n + 1, &[(&map, 2)], BLOCK_TARGETS);
-        let c = colour(n, &w, &[n + 1], &blocks);
+        let c = colour(n, &w, &[n + 1], BLOCK);
         assert_eq!(c.len(), 2);
-        assert_eq!(c.blocks.len() - 1, n.div_ceil(BLOCK_TARGETS));
+        assert_eq!(c.blocks.len(), n.div_ceil(BLOCK));
+        assert_eq!(c.blocks_of(0), &[(0, 512), (1024, 1536)]);
         assert!(valid(&c, n, &w, &[n + 1]));
     }
 
@@ -265,8 +178,7 @@ mod tests {
                 space: 0,
             },
         ];
-        let block_of: Vec<u32> = (0..100).collect();
-        let c = colour(100, &w, &[1, 100], &block_of);
+        let c = colour(100, &w, &[1, 100], 1);
         assert_eq!(c.len(), 100);
         assert!(valid(&c, 100, &w, &[1, 100]));
     }
@@ -284,8 +196,7 @@ mod tests {
                 Writes { map: &map, arity: 2, slot: 0, space: 0 },
                 Writes { map: &map, arity: 2, slot: 1, space: 0 },
             ];
-            let blocks = bfs_blocks(m, &[(&map, 2)], block);
-            let c = colour(n, &w, &[m], &blocks);
+            let c = colour(n, &w, &[m], block);
             proptest::prop_assert!(valid(&c, n, &w, &[m]));
         }
     }

@@ -17,10 +17,12 @@ pub enum Backend {
     /// One thread, elements in order: the reference.
     Sequential,
     /// Shared-memory parallel in the caller's rayon pool (run the program inside
-    /// `ThreadPool::install` to choose the threads). Loops that write through maps run in
-    /// blocks of nearby elements, coloured so that blocks that could write one element get
-    /// different colours (OP2's block colouring); one colour runs at a time, its blocks in
-    /// parallel, so increments never race.
+    /// `ThreadPool::install` to choose the threads). At the first loop the mesh is renumbered
+    /// for locality (breadth-first over the primary set's connectivity; values and errors
+    /// keep the declared numbering). Loops that write through maps run in blocks of
+    /// consecutive, hence nearby, elements, coloured so that blocks that could write one
+    /// element get different colours (OP2's block colouring); one colour runs at a time, its
+    /// blocks in parallel, so increments never race.
     Threads,
     /// One rank of a distributed run over a `collectives` communicator (any transport): the
     /// mesh is partitioned and localised automatically at the first loop, halos exchanged
@@ -97,13 +99,13 @@ pub struct Context {
     pub(crate) backend: Backend,
     /// Colourings of the threaded backend, by loop shape.
     pub(crate) colourings: HashMap<Vec<usize>, Arc<Colouring>>,
-    /// Block number of every element of a set (breadth-first bands), by set.
-    pub(crate) target_blocks: HashMap<usize, Arc<Vec<u32>>>,
     /// `(map, slot)` pairs already checked to send no two elements to one target.
     pub(crate) injective: HashMap<(usize, usize), bool>,
     pub(crate) stats: RunStats,
     /// Whether the mesh was distributed (after which declarations are refused).
     pub(crate) frozen: bool,
+    /// The threaded backend's locality renumbering: `order[set][new] = declared number`.
+    pub(crate) order: Option<Vec<Vec<u32>>>,
 }
 
 fn invalid(name: &str, detail: impl Into<String>) -> UnstructuredError {
@@ -123,10 +125,10 @@ impl Context {
             globals: Vec::new(),
             backend,
             colourings: HashMap::new(),
-            target_blocks: HashMap::new(),
             injective: HashMap::new(),
             stats: RunStats::default(),
             frozen: false,
+            order: None,
         }
     }
 
@@ -319,7 +321,7 @@ impl Context {
         let local = T::slice(&d.data)
             .ok_or_else(|| invalid(&d.name, "element type differs from the declaration"))?;
         match &self.backend {
-            Backend::Sequential | Backend::Threads => Ok(local.clone()),
+            Backend::Sequential | Backend::Threads => Ok(self.unrenumber(d.set, d.dim, local)),
             #[cfg(feature = "distributed")]
             Backend::Distributed(rt) => rt.gather(&self.sets[d.set], d.set, d.dim, local),
         }

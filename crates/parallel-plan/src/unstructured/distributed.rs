@@ -13,13 +13,14 @@ use std::time::Instant;
 
 use collectives::{CollectiveError, Communicator, ReduceOp};
 
-use super::context::{Backend, Context, SetDecl};
+use super::context::{Backend, Context, MapDecl, SetDecl};
 use super::decl::Access;
 use super::error::{Result, UnstructuredError};
 use super::layout::{global_to_local, layout, localise_map, SetLayout};
 use super::ownership;
 use super::partition::Partitioner;
-use super::scalar::{Scalar, Storage};
+use super::renumber::pick_storage;
+use super::scalar::Scalar;
 
 /// Settings of a distributed run.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -300,15 +301,40 @@ impl Context {
             return Ok(());
         };
         let (nparts, rank) = (rt.world_size(), rt.rank());
-        let (owners, primary, edge_cut) = ownership::owners(
+        let owned = ownership::owners(
             &self.sets,
             &self.maps,
             &self.dats,
             rt.config.partitioner,
             rt.config.coordinates.as_deref(),
             nparts,
-        )?;
+        );
         let partition_seconds = t0.elapsed().as_secs_f64();
+        // Every rank checks that all ranks hold the same declarations and computed the same
+        // partition (else the halo lists below would not match: ranks would index elements
+        // their peers never sent), and that no rank failed to partition.
+        let mine = match &owned {
+            Ok((owners, _, _)) => vec![
+                1,
+                declarations_fingerprint(&self.sets, &self.maps) as i64,
+                partition_fingerprint(owners) as i64,
+            ],
+            Err(_) => vec![0; 3],
+        };
+        let all = rt.comm.all_gather(mine).map_err(|e| rt.comm_err(e))?;
+        let (owners, primary, edge_cut) = owned?;
+        if let Some(failed) = all.chunks(3).position(|c| c[0] == 0) {
+            return Err(UnstructuredError::PeerFailed {
+                rank: failed,
+                step: "partition".into(),
+            });
+        }
+        for (k, what) in [(1, "declarations"), (2, "partition")] {
+            let ranks: Vec<usize> = (0..nparts).filter(|&r| all[3 * r + k] != all[k]).collect();
+            if !ranks.is_empty() {
+                return Err(UnstructuredError::DistributionMismatch { what, ranks });
+            }
+        }
         let sizes: Vec<usize> = self.sets.iter().map(|s| s.size).collect();
         let layouts = layout(&self.maps, &owners, rank as u32);
         let g2l: Vec<Vec<u32>> = layouts
@@ -324,18 +350,7 @@ impl Context {
             m.values = localise_map(m, &layouts[m.from], &g2l[m.to]);
         }
         for d in &mut self.dats {
-            let (global, dim) = (&layouts[d.set].global, d.dim);
-            fn pick<T: Copy>(v: &[T], global: &[u32], dim: usize) -> Vec<T> {
-                global
-                    .iter()
-                    .flat_map(|&g| &v[g as usize * dim..(g as usize + 1) * dim])
-                    .copied()
-                    .collect()
-            }
-            d.data = match &d.data {
-                Storage::F64(v) => Storage::F64(pick(v, global, dim)),
-                Storage::I64(v) => Storage::I64(pick(v, global, dim)),
-            };
+            d.data = pick_storage(&d.data, &layouts[d.set].global, d.dim);
             // Every rank started from the global values, so every halo is current.
             d.dirty = false;
         }
@@ -387,4 +402,29 @@ impl Context {
         });
         Ok(())
     }
+}
+
+/// FNV-1a over 32-bit words: a cheap fingerprint, the same on every platform.
+fn fnv(h: u64, words: impl IntoIterator<Item = u32>) -> u64 {
+    words.into_iter().fold(h, |h, w| {
+        (h ^ u64::from(w)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// Fingerprint of the global declarations the distribution depends on: set sizes and maps.
+fn declarations_fingerprint(sets: &[SetDecl], maps: &[MapDecl]) -> u64 {
+    let h = fnv(FNV_OFFSET, sets.iter().map(|s| s.size as u32));
+    maps.iter().fold(h, |h, m| {
+        let h = fnv(h, [m.from as u32, m.to as u32, m.arity as u32]);
+        fnv(h, m.values.iter().copied())
+    })
+}
+
+/// Fingerprint of the owner of every element of every set.
+fn partition_fingerprint(owners: &[Vec<u32>]) -> u64 {
+    owners.iter().fold(FNV_OFFSET, |h, o| {
+        fnv(fnv(h, [o.len() as u32]), o.iter().copied())
+    })
 }

@@ -119,6 +119,18 @@ pub enum UnstructuredError {
         /// The collectives error.
         source: collectives::CollectiveError,
     },
+    /// The ranks do not agree on the distribution: their declarations (set sizes, maps) or the
+    /// partition they computed differ from rank 0's (different meshes, or different
+    /// [`DistConfig`](super::DistConfig)s). Every rank returns this error, naming the same
+    /// ranks, before any halo list is built.
+    #[cfg(feature = "distributed")]
+    #[error("ranks {ranks:?} computed a different {what} from rank 0's; every rank must declare the same mesh and use the same DistConfig")]
+    DistributionMismatch {
+        /// What differs: `declarations` (set sizes or maps) or `partition`.
+        what: &'static str,
+        /// The ranks whose fingerprint differs from rank 0's.
+        ranks: Vec<usize>,
+    },
     /// Another rank reported an error in a step every rank takes together, so this rank stops
     /// too instead of waiting for it.
     #[error("rank {rank} failed in `{step}`; every rank stops")]

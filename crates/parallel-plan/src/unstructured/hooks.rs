@@ -1,9 +1,7 @@
 //! The steps of a loop that differ between shared-memory and distributed runs: distributing
 //! the mesh, checking exclusive indirect writes on every rank, halo exchanges, reductions.
 
-#[cfg(feature = "distributed")]
-use super::context::Backend;
-use super::context::Context;
+use super::context::{Backend, Context};
 use super::decl::Access;
 use super::error::{Result, UnstructuredError};
 use super::run::Shape;
@@ -12,7 +10,8 @@ use super::stats::LoopStats;
 
 impl Context {
     /// Before the first loop: freezes the declarations; on a distributed run, partitions the
-    /// mesh and localises every map and dat.
+    /// mesh and localises every map and dat; on a threaded run, renumbers the mesh for
+    /// locality.
     pub(crate) fn prepare(&mut self) -> Result<()> {
         if self.frozen {
             return Ok(());
@@ -20,6 +19,9 @@ impl Context {
         #[cfg(feature = "distributed")]
         if let Backend::Distributed(_) = self.backend {
             self.distribute()?;
+        }
+        if let Backend::Threads = self.backend {
+            self.renumber();
         }
         self.frozen = true;
         Ok(())
@@ -66,10 +68,7 @@ impl Context {
         match &self.backend {
             #[cfg(feature = "distributed")]
             Backend::Distributed(rt) => rt.global_id(set, e),
-            _ => {
-                let _ = set;
-                e
-            }
+            _ => self.order.as_ref().map_or(e, |o| o[set][e] as usize),
         }
     }
 

@@ -4,30 +4,8 @@
 use super::context::{DatDecl, MapDecl, SetDecl};
 use super::error::{Result, UnstructuredError};
 use super::partition::{partition_graph, partition_rcb, CsrGraph, Partitioner};
+use super::renumber::{primary_graph, primary_set};
 use super::scalar::Storage;
-
-/// The set to partition: the one the most maps point to (ties: the larger, then the first
-/// declared). Returns `None` when there are no sets.
-pub(crate) fn primary_set(sets: &[SetDecl], maps: &[MapDecl]) -> Option<usize> {
-    (0..sets.len()).max_by(|&a, &b| {
-        let into = |s: usize| maps.iter().filter(|m| m.to == s).count();
-        into(a)
-            .cmp(&into(b))
-            .then(sets[a].size.cmp(&sets[b].size))
-            .then(b.cmp(&a))
-    })
-}
-
-/// The connectivity graph of the primary set: two elements are adjacent when one element of
-/// another set maps to both.
-pub(crate) fn primary_graph(primary: usize, sets: &[SetDecl], maps: &[MapDecl]) -> CsrGraph {
-    let rows: Vec<(&[u32], usize)> = maps
-        .iter()
-        .filter(|m| m.to == primary)
-        .map(|m| (&m.values[..], m.arity))
-        .collect();
-    CsrGraph::from_rows(sets[primary].size, &rows)
-}
 
 #[cfg(feature = "metis")]
 fn metis(g: &CsrGraph, nparts: usize) -> Result<Vec<u32>> {

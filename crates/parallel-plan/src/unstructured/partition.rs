@@ -153,6 +153,37 @@ fn bisect_rec(
     );
 }
 
+impl CsrGraph {
+    /// Every vertex in breadth-first order, each component from a pseudo-peripheral vertex
+    /// (the last vertex of a breadth-first search from its lowest vertex), so that
+    /// consecutive vertices are near each other in the graph: the locality order of
+    /// [`Backend::Threads`](super::Backend::Threads).
+    ///
+    /// Complexity: O(n + edges).
+    pub(crate) fn bfs_order(&self) -> Vec<u32> {
+        let n = self.len();
+        let side = vec![0u8; n];
+        let mut seen = vec![0u32; n];
+        let mut placed = vec![false; n];
+        let mut order = Vec::with_capacity(n);
+        let mut stamp = 0;
+        for v in 0..n {
+            if placed[v] {
+                continue;
+            }
+            stamp += 1;
+            let far = *bfs(self, v as u32, &side, 0, &mut seen, stamp)
+                .last()
+                .expect("start");
+            stamp += 1;
+            let component = bfs(self, far, &side, 0, &mut seen, stamp);
+            component.iter().for_each(|&u| placed[u as usize] = true);
+            order.extend(component);
+        }
+        order
+    }
+}
+
 /// Breadth-first order of the subgraph on the vertices with `side == mark`, from `start`
 /// (only its component).
 fn bfs(g: &CsrGraph, start: u32, side: &[u8], mark: u8, seen: &mut [u32], stamp: u32) -> Vec<u32> {

@@ -215,8 +215,11 @@ impl Context {
         T: Scalar,
         F: Fn(&[&[T]], &mut [&mut [T]]) + Sync,
     {
+        let t0 = std::time::Instant::now();
         let shape = self.validate(name, set, args)?;
+        let t = std::time::Instant::now();
         self.prepare()?;
+        let mut setup = t.elapsed();
         let s = &self.sets[set.0];
         let owned = s.owned;
         let n = if shape.indirect_write { s.exec } else { owned };
@@ -240,7 +243,12 @@ impl Context {
             .flatten()
             .collect();
         let colouring = match (&self.backend, shape.indirect_write) {
-            (Backend::Threads, true) => Some(self.colouring(set.0, n, args)),
+            (Backend::Threads, true) => {
+                let t = std::time::Instant::now();
+                let c = self.colouring(set.0, n, args);
+                setup += t.elapsed();
+                Some(c)
+            }
             _ => None,
         };
         let threaded = matches!(self.backend, Backend::Threads);
@@ -289,6 +297,8 @@ impl Context {
         for &d in &shape.written {
             self.dats[d].dirty = true;
         }
+        stats.nanos = t0.elapsed().saturating_sub(setup).as_nanos() as u64;
+        self.stats.setup_nanos += setup.as_nanos() as u64;
         self.stats.record(name, &stats);
         Ok(())
     }
@@ -384,25 +394,6 @@ impl Context {
         if let Some(c) = self.colourings.get(&key) {
             return c.clone();
         }
-        let first_set = key[4];
-        let block_of = match self.target_blocks.get(&first_set) {
-            Some(b) => b.clone(),
-            None => {
-                let rows: Vec<(&[u32], usize)> = self
-                    .maps
-                    .iter()
-                    .filter(|m| m.to == first_set)
-                    .map(|m| (&m.values[..], m.arity))
-                    .collect();
-                let b = std::sync::Arc::new(colour::bfs_blocks(
-                    self.sets[first_set].local,
-                    &rows,
-                    colour::BLOCK_TARGETS,
-                ));
-                self.target_blocks.insert(first_set, b.clone());
-                b
-            }
-        };
         let spaces: Vec<usize> = key[2..].chunks(3).map(|c| c[2]).collect();
         let mut space_ids: Vec<usize> = spaces.clone();
         space_ids.sort_unstable();
@@ -420,7 +411,7 @@ impl Context {
             })
             .collect();
         let sizes: Vec<usize> = space_ids.iter().map(|&s| self.sets[s].local).collect();
-        let c = std::sync::Arc::new(colour::colour(n, &writes, &sizes, &block_of));
+        let c = std::sync::Arc::new(colour::colour(n, &writes, &sizes, colour::BLOCK));
         self.colourings.insert(key, c.clone());
         c
     }
@@ -478,12 +469,11 @@ where
         Some(col) => (0..col.len())
             .flat_map(|c| {
                 col.blocks_of(c)
-                    .collect::<Vec<_>>()
-                    .into_par_iter()
-                    .map(|b| {
+                    .par_iter()
+                    .map(|&(lo, hi)| {
                         let mut a = identity.clone();
                         // SAFETY: see above.
-                        unsafe { plan.run(b.iter().map(|&e| e as usize), &mut a, kernel) };
+                        unsafe { plan.run(lo..hi, &mut a, kernel) };
                         a
                     })
                     .collect::<Vec<_>>()

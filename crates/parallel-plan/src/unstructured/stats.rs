@@ -1,4 +1,5 @@
-//! Counters of a run: per loop, calls, elements executed, halo exchanges done and skipped.
+//! Counters of a run: per loop, calls, elements executed, halo exchanges done and skipped,
+//! wall-clock time.
 
 use std::collections::BTreeMap;
 
@@ -16,6 +17,9 @@ pub struct LoopStats {
     pub skipped_exchanges: u64,
     /// Bytes this rank sent in those exchanges.
     pub halo_bytes: u64,
+    /// Wall-clock nanoseconds spent in the loop on this rank (validation, halo exchanges, the
+    /// elements, reductions), without the one-off setup counted in [`RunStats::setup_nanos`].
+    pub nanos: u64,
 }
 
 impl LoopStats {
@@ -25,6 +29,7 @@ impl LoopStats {
         self.exchanges += o.exchanges;
         self.skipped_exchanges += o.skipped_exchanges;
         self.halo_bytes += o.halo_bytes;
+        self.nanos += o.nanos;
     }
 }
 
@@ -33,6 +38,10 @@ impl LoopStats {
 pub struct RunStats {
     /// Counters by loop name.
     pub loops: BTreeMap<String, LoopStats>,
+    /// Wall-clock nanoseconds of one-off setup on this rank: the distribution of the mesh
+    /// (distributed runs) or its locality renumbering (threaded runs) at the first loop, and
+    /// the colourings of the threaded backend (one per loop shape).
+    pub setup_nanos: u64,
 }
 
 impl RunStats {

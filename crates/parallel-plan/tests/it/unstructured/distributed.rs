@@ -173,6 +173,41 @@ fn metis_without_its_feature_is_a_typed_error() {
 }
 
 #[test]
+fn ranks_that_disagree_on_the_distribution_all_get_a_typed_error() {
+    let (g, other) = (
+        Grid::generate(600, 11).unwrap(),
+        Grid::generate(600, 12).unwrap(),
+    );
+    let cfg = AirfoilConfig {
+        iterations: 2,
+        report_every: 0,
+    };
+    // Rank 1 partitions by coordinates, ranks 0 and 2 by graph bisection: the same mesh, two
+    // partitions (this made ranks index halo elements their peers never sent, and panic).
+    // Then rank 2 holds another numbering of the mesh.
+    for (case, what, bad) in [(0, "partition", 1), (1, "declarations", 2)] {
+        let outs = run_local_with(&config(), 3, |comm| {
+            let rank = comm.rank();
+            let p = if case == 0 && rank == 1 {
+                Partitioner::Rcb
+            } else {
+                Partitioner::Graph
+            };
+            let mesh = if case == 1 && rank == 2 { &other } else { &g };
+            airfoil(&mut dist(comm, p), mesh, &cfg).map(|_| ())
+        });
+        for (rank, o) in outs.into_iter().enumerate() {
+            match o.unwrap() {
+                Err(UnstructuredError::DistributionMismatch { what: w, ranks }) => {
+                    assert_eq!((w, ranks), (what, vec![bad]), "rank {rank}");
+                }
+                r => panic!("rank {rank}: {r:?}"),
+            }
+        }
+    }
+}
+
+#[test]
 fn a_rank_that_dies_gives_the_others_a_typed_error() {
     let n = 200u32;
     let ring: Vec<u32> = (0..n).flat_map(|e| [e, (e + 1) % n]).collect();

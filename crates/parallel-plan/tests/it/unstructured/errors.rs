@@ -79,6 +79,62 @@ fn conflicting_indirect_writes_are_rejected() {
 }
 
 #[test]
+fn threaded_runs_speak_in_the_declared_numbering() {
+    // The threaded backend renumbers the mesh for locality at its first loop; collisions and
+    // dat values are still reported in the declared numbering, as sequentially.
+    let n = 50u32;
+    let ring: Vec<u32> = (0..n)
+        .flat_map(|e| [(e * 17) % n, (e * 17 + 17) % n])
+        .collect();
+    let star: Vec<u32> = (0..n)
+        .map(|e| if e == 31 { 5 } else { (e * 7) % n })
+        .collect();
+    for backend in [Backend::Sequential, Backend::Threads] {
+        let mut ctx = Context::new(backend);
+        let nodes = ctx.decl_set("nodes", n as usize).unwrap();
+        let edges = ctx.decl_set("edges", n as usize).unwrap();
+        let e2n = ctx.decl_map("e2n", edges, nodes, 2, ring.clone()).unwrap();
+        let m = ctx.decl_map("star", edges, nodes, 1, star.clone()).unwrap();
+        let d = ctx.decl_dat("d", nodes, 1, vec![0.0; n as usize]).unwrap();
+        let e = ctx
+            .decl_dat("e", edges, 1, (0..n).map(f64::from).collect())
+            .unwrap();
+        ctx.par_loop(
+            "spread",
+            edges,
+            &[e.read(), d.inc_via(e2n, 0), d.inc_via(e2n, 1)],
+            |r, w| {
+                w[0][0] += r[0][0];
+                w[1][0] += 2.0 * r[0][0];
+            },
+        )
+        .unwrap();
+        let mut want = vec![0.0; n as usize];
+        for k in 0..n as usize {
+            want[ring[2 * k] as usize] += k as f64;
+            want[ring[2 * k + 1] as usize] += 2.0 * k as f64;
+        }
+        assert_eq!(ctx.dat_values(d).unwrap(), want);
+        assert_eq!(
+            ctx.dat_values(e).unwrap(),
+            (0..n).map(f64::from).collect::<Vec<_>>()
+        );
+        // Edges 15 (15 × 7 = 105 ≡ 5) and 31 both write node 5.
+        match ctx.par_loop("bad", edges, &[d.via(m, 0, Access::Write)], |_, w| {
+            w[0][0] = 1.0
+        }) {
+            Err(UnstructuredError::ConflictingIndirectWrite {
+                first: 15,
+                second: 31,
+                target: 5,
+                ..
+            }) => {}
+            other => panic!("{}: {other:?}", ctx.backend_name()),
+        }
+    }
+}
+
+#[test]
 fn conflicting_modes_and_misfit_arguments_are_rejected() {
     let (mut ctx, nodes, edges, e2n) = ring();
     let d = ctx.decl_dat("d", nodes, 1, vec![0.0; 4]).unwrap();
