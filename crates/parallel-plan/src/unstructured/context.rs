@@ -25,7 +25,8 @@ pub enum Backend {
     /// blocks in parallel, so increments never race.
     Threads,
     /// One rank of a distributed run over a `collectives` communicator (any transport): the
-    /// mesh is partitioned and localised automatically at the first loop, halos exchanged
+    /// mesh is renumbered for locality (as for `Threads`), partitioned and localised
+    /// automatically at the first loop, halos exchanged
     /// before loops that read them, reductions all-reduced.
     #[cfg(feature = "distributed")]
     Distributed(Box<super::distributed::Runtime>),
@@ -104,7 +105,8 @@ pub struct Context {
     pub(crate) stats: RunStats,
     /// Whether the mesh was distributed (after which declarations are refused).
     pub(crate) frozen: bool,
-    /// The threaded backend's locality renumbering: `order[set][new] = declared number`.
+    /// The locality renumbering of threaded and distributed runs: `order[set][new] =
+    /// declared number`.
     pub(crate) order: Option<Vec<Vec<u32>>>,
 }
 
@@ -323,7 +325,10 @@ impl Context {
         match &self.backend {
             Backend::Sequential | Backend::Threads => Ok(self.unrenumber(d.set, d.dim, local)),
             #[cfg(feature = "distributed")]
-            Backend::Distributed(rt) => rt.gather(&self.sets[d.set], d.set, d.dim, local),
+            Backend::Distributed(rt) => {
+                let all = rt.gather(&self.sets[d.set], d.set, d.dim, local)?;
+                Ok(self.unrenumber(d.set, d.dim, &all))
+            }
         }
     }
 }

@@ -13,14 +13,14 @@ use std::time::Instant;
 
 use collectives::{CollectiveError, Communicator, ReduceOp};
 
-use super::context::{Backend, Context, MapDecl, SetDecl};
+use super::context::{Backend, Context, DatDecl, MapDecl, SetDecl};
 use super::decl::Access;
 use super::error::{Result, UnstructuredError};
 use super::layout::{global_to_local, layout, localise_map, SetLayout};
 use super::ownership;
 use super::partition::Partitioner;
 use super::renumber::pick_storage;
-use super::scalar::Scalar;
+use super::scalar::{Scalar, Storage};
 
 /// Settings of a distributed run.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -31,6 +31,14 @@ pub struct DistConfig {
     /// For [`Partitioner::Rcb`]: the name of the dat of coordinates on the primary set.
     /// Default `None`: the first 2-D or 3-D `f64` dat declared on it.
     pub coordinates: Option<String>,
+    /// The rank that holds the mesh, if only one does (MARO's scatter from one mesh file):
+    /// it partitions the mesh and sends every other rank its part (local maps and dat rows,
+    /// global numbers of its elements, owners of its halo) at the first loop. The other
+    /// ranks declare the same sets, maps and dats with no elements (size 0, empty values),
+    /// and afterwards see the global sizes ([`Context::set_size`]) and values
+    /// ([`Context::dat_values`]) like every rank. Default `None`: every rank declares the
+    /// whole mesh and keeps its part.
+    pub scatter_from: Option<usize>,
 }
 
 /// Per-rank sizes of one set in the distribution plan.
@@ -59,8 +67,8 @@ pub struct PlanReport {
     pub edge_cut: usize,
     /// Seconds to partition (on rank 0).
     pub partition_seconds: f64,
-    /// Seconds for the whole setup: partition, layouts, import/export lists, localisation (on
-    /// rank 0).
+    /// Seconds for the whole setup: locality renumbering, partition, layouts, import/export
+    /// lists, localisation (on rank 0).
     pub setup_seconds: f64,
     /// Sizes per set.
     pub sets: Vec<SetPlan>,
@@ -294,35 +302,52 @@ impl Context {
         }
     }
 
-    /// Partitions the mesh and localises every map and dat on this rank.
-    pub(crate) fn distribute(&mut self) -> Result<()> {
+    /// Partitions the mesh and localises every map and dat on this rank; the setup time
+    /// counts from `start` (before the locality renumbering). With
+    /// [`DistConfig::scatter_from`], only that rank holds the mesh: it partitions it and sends
+    /// every other rank its part.
+    pub(crate) fn distribute(&mut self, start: Instant) -> Result<()> {
         let t0 = Instant::now();
         let Backend::Distributed(rt) = &mut self.backend else {
             return Ok(());
         };
         let (nparts, rank) = (rt.world_size(), rt.rank());
-        let owned = ownership::owners(
-            &self.sets,
-            &self.maps,
-            &self.dats,
-            rt.config.partitioner,
-            rt.config.coordinates.as_deref(),
-            nparts,
-        );
+        let root = rt.config.scatter_from;
+        if let Some(r) = root.filter(|&r| r >= nparts) {
+            return Err(UnstructuredError::InvalidDeclaration {
+                name: "DistConfig::scatter_from".into(),
+                detail: format!("rank {r} of a run on {nparts} ranks"),
+            });
+        }
+        let holds_mesh = root.is_none_or(|r| r == rank);
+        let owned = holds_mesh.then(|| {
+            ownership::owners(
+                &self.sets,
+                &self.maps,
+                &self.dats,
+                rt.config.partitioner,
+                rt.config.coordinates.as_deref(),
+                nparts,
+            )
+        });
         let partition_seconds = t0.elapsed().as_secs_f64();
-        // Every rank checks that all ranks hold the same declarations and computed the same
-        // partition (else the halo lists below would not match: ranks would index elements
-        // their peers never sent), and that no rank failed to partition.
-        let mine = match &owned {
-            Ok((owners, _, _)) => vec![
-                1,
-                declarations_fingerprint(&self.sets, &self.maps) as i64,
-                partition_fingerprint(owners) as i64,
-            ],
-            Err(_) => vec![0; 3],
+        // Every rank checks that all ranks hold the same declarations (with a scatter, the
+        // same shapes) and computed the same partition (else the halo lists below would not
+        // match: ranks would index elements their peers never sent), and that no rank failed
+        // to partition.
+        let decl = match root {
+            None => declarations_fingerprint(&self.sets, &self.maps),
+            Some(r) => shape_fingerprint(&self.sets, &self.maps, &self.dats, r),
+        };
+        let mine = match (&owned, root) {
+            (Some(Err(_)), _) => vec![0; 3],
+            (Some(Ok((owners, _, _))), None) => {
+                vec![1, decl as i64, partition_fingerprint(owners) as i64]
+            }
+            _ => vec![1, decl as i64, 0],
         };
         let all = rt.comm.all_gather(mine).map_err(|e| rt.comm_err(e))?;
-        let (owners, primary, edge_cut) = owned?;
+        let owned = owned.transpose()?;
         if let Some(failed) = all.chunks(3).position(|c| c[0] == 0) {
             return Err(UnstructuredError::PeerFailed {
                 rank: failed,
@@ -335,23 +360,131 @@ impl Context {
                 return Err(UnstructuredError::DistributionMismatch { what, ranks });
             }
         }
-        let sizes: Vec<usize> = self.sets.iter().map(|s| s.size).collect();
-        let layouts = layout(&self.maps, &owners, rank as u32);
-        let g2l: Vec<Vec<u32>> = layouts
-            .iter()
-            .zip(&sizes)
-            .map(|(l, &n)| global_to_local(n, l))
-            .collect();
-        let mut exchanges = Vec::with_capacity(layouts.len());
+        // From here on, global numbers are the declared ones again (layouts, owners, import
+        // and export lists), while local elements keep the locality order.
+        let order = self.order.take();
+        let declared = |s: usize, g: u32| order.as_ref().map_or(g, |o| o[s][g as usize]);
+        let nsets = self.sets.len();
+        let (layouts, owners, primary, edge_cut) = match owned {
+            Some((owners, primary, edge_cut)) => {
+                if let Some(root) = root {
+                    // What the root holds: sizes and the plan's summary for everyone.
+                    let mut summary = vec![primary.map_or(-1, |p| p as i64), edge_cut as i64];
+                    summary.extend(self.sets.iter().map(|s| s.size as i64));
+                    rt.comm
+                        .broadcast(summary, root)
+                        .map_err(|e| rt.comm_err(e))?;
+                    for r in (0..nparts).filter(|&r| r != root) {
+                        let ls = layout(&self.maps, &owners, r as u32);
+                        let g2l: Vec<Vec<u32>> = ls
+                            .iter()
+                            .zip(&self.sets)
+                            .map(|(l, s)| global_to_local(s.size, l))
+                            .collect();
+                        let send = |v: Vec<i64>| rt.comm.send(v, r).map_err(|e| rt.comm_err(e));
+                        send(
+                            ls.iter()
+                                .flat_map(|l| [l.global.len(), l.owned, l.exec])
+                                .map(|v| v as i64)
+                                .collect(),
+                        )?;
+                        for (s, l) in ls.iter().enumerate() {
+                            let ids = l.global.iter().map(|&g| declared(s, g) as i64);
+                            let halo_owners = l.global[l.owned..]
+                                .iter()
+                                .map(|&g| owners[s][g as usize] as i64);
+                            send(ids.chain(halo_owners).collect())?;
+                        }
+                        for m in &self.maps {
+                            let v = localise_map(m, &ls[m.from], &g2l[m.to]);
+                            send(v.into_iter().map(i64::from).collect())?;
+                        }
+                        for d in &self.dats {
+                            match pick_storage(&d.data, &ls[d.set].global, d.dim) {
+                                Storage::F64(v) => rt.comm.send(v, r),
+                                Storage::I64(v) => rt.comm.send(v, r),
+                            }
+                            .map_err(|e| rt.comm_err(e))?;
+                        }
+                    }
+                }
+                let mut ls = layout(&self.maps, &owners, rank as u32);
+                let g2l: Vec<Vec<u32>> = ls
+                    .iter()
+                    .zip(&self.sets)
+                    .map(|(l, s)| global_to_local(s.size, l))
+                    .collect();
+                for m in &mut self.maps {
+                    m.values = localise_map(m, &ls[m.from], &g2l[m.to]);
+                }
+                for d in &mut self.dats {
+                    d.data = pick_storage(&d.data, &ls[d.set].global, d.dim);
+                }
+                let mut declared_owners = owners.clone();
+                for (s, (l, o)) in ls.iter_mut().zip(&owners).enumerate() {
+                    l.global.iter_mut().for_each(|g| *g = declared(s, *g));
+                    for (old, &p) in o.iter().enumerate() {
+                        declared_owners[s][declared(s, old as u32) as usize] = p;
+                    }
+                }
+                (ls, declared_owners, primary, edge_cut)
+            }
+            None => {
+                // A rank without the mesh: sizes and summary, then its part, from the root.
+                let root = root.expect("only a scatter leaves a rank without the mesh");
+                let summary = rt
+                    .comm
+                    .broadcast(vec![0i64; 2 + nsets], root)
+                    .map_err(|e| rt.comm_err(e))?;
+                let recv = |n: usize| rt.comm.recv::<i64>(root, n).map_err(|e| rt.comm_err(e));
+                let head = recv(3 * nsets)?;
+                let mut ls = Vec::with_capacity(nsets);
+                let mut owners = Vec::with_capacity(nsets);
+                for (s, set) in self.sets.iter_mut().enumerate() {
+                    set.size = summary[2 + s] as usize;
+                    let (len, owned, exec) = (
+                        head[3 * s] as usize,
+                        head[3 * s + 1] as usize,
+                        head[3 * s + 2] as usize,
+                    );
+                    let v = recv(2 * len - owned)?;
+                    let mut o = vec![u32::MAX; set.size];
+                    v[..owned].iter().for_each(|&g| o[g as usize] = rank as u32);
+                    for (&g, &p) in v[owned..len].iter().zip(&v[len..]) {
+                        o[g as usize] = p as u32;
+                    }
+                    owners.push(o);
+                    ls.push(SetLayout {
+                        global: v[..len].iter().map(|&g| g as u32).collect(),
+                        owned,
+                        exec,
+                    });
+                }
+                for m in &mut self.maps {
+                    m.values = recv(ls[m.from].exec * m.arity)?
+                        .into_iter()
+                        .map(|t| t as u32)
+                        .collect();
+                }
+                for d in &mut self.dats {
+                    let n = ls[d.set].global.len() * d.dim;
+                    d.data = match d.data {
+                        Storage::F64(_) => rt.comm.recv(root, n).map(Storage::F64),
+                        Storage::I64(_) => rt.comm.recv(root, n).map(Storage::I64),
+                    }
+                    .map_err(|e| rt.comm_err(e))?;
+                }
+                let primary = usize::try_from(summary[0]).ok();
+                (ls, owners, primary, summary[1] as usize)
+            }
+        };
+        let mut exchanges = Vec::with_capacity(nsets);
         for (s, l) in layouts.iter().enumerate() {
-            exchanges.push(rt.exchange_lists(l, &owners[s], &g2l[s])?);
-        }
-        for m in &mut self.maps {
-            m.values = localise_map(m, &layouts[m.from], &g2l[m.to]);
+            let g2l = global_to_local(self.sets[s].size, l);
+            exchanges.push(rt.exchange_lists(l, &owners[s], &g2l)?);
         }
         for d in &mut self.dats {
-            d.data = pick_storage(&d.data, &layouts[d.set].global, d.dim);
-            // Every rank started from the global values, so every halo is current.
+            // Every rank's values came from the global values, so every halo is current.
             d.dirty = false;
         }
         for (s, l) in self.sets.iter_mut().zip(&layouts) {
@@ -365,17 +498,17 @@ impl Context {
             .map(|v| v as i64)
             .collect();
         let all = rt.comm.all_gather(mine).map_err(|e| rt.comm_err(e))?;
-        let per = 3 * self.sets.len();
+        let per = 3 * nsets;
         let col = |s: usize, k: usize| {
             (0..nparts)
                 .map(|r| all[r * per + 3 * s + k] as usize)
                 .collect()
         };
-        let setup_seconds = t0.elapsed().as_secs_f64();
-        // Rank 0's timings for everyone.
+        let setup_seconds = start.elapsed().as_secs_f64();
+        // The timings of the rank that partitioned (rank 0, or the root of a scatter).
         let times = rt
             .comm
-            .broadcast(vec![partition_seconds, setup_seconds], 0)
+            .broadcast(vec![partition_seconds, setup_seconds], root.unwrap_or(0))
             .map_err(|e| rt.comm_err(e))?;
         rt.report = Some(PlanReport {
             ranks: nparts,
@@ -419,6 +552,20 @@ fn declarations_fingerprint(sets: &[SetDecl], maps: &[MapDecl]) -> u64 {
     maps.iter().fold(h, |h, m| {
         let h = fnv(h, [m.from as u32, m.to as u32, m.arity as u32]);
         fnv(h, m.values.iter().copied())
+    })
+}
+
+/// Fingerprint of what a scatter needs every rank to agree on: the root, and the shapes of
+/// the declarations (which sets the maps join with which arity, each dat's set, dimension and
+/// type); sizes and values come from the root.
+fn shape_fingerprint(sets: &[SetDecl], maps: &[MapDecl], dats: &[DatDecl], root: usize) -> u64 {
+    let h = fnv(FNV_OFFSET, [root as u32, sets.len() as u32]);
+    let h = maps.iter().fold(h, |h, m| {
+        fnv(h, [m.from as u32, m.to as u32, m.arity as u32])
+    });
+    dats.iter().fold(h, |h, d| {
+        let ty = matches!(d.data, Storage::F64(_)) as u32;
+        fnv(h, [d.set as u32, d.dim as u32, ty])
     })
 }
 

@@ -79,13 +79,17 @@ pub(crate) struct Plan<'a, T> {
 unsafe impl<T: Sync> Sync for Plan<'_, T> {}
 
 impl<T: Scalar> Plan<'_, T> {
-    /// Values per element of all dat slots (the per-element scratch).
+    /// Values per element of the `Inc` dat slots (the per-element scratch).
     fn scratch_len(&self) -> usize {
         self.slots
             .iter()
             .map(|s| match s {
-                Slot::Dat { dim, .. } => *dim,
-                Slot::Global { .. } => 0,
+                Slot::Dat {
+                    dim,
+                    mode: Access::Inc,
+                    ..
+                } => *dim,
+                _ => 0,
             })
             .sum()
     }
@@ -93,11 +97,19 @@ impl<T: Scalar> Plan<'_, T> {
     /// Runs `kernel` on every element of `elems`, accumulating global reductions into `acc`
     /// (the global slots' values, concatenated in argument order).
     ///
+    /// Per element, only what depends on the element is done: `Read` globals are bound once;
+    /// `Write` and `ReadWrite` dat arguments are handed to the kernel in place (a `Write`
+    /// zeroed first), which is sound because validation gives such a dat no other argument
+    /// and `check_exclusive` rejects maps that send two executed elements to one target; `Inc`
+    /// arguments are gathered as zeros and added back afterwards (two `Inc` arguments may
+    /// name one element).
+    ///
     /// # Safety
     /// Every element of `elems` has a row in every map of the plan, every index that a `Loc`
     /// yields for these elements is in bounds of its dat (maps are validated at declaration and
-    /// localisation, and loops run over the rows their maps have), and no other call running at
-    /// the same time writes a dat element that this call writes.
+    /// localisation, and loops run over the rows their maps have), no two elements of `elems`
+    /// reach one element through a `Write`/`ReadWrite` argument (validated before the loop),
+    /// and no other call running at the same time writes a dat element that this call writes.
     pub(crate) unsafe fn run<F>(
         &self,
         elems: impl Iterator<Item = usize>,
@@ -109,88 +121,100 @@ impl<T: Scalar> Plan<'_, T> {
         let mut scratch = vec![T::default(); self.scratch_len()];
         let mut reads: [&[T]; MAX_ARGS] = [&[]; MAX_ARGS];
         let (nr, nw) = (self.reads.len(), self.slots.len());
-        // The kernel's written arguments, built once: dat slots in `scratch` (gathered before
-        // and scattered after each element), global slots in `acc` (accumulated in place).
+        // Reads that depend on the element (the others, globals, are bound here once).
+        let mut varying: [(usize, &[T], usize, Loc<'_>); MAX_ARGS] =
+            [(0, &[], 0, Loc::Global); MAX_ARGS];
+        let mut nv = 0;
+        for (k, r) in self.reads.iter().enumerate() {
+            if let Loc::Global = r.loc {
+                reads[k] = &r.data[..r.dim];
+            } else {
+                varying[nv] = (k, r.data, r.dim, r.loc);
+                nv += 1;
+            }
+        }
+        // Written dat slots: in place (`Write`, `ReadWrite`) or through the scratch (`Inc`).
+        let mut in_place: [(usize, *mut T, usize, usize, Loc<'_>, bool); MAX_ARGS] =
+            [(0, std::ptr::null_mut(), 0, 0, Loc::Global, false); MAX_ARGS];
+        let mut incs: [(usize, *mut T, usize, Loc<'_>); MAX_ARGS] =
+            [(0, std::ptr::null_mut(), 0, Loc::Global); MAX_ARGS];
+        let (mut np, mut ni) = (0, 0);
+        // The kernel's written arguments: `Inc` slots in `scratch`, global slots in `acc`
+        // (accumulated in place), in-place slots rebound per element.
         let mut ws: [&mut [T]; MAX_ARGS] = Default::default();
         {
             let (mut sc, mut ac) = (&mut scratch[..], &mut acc[..]);
             for (k, s) in self.slots.iter().enumerate() {
-                let (from, dim) = match s {
-                    Slot::Dat { dim, .. } => (&mut sc, *dim),
-                    Slot::Global { dim } => (&mut ac, *dim),
-                };
-                let (head, tail) = std::mem::take(from).split_at_mut(dim);
-                ws[k] = head;
-                *from = tail;
-            }
-        }
-        for e in elems {
-            for (k, r) in self.reads.iter().enumerate() {
-                // SAFETY: `e` has a row in every map of the loop, and every map entry is an
-                // element of its dat (`run`'s contract); globals have `dim` values at 0.
-                reads[k] = unsafe {
-                    let i = r.loc.index(e);
-                    debug_assert!((i + 1) * r.dim <= r.data.len());
-                    r.data.get_unchecked(i * r.dim..(i + 1) * r.dim)
-                };
-            }
-            for (s, w) in self.slots.iter().zip(ws.iter_mut()) {
-                if let Slot::Dat {
-                    ptr,
-                    len,
-                    dim,
-                    loc,
-                    mode,
-                } = *s
-                {
-                    // SAFETY: `e` has a row in the map (`run`'s contract).
-                    let at = unsafe { loc.index(e) } * dim;
-                    debug_assert!(at + dim <= len);
-                    if mode == Access::ReadWrite {
-                        // SAFETY: `at + dim <= len` (caller's contract), and no other thread
-                        // writes this element now (caller's contract).
-                        copy_small(w, unsafe { std::slice::from_raw_parts(ptr.add(at), dim) });
-                    } else {
-                        zero_small(w);
+                match *s {
+                    Slot::Dat {
+                        ptr,
+                        dim,
+                        loc,
+                        mode: Access::Inc,
+                        ..
+                    } => {
+                        let (head, tail) = std::mem::take(&mut sc).split_at_mut(dim);
+                        ws[k] = head;
+                        sc = tail;
+                        incs[ni] = (k, ptr, dim, loc);
+                        ni += 1;
+                    }
+                    Slot::Dat {
+                        ptr,
+                        len,
+                        dim,
+                        loc,
+                        mode,
+                    } => {
+                        in_place[np] = (k, ptr, len, dim, loc, mode == Access::Write);
+                        np += 1;
+                    }
+                    Slot::Global { dim } => {
+                        let (head, tail) = std::mem::take(&mut ac).split_at_mut(dim);
+                        ws[k] = head;
+                        ac = tail;
                     }
                 }
+            }
+        }
+        let (varying, in_place, incs) = (&varying[..nv], &in_place[..np], &incs[..ni]);
+        for e in elems {
+            for &(k, data, dim, loc) in varying {
+                // SAFETY: `e` has a row in every map of the loop, and every map entry is an
+                // element of its dat (`run`'s contract).
+                reads[k] = unsafe {
+                    let i = loc.index(e);
+                    debug_assert!((i + 1) * dim <= data.len());
+                    data.get_unchecked(i * dim..(i + 1) * dim)
+                };
+            }
+            for &(k, ptr, len, dim, loc, zero) in in_place {
+                // SAFETY: `e` has a row in the map (`run`'s contract).
+                let at = unsafe { loc.index(e) } * dim;
+                debug_assert!(at + dim <= len);
+                // SAFETY: in bounds (`run`'s contract); no other argument, element or
+                // concurrent call touches this dat element while the kernel runs (validation,
+                // `check_exclusive`, colouring), so this is the only reference to it.
+                let w = unsafe { std::slice::from_raw_parts_mut(ptr.add(at), dim) };
+                if zero {
+                    zero_small(w);
+                }
+                ws[k] = w;
+            }
+            for &(k, ..) in incs {
+                zero_small(ws[k]);
             }
             kernel(&reads[..nr], &mut ws[..nw]);
-            for (s, w) in self.slots.iter().zip(ws.iter()) {
-                if let Slot::Dat {
-                    ptr,
-                    dim,
-                    loc,
-                    mode,
-                    ..
-                } = *s
-                {
-                    // SAFETY: `e` has a row in the map (`run`'s contract).
-                    let at = unsafe { loc.index(e) } * dim;
-                    // SAFETY: as above: in bounds, and this call is the only writer of the
-                    // element while it runs.
-                    let dst = unsafe { std::slice::from_raw_parts_mut(ptr.add(at), dim) };
-                    if mode == Access::Inc {
-                        dst.iter_mut()
-                            .zip(w.iter())
-                            .for_each(|(d, s)| *d = T::add(*d, *s));
-                    } else {
-                        copy_small(dst, w);
-                    }
-                }
+            for &(k, ptr, dim, loc) in incs {
+                // SAFETY: in bounds (`run`'s contract), and this call is the only writer of the
+                // element while it runs; the slice lives for this statement only.
+                let dst =
+                    unsafe { std::slice::from_raw_parts_mut(ptr.add(loc.index(e) * dim), dim) };
+                dst.iter_mut()
+                    .zip(ws[k].iter())
+                    .for_each(|(d, s)| *d = T::add(*d, *s));
             }
         }
-    }
-}
-
-/// `dst = src` element-wise for the few values of one element (inline, no `memcpy` call).
-#[inline(always)]
-fn copy_small<T: Copy>(dst: &mut [T], src: &[T]) {
-    match (dst, src) {
-        ([d0], [s0]) => *d0 = *s0,
-        ([d0, d1], [s0, s1]) => (*d0, *d1) = (*s0, *s1),
-        ([d0, d1, d2, d3], [s0, s1, s2, s3]) => (*d0, *d1, *d2, *d3) = (*s0, *s1, *s2, *s3),
-        (d, s) => d.iter_mut().zip(s).for_each(|(d, s)| *d = *s),
     }
 }
 

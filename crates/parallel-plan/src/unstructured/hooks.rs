@@ -9,20 +9,22 @@ use super::scalar::Scalar;
 use super::stats::LoopStats;
 
 impl Context {
-    /// Before the first loop: freezes the declarations; on a distributed run, partitions the
-    /// mesh and localises every map and dat; on a threaded run, renumbers the mesh for
-    /// locality.
+    /// Before the first loop: freezes the declarations; on threaded and distributed runs,
+    /// renumbers the mesh for locality; on a distributed run, then partitions the mesh and
+    /// localises every map and dat (each rank's owned elements keep the locality order).
     pub(crate) fn prepare(&mut self) -> Result<()> {
         if self.frozen {
             return Ok(());
         }
-        #[cfg(feature = "distributed")]
-        if let Backend::Distributed(_) = self.backend {
-            self.distribute()?;
-        }
-        if let Backend::Threads = self.backend {
+        let t = std::time::Instant::now();
+        if !matches!(self.backend, Backend::Sequential) {
             self.renumber();
         }
+        #[cfg(feature = "distributed")]
+        if let Backend::Distributed(_) = self.backend {
+            self.distribute(t)?;
+        }
+        let _ = t;
         self.frozen = true;
         Ok(())
     }
@@ -67,9 +69,14 @@ impl Context {
     pub(crate) fn global_id(&self, set: usize, e: usize) -> usize {
         match &self.backend {
             #[cfg(feature = "distributed")]
-            Backend::Distributed(rt) => rt.global_id(set, e),
-            _ => self.order.as_ref().map_or(e, |o| o[set][e] as usize),
+            Backend::Distributed(rt) => self.declared_id(set, rt.global_id(set, e)),
+            _ => self.declared_id(set, e),
         }
+    }
+
+    /// The declared number of element `e` of `set` in the (renumbered) global numbering.
+    fn declared_id(&self, set: usize, e: usize) -> usize {
+        self.order.as_ref().map_or(e, |o| o[set][e] as usize)
     }
 
     /// On distributed runs, makes every rank fail if one found a collision.

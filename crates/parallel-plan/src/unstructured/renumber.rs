@@ -1,8 +1,9 @@
-//! Locality renumbering of a whole mesh (OP2's renumbering), done by the threaded backend at
-//! the first loop: the primary set in breadth-first order of its connectivity, every other
-//! set after it through the maps. Consecutive elements are then near each other in the
-//! mesh, so contiguous blocks of a loop's elements touch compact pieces of every dat, and the
-//! caches serve what a shuffled numbering sends to memory.
+//! Locality renumbering of a whole mesh (OP2's renumbering), done by the threaded and
+//! distributed backends at the first loop (before partitioning): the primary set in
+//! breadth-first order of its connectivity, every other set after it through the maps.
+//! Consecutive elements are then near each other in the mesh, so contiguous blocks of a
+//! loop's elements touch compact pieces of every dat, and the caches serve what a shuffled
+//! numbering sends to memory.
 
 use super::context::{Context, MapDecl, SetDecl};
 use super::partition::CsrGraph;

@@ -244,7 +244,7 @@ pub fn airfoil(ctx: &mut Context, grid: &Grid, cfg: &AirfoilConfig) -> Result<Ai
         }
         if cfg.report_every > 0 && iter % cfg.report_every == 0 {
             let r = ctx.global_values(rms)?[0];
-            history.push((iter, (r / ncell as f64).sqrt()));
+            history.push((iter, (r / ctx.set_size(cells)? as f64).sqrt()));
         }
     }
     Ok(AirfoilOutcome {

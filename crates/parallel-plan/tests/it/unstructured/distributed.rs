@@ -134,6 +134,7 @@ fn jacobi_on_3_ranks_matches_sequential_and_rcb_needs_coordinates() {
     let named = DistConfig {
         partitioner: Partitioner::Rcb,
         coordinates: Some("x".into()),
+        ..DistConfig::default()
     };
     for o in run_local_with(&config(), 2, |comm| {
         jacobi(
@@ -204,6 +205,76 @@ fn ranks_that_disagree_on_the_distribution_all_get_a_typed_error() {
                 r => panic!("rank {rank}: {r:?}"),
             }
         }
+    }
+}
+
+#[test]
+fn a_mesh_scattered_from_one_rank_runs_as_if_every_rank_read_it() {
+    let g = Grid::generate(600, 11).unwrap();
+    // What a rank without the mesh file passes: the same program, no elements.
+    let empty = Grid {
+        x: vec![],
+        cell: vec![],
+        edge: vec![],
+        ecell: vec![],
+        bedge: vec![],
+        becell: vec![],
+        bound: vec![],
+    };
+    let cfg = AirfoilConfig {
+        iterations: 30,
+        report_every: 10,
+    };
+    let body = |scatter: Option<usize>| {
+        let (g, empty) = (&g, &empty);
+        move |comm: collectives::Communicator| {
+            let rank = comm.rank();
+            let mesh = if scatter.is_none_or(|r| r == rank) {
+                g
+            } else {
+                empty
+            };
+            let mut ctx = Context::new(Backend::distributed(
+                comm,
+                DistConfig {
+                    partitioner: Partitioner::Graph,
+                    scatter_from: scatter,
+                    ..DistConfig::default()
+                },
+            ));
+            let out = airfoil(&mut ctx, mesh, &cfg)?;
+            let r = ctx.plan_report().cloned().expect("distributed");
+            let bytes = ctx.stats().total().halo_bytes;
+            Ok::<_, UnstructuredError>((out, r.sets, r.edge_cut, r.primary, bytes))
+        }
+    };
+    for ranks in [2, 3] {
+        let every: Vec<_> = run_local_with(&config(), ranks, body(None))
+            .into_iter()
+            .map(|o| o.unwrap().unwrap())
+            .collect();
+        for root in [0, ranks - 1] {
+            let outs = if ranks == 3 && root == 2 {
+                run_tcp_local(&config(), ranks, body(Some(root)))
+            } else {
+                run_local_with(&config(), ranks, body(Some(root)))
+            };
+            for (rank, (o, want)) in outs.into_iter().zip(&every).enumerate() {
+                // The same partition, layouts and arithmetic: the same bits.
+                assert_eq!(
+                    &o.unwrap().unwrap(),
+                    want,
+                    "{ranks} ranks, root {root}, rank {rank}"
+                );
+            }
+        }
+    }
+    // A root outside the run is a typed error on every rank.
+    for o in run_local_with(&config(), 2, body(Some(2))) {
+        assert!(matches!(
+            o.unwrap(),
+            Err(UnstructuredError::InvalidDeclaration { .. })
+        ));
     }
 }
 

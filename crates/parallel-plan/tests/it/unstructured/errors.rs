@@ -1,12 +1,18 @@
 use parallel_plan::unstructured::{Access, Backend, Context, UnstructuredError};
 
-fn ring() -> (
+type Ring = (
     Context,
     parallel_plan::unstructured::Set,
     parallel_plan::unstructured::Set,
     parallel_plan::unstructured::Map,
-) {
-    let mut ctx = Context::new(Backend::Sequential);
+);
+
+fn ring() -> Ring {
+    ring_on(Backend::Sequential)
+}
+
+fn ring_on(backend: Backend) -> Ring {
+    let mut ctx = Context::new(backend);
     let nodes = ctx.decl_set("nodes", 4).unwrap();
     let edges = ctx.decl_set("edges", 4).unwrap();
     let e2n = ctx
@@ -221,4 +227,32 @@ fn reductions_and_constants() {
     assert_eq!(ctx.global_values(lo).unwrap(), vec![-1.0]);
     assert_eq!(ctx.global_values(hi).unwrap(), vec![4.0]);
     assert_eq!(ctx.stats().loops["red"].calls, 1);
+}
+
+#[test]
+fn write_arguments_start_from_zeros_and_read_write_from_the_values() {
+    // `Write` and `ReadWrite` arguments reach the kernel in place (no gather/scatter copy):
+    // a `Write` still starts from zeros, directly and through a map, on every backend.
+    for backend in [Backend::Sequential, Backend::Threads] {
+        let (mut ctx, nodes, edges, e2n) = ring_on(backend);
+        let d = ctx.decl_dat("d", edges, 2, vec![7.0; 8]).unwrap();
+        let rw = ctx
+            .decl_dat("rw", edges, 1, vec![1.0, 2.0, 3.0, 4.0])
+            .unwrap();
+        let n = ctx.decl_dat("n", nodes, 2, vec![5.0; 8]).unwrap();
+        ctx.par_loop(
+            "w",
+            edges,
+            &[d.write(), rw.rw(), n.via(e2n, 0, Access::Write)],
+            |_, w| {
+                w[0][1] = 1.0;
+                w[1][0] *= 10.0;
+                w[2][0] = 2.0;
+            },
+        )
+        .unwrap();
+        assert_eq!(ctx.dat_values(d).unwrap(), [0.0, 1.0].repeat(4));
+        assert_eq!(ctx.dat_values(rw).unwrap(), vec![10.0, 20.0, 30.0, 40.0]);
+        assert_eq!(ctx.dat_values(n).unwrap(), [2.0, 0.0].repeat(4));
+    }
 }
