@@ -251,6 +251,7 @@ impl Context {
             }
             _ => None,
         };
+        stats.colours = colouring.as_ref().map_or(0, |c| c.len() as u64);
         let threaded = matches!(self.backend, Backend::Threads);
         let acc = {
             let plan = self.plan(args);

@@ -17,6 +17,9 @@ pub struct LoopStats {
     pub skipped_exchanges: u64,
     /// Bytes this rank sent in those exchanges.
     pub halo_bytes: u64,
+    /// Colours run (threaded backend, loops that write through maps): one parallel
+    /// iterator, so one wait for the slowest thread, each.
+    pub colours: u64,
     /// Wall-clock nanoseconds spent in the loop on this rank (validation, halo exchanges, the
     /// elements, reductions), without the one-off setup counted in [`RunStats::setup_nanos`].
     pub nanos: u64,
@@ -30,6 +33,7 @@ impl LoopStats {
         self.skipped_exchanges += o.skipped_exchanges;
         self.halo_bytes += o.halo_bytes;
         self.nanos += o.nanos;
+        self.colours += o.colours;
     }
 }
 
