@@ -6,7 +6,9 @@
 //! `PARDIS_MESH_CELLS` sets the mesh size (default 20 000; OP2's standard mesh has ~720 000).
 //! The same loops in plain C (`benches/c/airfoil.c`, -O3, built by the build script when a C
 //! compiler exists) are timed as `c-O3`, and before the criterion groups a paired comparison
-//! prints pardis sequential / C (and threaded / sequential) with the load average.
+//! prints pardis sequential / C (and threaded / sequential) with the load average, on the
+//! generated (shuffled) numbering and on the same mesh in locality order
+//! (`Grid::locality_ordered`).
 #![allow(missing_docs)]
 
 use std::time::{Duration, Instant};
@@ -53,7 +55,7 @@ fn load() -> String {
 
 /// Paired rounds (C, sequential, threaded on 2 threads, in turn) of `iters` iterations; prints
 /// the median ratios and checks that C computes what pardis computes.
-fn compare(grid: &Grid, pool: &rayon::ThreadPool, iters: usize, rounds: usize) {
+fn compare(grid: &Grid, label: &str, pool: &rayon::ThreadPool, iters: usize, rounds: usize) {
     let load_before = load();
     let time_seq = || {
         let t = Instant::now();
@@ -99,7 +101,7 @@ fn compare(grid: &Grid, pool: &rayon::ThreadPool, iters: usize, rounds: usize) {
             assert!(diff <= 1e-9 * scale, "C and pardis differ by {diff:e}");
         }
     }
-    let name = format!("mesh/airfoil/{}", grid.ncell());
+    let name = format!("mesh/airfoil/{}/{label}", grid.ncell());
     let (s, t) = (median(seq), median(thr));
     println!(
         "{name}: {rounds} paired rounds of {iters} iterations, load {load_before} -> {}",
@@ -143,7 +145,10 @@ fn bench(c: &mut Criterion) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or((4_000_000 / grid.ncell().max(1)).clamp(2, 2000));
-    compare(&grid, &pool, iters, 3);
+    // The generated (shuffled) numbering, then the same mesh in the threaded backend's
+    // locality order, so that sequential and C are also compared without the cache misses.
+    compare(&grid, "shuffled", &pool, iters, 3);
+    compare(&grid.locality_ordered(), "ordered", &pool, iters, 3);
     let mut g = c.benchmark_group(format!("mesh/airfoil/{}", grid.ncell()));
     g.sample_size(10).measurement_time(Duration::from_secs(10));
     g.bench_function("seq", |b| {
