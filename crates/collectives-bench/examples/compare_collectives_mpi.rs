@@ -7,6 +7,16 @@
 //! thread, see `MpiConfig`; the last two set `Config::ring_piece_bytes` and
 //! `Config::caller_drives` (0 or 1)).
 //! (build with `cargo build --release -p collectives-bench --features mpi --example compare_collectives_mpi`).
+//!
+//! `... compare_collectives_mpi --samples MIN_BYTES MAX_BYTES REPS [RD_BYTES PACKED_BYTES]`
+//! (the last two set `Config::recursive_doubling_bytes` and `MpiConfig::packed_frame_bytes`;
+//! `0 0` is the code before both existed): the protocol of
+//! `benches/c/mpi_allreduce.c` (for `scripts/compare-collectives-mpi`): per size
+//! `clamp(64 MiB / bytes, 20, 2000)` calls of warm-up, then REPS samples of (barrier; that many
+//! calls), each sample the slowest rank's; rank 0 prints `bytes ranks median_us min_us max_us`
+//! (µs per call) for pardis-mpi (lines `pardis ...`), then for `MPI_Allreduce` called through
+//! rsmpi in this same process (`inproc ...`: MPI initialised with `MPI_THREAD_MULTIPLE`, next to
+//! pardis's receiver thread).
 
 use std::time::Instant;
 
@@ -39,7 +49,69 @@ fn mpi_allreduce(world: &SimpleCommunicator, bytes: usize, iters: usize, warmup:
     start.elapsed().as_secs_f64()
 }
 
+/// Median, min and max of `samples` (sorted in place).
+fn spread(samples: &mut [f64]) -> (f64, f64, f64) {
+    samples.sort_by(f64::total_cmp);
+    (
+        samples[samples.len() / 2],
+        samples[0],
+        samples[samples.len() - 1],
+    )
+}
+
+/// The `--samples MIN MAX REPS` mode (see the module docs).
+fn samples_mode(args: &[usize]) -> collectives::Result<()> {
+    let (head, knobs) = args.split_at(args.len().min(3));
+    let &[min, max, reps] = head else {
+        panic!("--samples MIN_BYTES MAX_BYTES REPS [RD_BYTES PACKED_BYTES]");
+    };
+    let reps = reps.max(1);
+    let mut cfg = MpiConfig::default();
+    if let [rd, packed] = knobs {
+        cfg.engine.recursive_doubling_bytes = *rd;
+        cfg.packed_frame_bytes = *packed;
+    }
+    let job = MpiJob::init(&cfg)?;
+    let (comm, world) = (job.world(), job.mpi_world());
+    let n = comm.world_size();
+    let mut rows = Vec::new();
+    let mut bytes = min;
+    while bytes <= max {
+        let iters = ((64 << 20) / bytes).clamp(20, 2000);
+        bench_communicator(comm, OpKind::AllReduce, bytes, iters, 0)?;
+        let mut ours = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            let t = bench_communicator(comm, OpKind::AllReduce, bytes, iters, 0)?;
+            ours.push(slowest(&world, t.as_secs_f64()) / iters as f64 * 1e6);
+        }
+        mpi_allreduce(&world, bytes, iters, 0);
+        let mut theirs = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            let t = mpi_allreduce(&world, bytes, iters, 0);
+            theirs.push(slowest(&world, t) / iters as f64 * 1e6);
+        }
+        rows.push((bytes, spread(&mut ours), spread(&mut theirs)));
+        bytes *= 4;
+    }
+    if comm.rank() == 0 {
+        for (name, pick) in [("pardis", 0), ("inproc", 1)] {
+            for (bytes, a, b) in &rows {
+                let (med, lo, hi) = if pick == 0 { a } else { b };
+                println!("{name} {bytes} {n} {med:.3} {lo:.3} {hi:.3}");
+            }
+        }
+    }
+    Ok(())
+}
+
 fn main() -> collectives::Result<()> {
+    if std::env::args().nth(1).as_deref() == Some("--samples") {
+        let args: Vec<usize> = std::env::args()
+            .skip(2)
+            .map(|s| s.parse().expect("numeric arguments"))
+            .collect();
+        return samples_mode(&args);
+    }
     let args: Vec<usize> = std::env::args()
         .skip(1)
         .map(|s| s.parse().expect("numeric arguments"))

@@ -19,13 +19,17 @@ pub enum Mode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AllReduceAlgorithm {
     /// On the local transport, shared memory where [`Config::uses_shared_memory`] says so;
-    /// otherwise halving-doubling below [`Config::small_message_bytes`], ring above.
+    /// otherwise recursive doubling below [`Config::recursive_doubling_bytes`],
+    /// halving-doubling below [`Config::small_message_bytes`], ring above.
     #[default]
     Auto,
     /// Ring reduce-scatter + all-gather: `2(n-1)` steps, bandwidth-optimal.
     Ring,
-    /// Recursive halving-doubling (Rabenseifner): `2 log n` steps, latency-optimal.
+    /// Recursive halving-doubling (Rabenseifner): `2 log n` steps of shrinking halves.
     HalvingDoubling,
+    /// Recursive doubling: `log n` steps, each exchanging the whole vector (the fewest
+    /// messages; the latency-optimal choice for the smallest messages).
+    RecursiveDoubling,
     /// Zero-copy shared memory (local transport only; elsewhere it runs [`Ring`](Self::Ring)):
     /// every rank reduces its `1/n` chunk straight from all ranks' buffers and writes the
     /// result into all of them — one read and one write per byte, no messages.
@@ -45,6 +49,9 @@ pub enum BroadcastAlgorithm {
     Pipelined,
 }
 
+/// Default [`Config::recursive_doubling_bytes`]: 16 KiB (measurements: benches/README.md,
+/// collectives, "Measurements behind code defaults").
+pub const DEFAULT_RECURSIVE_DOUBLING_BYTES: usize = 16 << 10;
 /// Default [`Config::small_message_bytes`]: 64 KiB.
 pub const DEFAULT_SMALL_MESSAGE_BYTES: usize = 64 << 10;
 /// Where `Auto` switches from the ring to the shared-memory all-reduce on the local transport
@@ -85,6 +92,9 @@ pub struct Config {
     pub all_reduce: AllReduceAlgorithm,
     /// Message size (bytes) below which `Auto` uses halving-doubling. Default: 64 KiB.
     pub small_message_bytes: usize,
+    /// Message size (bytes) below which `Auto` uses recursive doubling (where the transport
+    /// has no shared-memory algorithm for it). Default: [`DEFAULT_RECURSIVE_DOUBLING_BYTES`].
+    pub recursive_doubling_bytes: usize,
     /// Message size (bytes) from which `Auto` uses the zero-copy shared-memory all-reduce on
     /// the local transport. Default `None`: tuned by world size
     /// ([`Config::shared_memory_threshold`]).
@@ -139,6 +149,7 @@ impl Default for Config {
             mode: Mode::Preemptive,
             all_reduce: AllReduceAlgorithm::Auto,
             small_message_bytes: DEFAULT_SMALL_MESSAGE_BYTES,
+            recursive_doubling_bytes: DEFAULT_RECURSIVE_DOUBLING_BYTES,
             shared_memory_bytes: None,
             ring_piece_bytes: DEFAULT_RING_PIECE_BYTES,
             direct_receive: true,

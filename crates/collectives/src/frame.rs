@@ -25,8 +25,8 @@ pub(crate) struct Fingerprint {
     pub(crate) dtype: u8,
     /// [`ReduceOp`] code, 0 without reduction.
     pub(crate) reduce: u8,
-    /// Algorithm code (all-reduce: 1 ring, 2 halving-doubling; broadcast: 0 binomial,
-    /// 3 pipelined), 0 where there is one algorithm.
+    /// Algorithm code (all-reduce: 1 ring, 2 halving-doubling, 3 recursive doubling, 4 shared
+    /// memory; broadcast: 0 binomial, 3 pipelined), 0 where there is one algorithm.
     pub(crate) algo: u8,
     /// Root rank of rooted collectives, else 0.
     pub(crate) root: u32,

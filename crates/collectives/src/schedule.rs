@@ -4,7 +4,7 @@
 //!
 //! Algorithms (Thakur, Rabenseifner & Gropp, "Optimization of Collective Communication
 //! Operations in MPICH", IJHPCA 2005): ring reduce-scatter / all-gather / all-reduce,
-//! recursive halving-doubling all-reduce (Rabenseifner) for small messages, binomial-tree
+//! recursive halving-doubling all-reduce (Rabenseifner) and recursive doubling for small messages, binomial-tree
 //! broadcast and reduce, pipelined chain broadcast for large messages, pairwise all-to-all, dissemination barrier.
 
 use std::ops::Range;
@@ -192,6 +192,50 @@ pub(crate) fn halving_doubling_all_reduce(n: usize, me: usize, count: usize) -> 
     }
     if me < 2 * rem {
         steps.push(Step::send(me - 1, 0..count));
+    }
+    steps
+}
+
+/// Recursive doubling all-reduce of `count` elements, any `n`: the first `2 * (n - p)` ranks
+/// (p = largest power of two <= n) fold pairwise as in
+/// [`halving_doubling_all_reduce`], then the `p` survivors swap their *whole* vector with the
+/// partner at distance 1, 2, 4, ... and reduce it in, and the folded ranks get the result back.
+/// `log p (+2)` steps of `count` elements: half the steps of halving-doubling at twice the
+/// bytes per step, the fastest when per-message costs dominate (small messages; on 2 ranks one
+/// exchange instead of two).
+pub(crate) fn recursive_doubling_all_reduce(n: usize, me: usize, count: usize) -> Vec<Step> {
+    let p = if n == 0 {
+        0
+    } else {
+        1usize << (usize::BITS - 1 - n.leading_zeros())
+    };
+    let rem = n - p;
+    let all = 0..count;
+    let mut steps = Vec::new();
+    let new_rank = if me < 2 * rem {
+        if me.is_multiple_of(2) {
+            steps.push(Step::send(me + 1, all.clone()));
+            steps.push(Step::recv(me + 1, all, Action::Copy));
+            return steps;
+        }
+        steps.push(Step::recv(me - 1, all.clone(), Action::Reduce));
+        me / 2
+    } else {
+        me - rem
+    };
+    let real = |nr: usize| if nr < rem { 2 * nr + 1 } else { nr + rem };
+    let mut d = 1;
+    while d < p {
+        steps.push(Step::swap(
+            real(new_rank ^ d),
+            all.clone(),
+            all.clone(),
+            Action::Reduce,
+        ));
+        d *= 2;
+    }
+    if me < 2 * rem {
+        steps.push(Step::send(me - 1, all));
     }
     steps
 }

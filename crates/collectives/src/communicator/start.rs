@@ -32,6 +32,9 @@ impl Communicator {
             AllReduceAlgorithm::Auto if shm.is_some() && cfg.uses_shared_memory(n, bytes) => {
                 AllReduceAlgorithm::SharedMemory
             }
+            AllReduceAlgorithm::Auto if bytes < cfg.recursive_doubling_bytes => {
+                AllReduceAlgorithm::RecursiveDoubling
+            }
             AllReduceAlgorithm::Auto if bytes < cfg.small_message_bytes => {
                 AllReduceAlgorithm::HalvingDoubling
             }
@@ -42,6 +45,9 @@ impl Communicator {
         let (steps, code) = match algo {
             AllReduceAlgorithm::HalvingDoubling => {
                 (schedule::halving_doubling_all_reduce(n, me, count), 2)
+            }
+            AllReduceAlgorithm::RecursiveDoubling => {
+                (schedule::recursive_doubling_all_reduce(n, me, count), 3)
             }
             AllReduceAlgorithm::SharedMemory => (Vec::new(), 4),
             _ => {

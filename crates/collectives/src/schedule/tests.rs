@@ -65,6 +65,7 @@ fn all_reduce_schedules_are_correct() {
             for algo in [
                 ring_all_reduce as fn(usize, usize, usize) -> Vec<Step>,
                 halving_doubling_all_reduce,
+                recursive_doubling_all_reduce,
             ] {
                 let out = simulate(
                     (0..n).map(|r| algo(n, r, count)).collect(),
@@ -168,7 +169,7 @@ fn gather_scatter_alltoall_barrier() {
 }
 
 proptest::proptest! {
-    /// Both all-reduce schedules equal the serial sum on random world sizes, lengths and data.
+    /// The all-reduce schedules equal the serial sum on random world sizes, lengths and data.
     #[test]
     fn all_reduce_schedules_match_serial_sum(n in 1usize..12, count in 0usize..300, seed in 0i64..1000) {
         let bufs: Vec<Vec<i64>> = (0..n)
@@ -177,7 +178,7 @@ proptest::proptest! {
         let want: Vec<i64> = (0..count).map(|i| bufs.iter().map(|b| b[i]).sum()).collect();
         let pipelined2 = |n, r, c| pipelined_ring_all_reduce(n, r, c, 2);
         let pipelined5 = |n, r, c| pipelined_ring_all_reduce(n, r, c, 5);
-        for algo in [ring_all_reduce as fn(usize, usize, usize) -> Vec<Step>, halving_doubling_all_reduce, pipelined2, pipelined5] {
+        for algo in [ring_all_reduce as fn(usize, usize, usize) -> Vec<Step>, halving_doubling_all_reduce, recursive_doubling_all_reduce, pipelined2, pipelined5] {
             let out = simulate((0..n).map(|r| algo(n, r, count)).collect(), bufs.clone());
             proptest::prop_assert!(out.iter().all(|o| *o == want));
         }

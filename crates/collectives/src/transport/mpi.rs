@@ -12,14 +12,17 @@
 //! frame carries the pardis header (communicator id, sequence number, fingerprint) and is
 //! sorted into its collective's mailbox.
 //!
-//! **Wire.** A frame is two MPI messages to the destination: the 56-byte header (tag
-//! `0x5044`) and, when not empty, the payload (tag `0x5045`), on pardis's own duplicate of
-//! `MPI_COMM_WORLD` (so the tags never meet the application's); sends of one
+//! **Wire.** A frame whose payload is smaller than [`MpiConfig::packed_frame_bytes`] and
+//! [`MpiConfig::zero_copy_send_bytes`] (both 64 KiB) is *one* MPI message (tag `0x5048`): the
+//! 56-byte header followed by the payload, copied into a pooled buffer, sent without waiting
+//! and reaped later — one send, one probe and one receive per frame, which is what small
+//! collectives pay for. Other frames are two MPI messages: the header (tag `0x5044`) and the
+//! payload (tag `0x5045`), from [`MpiConfig::zero_copy_send_bytes`] on sent straight from the
+//! collective's buffer (the engine tests the request until MPI is done with it), below it
+//! copied into a pooled buffer and reaped later. All on pardis's own
+//! duplicate of `MPI_COMM_WORLD` (so the tags never meet the application's); sends of one
 //! process are serialised, and MPI does not reorder messages of one tag between two
 //! processes, so the `k`-th payload from a peer belongs to its `k`-th non-empty header.
-//! Payloads from [`MpiConfig::zero_copy_send_bytes`] (64 KiB) go out straight from the collective's buffer (the
-//! engine tests the request until MPI is done with it); smaller ones are copied into a pooled
-//! buffer and reaped later.
 //!
 //! **Per-collective flow control.** A receiver thread per process takes every incoming frame
 //! as soon as it arrives (`MPI_Improbe` + `MPI_Mrecv`) — straight into the collective's buffer
@@ -56,7 +59,7 @@ use ::mpi::Threading;
 use super::Transport;
 use crate::dtype::AlignedBuf;
 use crate::engine::Engine;
-use crate::frame::Frame;
+use crate::frame::{Frame, HEADER_BYTES};
 use crate::inbox::Inbox;
 use crate::{CollectiveError, Communicator, Config, Result};
 
@@ -74,9 +77,15 @@ const TAG_PAYLOAD: i32 = 0x5045;
 const TAG_GOODBYE: i32 = 0x5046;
 /// MPI tag a process sends to itself to stop its receiver thread.
 const TAG_STOP: i32 = 0x5047;
+/// MPI tag of a whole small frame: header and payload in one message.
+const TAG_FRAME: i32 = 0x5048;
 
 /// How long shutdown waits for payloads still being sent to live peers.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Default [`MpiConfig::packed_frame_bytes`]: 64 KiB (every payload that is copied anyway
+/// travels with its header).
+pub const DEFAULT_PACKED_FRAME_BYTES: usize = 64 << 10;
 
 /// Default [`MpiConfig::zero_copy_send_bytes`]: 64 KiB.
 pub const DEFAULT_ZERO_COPY_SEND_BYTES: usize = 64 << 10;
@@ -106,10 +115,15 @@ pub struct MpiConfig {
     /// [`DEFAULT_MAX_IDLE_SLEEP`].
     pub max_idle_sleep: Duration,
     /// Payloads from this size on are sent straight from the collective's buffer (the engine
-    /// tests the request until MPI is done with it); smaller ones are copied into a pooled
-    /// buffer and left to MPI (they go out eagerly, and the engine need not wait for them).
+    /// tests the request until MPI is done with it); smaller ones are copied behind their
+    /// header into one pooled buffer, sent as one message and left to MPI (they go out
+    /// eagerly, and the engine need not wait for them).
     /// Default: [`DEFAULT_ZERO_COPY_SEND_BYTES`].
     pub zero_copy_send_bytes: usize,
+    /// Frames whose payload is smaller than this (and than `zero_copy_send_bytes`) go out as
+    /// one MPI message, header and payload together; others as two (header, then payload).
+    /// Default: [`DEFAULT_PACKED_FRAME_BYTES`]; 0 sends every frame as two messages.
+    pub packed_frame_bytes: usize,
 }
 
 impl Default for MpiConfig {
@@ -119,6 +133,7 @@ impl Default for MpiConfig {
             idle_spins: DEFAULT_IDLE_SPINS,
             max_idle_sleep: DEFAULT_MAX_IDLE_SLEEP,
             zero_copy_send_bytes: DEFAULT_ZERO_COPY_SEND_BYTES,
+            packed_frame_bytes: DEFAULT_PACKED_FRAME_BYTES,
         }
     }
 }
@@ -231,12 +246,12 @@ impl Drop for MpiJob {
     }
 }
 
-/// Posts `MPI_Isend` of `bytes` to rank `dst` of `comm` with [`TAG_PAYLOAD`]; returns the request.
+/// Posts `MPI_Isend` of `bytes` to rank `dst` of `comm` with `tag`; returns the request.
 ///
 /// # Safety
 /// `bytes` must stay alive and unchanged until the request completes (or is freed because
 /// `dst` is gone), and its length must fit an `int`; `dst` must be a rank of `comm`.
-unsafe fn isend_payload(comm: &SharedComm, dst: usize, bytes: &[u8]) -> ffi::MPI_Request {
+unsafe fn isend(comm: &SharedComm, dst: usize, bytes: &[u8], tag: i32) -> ffi::MPI_Request {
     // SAFETY: the caller's contract; `comm` is a valid communicator (never freed before
     // `MPI_Finalize`), `request` a place for the handle, and the null-request and datatype
     // statics are MPI constants set once at initialisation.
@@ -247,7 +262,7 @@ unsafe fn isend_payload(comm: &SharedComm, dst: usize, bytes: &[u8]) -> ffi::MPI
             bytes.len() as i32,
             ffi::RSMPI_UINT8_T,
             dst as i32,
-            TAG_PAYLOAD,
+            tag,
             comm.0.as_raw(),
             &mut request,
         );
@@ -270,6 +285,8 @@ struct MpiTransport {
     receiver: Mutex<Option<JoinHandle<()>>>,
     /// [`MpiConfig::zero_copy_send_bytes`].
     zero_copy_send_bytes: usize,
+    /// [`MpiConfig::packed_frame_bytes`].
+    packed_frame_bytes: usize,
 }
 
 impl std::fmt::Debug for MpiTransport {
@@ -313,6 +330,7 @@ impl MpiTransport {
             receiving,
             receiver: Mutex::new(Some(receiver)),
             zero_copy_send_bytes: cfg.zero_copy_send_bytes,
+            packed_frame_bytes: cfg.packed_frame_bytes,
         }))
     }
 
@@ -384,6 +402,36 @@ impl MpiTransport {
         }
     }
 
+    /// Whether a payload of `len` bytes goes out in one message with its header.
+    fn packs(&self, len: usize) -> bool {
+        len < self.packed_frame_bytes.min(self.zero_copy_send_bytes)
+            && i32::try_from(len + HEADER_BYTES).is_ok()
+    }
+
+    /// Sends `head` with `data` as one message ([`TAG_FRAME`]): header and payload copied into
+    /// one pooled buffer, posted with `MPI_Isend` and reaped later.
+    fn send_packed(&self, dst: usize, head: &Frame, data: &[u8]) -> Result<()> {
+        let Some(comm) = self.comm() else {
+            return Err(self.closed());
+        };
+        let mut packed = self.inbox.pool().take(HEADER_BYTES + data.len());
+        let bytes = packed.as_bytes_mut();
+        bytes[..HEADER_BYTES].copy_from_slice(&head.encode_header_for(data.len()));
+        crate::copy::copy_slice(&mut bytes[HEADER_BYTES..], data);
+        let mut sending = self.sending.lock().expect("mpi send lock poisoned");
+        // SAFETY: the buffer (heap storage of `packed`, which moves into `sending` without
+        // moving its storage) stays alive and unchanged until the request completes in
+        // `reap`/`shutdown`; its length fits an int (`packs`).
+        let request = unsafe { isend(&comm, dst, packed.as_bytes(), TAG_FRAME) };
+        sending.push(PendingSend {
+            request,
+            payload: packed,
+            dst,
+        });
+        self.reap(&mut sending);
+        Ok(())
+    }
+
     fn closed(&self) -> CollectiveError {
         CollectiveError::Aborted("the MPI job was finalised (MpiJob dropped)".into())
     }
@@ -400,6 +448,13 @@ impl Transport for MpiTransport {
 
     fn send(&self, dst: usize, frame: Frame) -> Result<()> {
         let len = frame.payload.len_bytes();
+        if self.packs(len) {
+            let mut head = frame;
+            let payload = std::mem::take(&mut head.payload);
+            let r = self.send_packed(dst, &head, payload.as_bytes());
+            self.inbox.pool().give(payload);
+            return r;
+        }
         if i32::try_from(len).is_err() {
             return Err(CollectiveError::InvalidInput(format!(
                 "an MPI message holds at most {} bytes, this one has {len}",
@@ -422,7 +477,7 @@ impl Transport for MpiTransport {
             // SAFETY: the buffer (heap storage of `payload`, which moves into `sending` without
             // moving its storage) stays alive and unchanged until the request completes in
             // `reap`/`shutdown`; its length fits an int (checked above).
-            let request = unsafe { isend_payload(&comm, dst, frame.payload.as_bytes()) };
+            let request = unsafe { isend(&comm, dst, frame.payload.as_bytes(), TAG_PAYLOAD) };
             sending.push(PendingSend {
                 request,
                 payload: frame.payload,
@@ -437,11 +492,14 @@ impl Transport for MpiTransport {
     /// copy): the header, then `MPI_Isend` from `data`, tested (yielding between tests) until MPI
     /// is done with it, so that the caller may reuse `data` when this returns. The peer's
     /// receiver thread takes every message as it arrives, whatever its engine does, so the wait
-    /// ends as soon as the peer's MPI has pulled the data. Smaller payloads are copied into a
-    /// pooled buffer and sent without waiting ([`send`](Self::send)).
+    /// ends as soon as the peer's MPI has pulled the data. Smaller payloads are copied behind
+    /// the header into one pooled buffer and sent as one message without waiting.
     fn send_slice(&self, dst: usize, head: Frame, data: &[u8]) -> Result<()> {
         let len = data.len();
-        if len < self.zero_copy_send_bytes || i32::try_from(len).is_err() {
+        if self.packs(len) {
+            return self.send_packed(dst, &head, data);
+        }
+        if i32::try_from(len).is_err() {
             // `send` reports a payload too large for one MPI message.
             return super::send_copied(self, dst, head, data);
         }
@@ -461,7 +519,7 @@ impl Transport for MpiTransport {
                 .send_with_tag(&header[..], TAG_HEADER);
             // SAFETY: `data` stays borrowed (alive and unchanged) until the request completes
             // below or is abandoned when `dst` is gone; its length fits an int (checked above).
-            unsafe { isend_payload(&comm, dst, data) }
+            unsafe { isend(&comm, dst, data, TAG_PAYLOAD) }
         };
         let mut lost_since: Option<Instant> = None;
         loop {

@@ -71,6 +71,7 @@ pub(crate) fn check_all<T: Small>(comm: &Communicator, len: usize) {
             AllReduceAlgorithm::Auto,
             AllReduceAlgorithm::Ring,
             AllReduceAlgorithm::HalvingDoubling,
+            AllReduceAlgorithm::RecursiveDoubling,
             AllReduceAlgorithm::SharedMemory,
         ] {
             let got = comm
@@ -225,6 +226,7 @@ fn bf16_sum_accumulates_in_f32() {
             for algo in [
                 AllReduceAlgorithm::Ring,
                 AllReduceAlgorithm::HalvingDoubling,
+                AllReduceAlgorithm::RecursiveDoubling,
                 AllReduceAlgorithm::SharedMemory,
             ] {
                 let mine = (0..len).map(|i| value(comm.rank(), i)).collect();
@@ -266,6 +268,7 @@ fn one_mebibyte_all_reduce() {
                 for algo in [
                     AllReduceAlgorithm::Ring,
                     AllReduceAlgorithm::HalvingDoubling,
+                    AllReduceAlgorithm::RecursiveDoubling,
                     AllReduceAlgorithm::SharedMemory,
                 ] {
                     let data = inputs[comm.rank()].clone();

@@ -69,6 +69,7 @@ fn mpi_child() {
     for algo in [
         AllReduceAlgorithm::Ring,
         AllReduceAlgorithm::HalvingDoubling,
+        AllReduceAlgorithm::RecursiveDoubling,
     ] {
         let (ours, stats) = comm
             .iall_reduce_with(mine.clone(), ReduceOp::Sum, algo)

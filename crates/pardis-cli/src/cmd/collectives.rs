@@ -59,6 +59,7 @@ enum AlgoArg {
     Auto,
     Ring,
     HalvingDoubling,
+    RecursiveDoubling,
     /// Zero-copy shared memory (local transport; ring elsewhere).
     SharedMemory,
 }
@@ -135,6 +136,7 @@ fn engine(mode: ModeArg, algo: AlgoArg) -> Config {
             AlgoArg::Auto => AllReduceAlgorithm::Auto,
             AlgoArg::Ring => AllReduceAlgorithm::Ring,
             AlgoArg::HalvingDoubling => AllReduceAlgorithm::HalvingDoubling,
+            AlgoArg::RecursiveDoubling => AllReduceAlgorithm::RecursiveDoubling,
             AlgoArg::SharedMemory => AllReduceAlgorithm::SharedMemory,
         },
         ..Config::default()

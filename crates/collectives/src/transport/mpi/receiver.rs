@@ -9,7 +9,8 @@ use ::mpi::datatype::Equivalence as _;
 use ::mpi::point_to_point::Source as _;
 use ::mpi::topology::Communicator as _;
 
-use super::{MpiConfig, SharedComm, TAG_GOODBYE, TAG_HEADER, TAG_PAYLOAD, TAG_STOP};
+use super::{MpiConfig, SharedComm, TAG_FRAME, TAG_GOODBYE, TAG_HEADER, TAG_PAYLOAD, TAG_STOP};
+use crate::dtype::AlignedBuf;
 use crate::frame::{Frame, HEADER_BYTES};
 use crate::inbox::Inbox;
 
@@ -91,6 +92,13 @@ impl Receiver {
                 frame.payload = payload;
                 self.inbox.deliver(frame);
             }
+            TAG_FRAME => {
+                let n = status.count(u8::equivalent_datatype()) as usize;
+                let mut packed = self.inbox.pool().take(n);
+                msg.matched_receive_into(packed.as_bytes_mut());
+                self.take_packed(src, &packed);
+                self.inbox.pool().give(packed);
+            }
             TAG_GOODBYE => {
                 msg.matched_receive_into(&mut byte[..]);
                 self.mark_lost(src);
@@ -107,6 +115,50 @@ impl Receiver {
             }
         }
         Took::Message
+    }
+
+    /// Delivers a whole frame received in one message (header, then payload): into its posted
+    /// slot if there is one, else into the mailbox.
+    fn take_packed(&self, src: usize, packed: &AlignedBuf) {
+        let bytes = packed.as_bytes();
+        let decoded = bytes
+            .get(..HEADER_BYTES)
+            .and_then(|h| <&[u8; HEADER_BYTES]>::try_from(h).ok())
+            .map(Frame::decode_header);
+        let Some(Ok((mut frame, len))) = decoded else {
+            self.mark_lost(src);
+            return;
+        };
+        let data = &bytes[HEADER_BYTES..];
+        if len != data.len() {
+            // The header disagrees with the message: the peer is broken.
+            self.mark_lost(src);
+            return;
+        }
+        frame.src = src;
+        if let Some((mailbox, target)) = self.inbox.route(&frame, len) {
+            let mut scratch = self.scratch.lock().expect("mpi scratch poisoned");
+            let words = len.div_ceil(8).max(1);
+            if scratch.len() < words {
+                scratch.resize(words, 0);
+            }
+            let mut at = 0;
+            let r = target.receive(
+                |buf| {
+                    buf.copy_from_slice(&data[at..at + buf.len()]);
+                    at += buf.len();
+                    Ok(())
+                },
+                &mut scratch,
+            );
+            mailbox.complete(target.slot, r.is_ok());
+            self.inbox.wake();
+            return;
+        }
+        let mut payload = self.inbox.pool().take(len);
+        crate::copy::copy_slice(payload.as_bytes_mut(), data);
+        frame.payload = payload;
+        self.inbox.deliver(frame);
     }
 
     fn mark_lost(&self, rank: usize) {
