@@ -168,8 +168,9 @@ fn main() -> Result<()> {
         println!("  streaming at once; loop-1: one stream alone; ar-n: the same ring all-reduce as pardis written");
         println!("  directly on raw loopback sockets (collectives_bench::loopback_ring_all_reduce: no engine, the speed of light");
         println!("  of a ring all-reduce here). pardis figures are sampled like the references (collectives_bench::all_reduce_rate).");
-        println!("  loc/mcpy = local / mcpy-n; tcp/ring = tcp / ring-n (the goal); tcp/ar = tcp / ar-n (the transport's");
-        println!("  own overhead); ar/ring = ar-n / ring-n (what any ring all-reduce loses to the raw sockets here);");
+        println!("  loc/mcpy = local / mcpy-n; tcp/ring = tcp / ring-n; tcp/ar = tcp / ar-n (the transport's own");
+        println!("  overhead; the goal since issue 31: >= 90 % from 1 MiB); ar/ring = ar-n / ring-n (what any ring");
+        println!("  all-reduce loses to the raw sockets here);");
         println!("  tcp: direct receive into the collective's buffer (default); tcp-stg: staged through message");
         println!("  buffers (Config::direct_receive = false), measured in the same rounds; dir/stg = tcp / tcp-stg");
         println!(

@@ -58,7 +58,7 @@ pub use sampled::all_reduce_rate;
 
 pub use reference::{
     loopback_bandwidth, loopback_ring_bandwidth, loopback_ring_bandwidth_in_memory,
-    memcpy_bandwidth, memcpy_bandwidth_concurrent, Rate,
+    loopback_round_trip, memcpy_bandwidth, memcpy_bandwidth_concurrent, Rate,
 };
 
 /// Where the ranks of a benchmark run.

@@ -318,3 +318,41 @@ mod tests {
         ));
     }
 }
+
+/// Mean time of one loopback TCP round trip of `bytes` bytes between two threads of this
+/// process (`TCP_NODELAY`, blocking sockets): one thread writes `bytes`, the other reads them
+/// and writes them back, `iters` times after `iters / 10 + 1` untimed ones. The latency floor
+/// of any exchange between two ranks over loopback TCP (a 2-rank all-reduce needs at least
+/// one message each way).
+pub fn loopback_round_trip(bytes: usize, iters: usize) -> Result<Duration> {
+    let io = |what: &str, e: std::io::Error| CollectiveError::io(what.to_string(), e);
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| io("binding", e))?;
+    let addr = listener.local_addr().map_err(|e| io("local address", e))?;
+    let warmup = iters / 10 + 1;
+    let echo = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut s, _) = listener.accept()?;
+        s.set_nodelay(true)?;
+        let mut buf = vec![0u8; bytes];
+        for _ in 0..warmup + iters {
+            s.read_exact(&mut buf)?;
+            s.write_all(&buf)?;
+        }
+        Ok(())
+    });
+    let mut s = TcpStream::connect(addr).map_err(|e| io("connecting", e))?;
+    s.set_nodelay(true).map_err(|e| io("TCP_NODELAY", e))?;
+    let mut buf = vec![1u8; bytes];
+    let mut start = Instant::now();
+    for i in 0..warmup + iters {
+        if i == warmup {
+            start = Instant::now();
+        }
+        s.write_all(&buf).map_err(|e| io("writing", e))?;
+        s.read_exact(&mut buf).map_err(|e| io("reading", e))?;
+    }
+    let elapsed = start.elapsed();
+    echo.join()
+        .map_err(|_| CollectiveError::Aborted("the echo thread panicked".into()))?
+        .map_err(|e| io("echoing", e))?;
+    Ok(elapsed / iters.max(1) as u32)
+}

@@ -78,6 +78,9 @@ pub const DEFAULT_RING_PIECE_BYTES: usize = 1 << 20;
 pub const DEFAULT_PIPELINE_THRESHOLD_BYTES: usize = 1 << 20;
 /// Default [`Config::pipeline_chunk_bytes`]: 256 KiB.
 pub const DEFAULT_PIPELINE_CHUNK_BYTES: usize = 256 << 10;
+/// Default [`Config::busy_poll`]: 20 µs (measurements: benches/README.md, collectives,
+/// "Measurements behind code defaults").
+pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(20);
 /// Default [`Config::op_timeout`]: 60 s.
 pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default [`Config::deadlock_timeout`]: 2 s.
@@ -134,6 +137,13 @@ pub struct Config {
     /// it — instead of sleeping until the engine thread wakes it: two thread hand-offs less
     /// per operation. Default: true.
     pub caller_drives: bool,
+    /// How long a waiting caller (with `caller_drives`) keeps running idle rounds without
+    /// yielding after its collective last progressed, before it yields and parks as
+    /// `spin_rounds` says: the answer to a small message usually arrives sooner than a yield
+    /// or a wake-up comes back (MPI libraries busy-poll the same way). Bounded, so an
+    /// oversubscribed machine loses at most this much CPU per wait. Default:
+    /// [`DEFAULT_BUSY_POLL`].
+    pub busy_poll: Duration,
     /// Longest park; messages and submissions wake the engine earlier. Default: 5 ms.
     pub park_interval: Duration,
     /// A collective blocked this long fails with `Timeout` (finite, so that a silently dead
@@ -163,6 +173,7 @@ impl Default for Config {
             max_threshold: 4096,
             spin_rounds: 32,
             caller_drives: true,
+            busy_poll: DEFAULT_BUSY_POLL,
             park_interval: Duration::from_millis(5),
             op_timeout: DEFAULT_OP_TIMEOUT,
             deadlock_timeout: DEFAULT_DEADLOCK_TIMEOUT,

@@ -5,7 +5,7 @@
 //! blocking any other collective: the transport never stalls on one collective's unread data.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 
@@ -157,6 +157,12 @@ pub(crate) struct Inbox {
     drivers: AtomicUsize,
     /// The driving application threads: deliveries wake them instead of the engine thread.
     driver_threads: Mutex<Vec<Thread>>,
+    /// Drivers parked or about to park ([`park_driver`](Self::park_driver)): only then does
+    /// a delivery take the `driver_threads` lock and unpark them.
+    parked_drivers: AtomicUsize,
+    /// Counts wake-ups: a driver that is about to park sees whether anything arrived since it
+    /// last looked.
+    wakes: AtomicU64,
     pool: BufPool,
 }
 
@@ -225,11 +231,32 @@ impl Inbox {
     /// idle engine thread would cost a context switch on the critical path. A driver that stops
     /// wakes the engine thread itself.
     pub(crate) fn wake(&self) {
+        self.wakes.fetch_add(1, Ordering::SeqCst);
         if self.drivers.load(Ordering::SeqCst) == 0 {
             self.wake_engine();
-        } else {
+        } else if self.parked_drivers.load(Ordering::SeqCst) > 0 {
+            // Drivers that are not parking poll again without being told (no lock, no
+            // system call on the delivering thread's path).
             self.wake_drivers();
         }
+    }
+
+    /// The wake-up count, read by a driver before it looks for work; pass it to
+    /// [`park_driver`](Self::park_driver).
+    pub(crate) fn wakes(&self) -> u64 {
+        self.wakes.load(Ordering::SeqCst)
+    }
+
+    /// Parks the calling driver for at most `nap` unless a wake-up came after it read `seen`
+    /// from [`wakes`](Self::wakes). A waker either sees this driver counted as parking (and
+    /// unparks it) or bumped the count before the driver's second look (both sides
+    /// `SeqCst`), so no delivery is missed.
+    pub(crate) fn park_driver(&self, seen: u64, nap: std::time::Duration) {
+        self.parked_drivers.fetch_add(1, Ordering::SeqCst);
+        if self.wakes.load(Ordering::SeqCst) == seen {
+            std::thread::park_timeout(nap);
+        }
+        self.parked_drivers.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Wakes the engine thread and the drivers (abort, shutdown, lost peers).

@@ -179,8 +179,9 @@ impl Engine {
         DriveGuard { engine: self }
     }
 
-    /// Runs rounds on the calling thread until `ready()` or the deadline. Between idle rounds
-    /// it yields, up to [`Config::spin_rounds`](crate::Config::spin_rounds) times in a row and
+    /// Runs rounds on the calling thread until `ready()` or the deadline. For
+    /// [`Config::busy_poll`](crate::Config::busy_poll) after its last progress it polls
+    /// without pause; then, between idle rounds, it yields, up to [`Config::spin_rounds`](crate::Config::spin_rounds) times in a row and
     /// only while yields are quick (see [`yield_gate`](super::yield_gate)); then it parks until
     /// a delivery or submission for this rank wakes it (or
     /// [`Config::park_interval`](crate::Config::park_interval) passes) and carries on: one
@@ -200,7 +201,10 @@ impl Engine {
             return;
         }
         let mut idle_rounds = 0u32;
+        let spin = shared.config.busy_poll;
+        let mut last_progress = Instant::now();
         while !ready() {
+            let seen = shared.transport.inbox().wakes();
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
                 return;
@@ -218,6 +222,13 @@ impl Engine {
             };
             if progressed {
                 idle_rounds = 0;
+                last_progress = now;
+                continue;
+            }
+            if !busy && now.duration_since(last_progress) < spin {
+                // Busy-poll window: the answer to a small message usually arrives within
+                // microseconds, sooner than a yield or a park comes back.
+                std::hint::spin_loop();
                 continue;
             }
             idle_rounds += 1;
@@ -236,7 +247,7 @@ impl Engine {
                     .park_interval
                     .min(d.saturating_duration_since(now))
             });
-            std::thread::park_timeout(nap);
+            shared.transport.inbox().park_driver(seen, nap);
         }
     }
 }

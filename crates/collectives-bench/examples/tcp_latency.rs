@@ -1,0 +1,76 @@
+//! Small-message latency over loopback TCP, for `scripts/compare-collectives-mpi`: µs per
+//! all-reduce of `BYTES` f32 bytes on `RANKS` TCP ranks (threads of this process, slowest rank)
+//! next to one raw loopback round trip of the same size between two threads
+//! (`collectives_bench::loopback_round_trip`), measured back to back in each of `ROUNDS` rounds
+//! (paired: the ratio of a round compares figures taken under the same load). Variants:
+//! `rd` = the default algorithm choice (recursive doubling below
+//! `Config::recursive_doubling_bytes`), `hd` = halving-doubling (the choice before it).
+//! Prints every round, then the medians and the median of the per-round ratios.
+//!
+//! `cargo run --release -p collectives-bench --example tcp_latency -- [BYTES (1024)] [RANKS (2)]
+//! [ROUNDS (7)] [ITERS (2000)]`
+
+use collectives::{AllReduceAlgorithm, Config, OpKind};
+use collectives_bench::{loopback_round_trip, run_bench, BenchConfig, BenchTransport};
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() -> collectives::Result<()> {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|s| s.parse().expect("numeric arguments"))
+        .collect();
+    let arg = |i: usize, d: usize| args.get(i).copied().unwrap_or(d);
+    let (bytes, ranks, rounds, iters) = (arg(0, 1024), arg(1, 2), arg(2, 7).max(1), arg(3, 2000));
+    let variants = [
+        ("rd", Config::default()),
+        (
+            "hd",
+            Config {
+                all_reduce: AllReduceAlgorithm::HalvingDoubling,
+                ..Config::default()
+            },
+        ),
+    ];
+    println!(
+        "{bytes} B all-reduce on {ranks} TCP ranks vs raw loopback round trip, µs per operation"
+    );
+    println!(
+        "{:>5} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "round", "raw-rtt", "rd", "hd", "rd/rtt", "hd/rtt"
+    );
+    let mut cols: Vec<Vec<f64>> = vec![Vec::new(); 5];
+    for round in 0..rounds {
+        let rtt = loopback_round_trip(bytes, iters)?.as_secs_f64() * 1e6;
+        let mut row = vec![rtt];
+        for (_, cfg) in &variants {
+            let b = BenchConfig::new(
+                BenchTransport::Tcp,
+                ranks,
+                OpKind::AllReduce,
+                bytes,
+                iters,
+                cfg.clone(),
+            );
+            row.push(run_bench(&b)?.time.as_secs_f64() * 1e6);
+        }
+        row.push(row[1] / rtt);
+        row.push(row[2] / rtt);
+        println!(
+            "{round:>5} {:>8.1} {:>8.1} {:>8.1} {:>8.2} {:>8.2}",
+            row[0], row[1], row[2], row[3], row[4]
+        );
+        for (c, v) in cols.iter_mut().zip(row) {
+            c.push(v);
+        }
+    }
+    let m: Vec<f64> = cols.iter_mut().map(|c| median(c)).collect();
+    println!(
+        "{:>5} {:>8.1} {:>8.1} {:>8.1} {:>8.2} {:>8.2}   (medians; ratios: median of the rounds' ratios)",
+        "med", m[0], m[1], m[2], m[3], m[4]
+    );
+    Ok(())
+}
