@@ -3,12 +3,14 @@
 //! next to one raw loopback round trip of the same size between two threads
 //! (`collectives_bench::loopback_round_trip`), measured back to back in each of `ROUNDS` rounds
 //! (paired: the ratio of a round compares figures taken under the same load). Variants:
-//! `rd` = the default algorithm choice (recursive doubling below
-//! `Config::recursive_doubling_bytes`), `hd` = halving-doubling (the choice before it).
+//! `new` = `Config::default()`; `nospin` = the default with `Config::busy_poll` 0; `old` =
+//! halving-doubling without busy polling (the defaults before issue 31).
 //! Prints every round, then the medians and the median of the per-round ratios.
 //!
 //! `cargo run --release -p collectives-bench --example tcp_latency -- [BYTES (1024)] [RANKS (2)]
 //! [ROUNDS (7)] [ITERS (2000)]`
+
+use std::time::Duration;
 
 use collectives::{AllReduceAlgorithm, Config, OpKind};
 use collectives_bench::{loopback_round_trip, run_bench, BenchConfig, BenchTransport};
@@ -26,14 +28,16 @@ fn main() -> collectives::Result<()> {
     let arg = |i: usize, d: usize| args.get(i).copied().unwrap_or(d);
     let (bytes, ranks, rounds, iters) = (arg(0, 1024), arg(1, 2), arg(2, 7).max(1), arg(3, 2000));
     let variants = [
-        ("rd", Config::default()),
-        (
-            "hd",
-            Config {
-                all_reduce: AllReduceAlgorithm::HalvingDoubling,
-                ..Config::default()
-            },
-        ),
+        Config::default(),
+        Config {
+            busy_poll: Duration::ZERO,
+            ..Config::default()
+        },
+        Config {
+            all_reduce: AllReduceAlgorithm::HalvingDoubling,
+            busy_poll: Duration::ZERO,
+            ..Config::default()
+        },
     ];
     println!(
         "{bytes} B all-reduce on {ranks} TCP ranks vs raw loopback round trip, µs per operation"
@@ -46,7 +50,7 @@ fn main() -> collectives::Result<()> {
     for round in 0..rounds {
         let rtt = loopback_round_trip(bytes, iters)?.as_secs_f64() * 1e6;
         let mut row = vec![rtt];
-        for (_, cfg) in &variants {
+        for cfg in &variants {
             let b = BenchConfig::new(
                 BenchTransport::Tcp,
                 ranks,
@@ -57,11 +61,12 @@ fn main() -> collectives::Result<()> {
             );
             row.push(run_bench(&b)?.time.as_secs_f64() * 1e6);
         }
-        row.push(row[1] / rtt);
-        row.push(row[2] / rtt);
+        for k in 1..=3 {
+            row.push(row[k] / rtt);
+        }
         println!(
-            "{round:>5} {:>8.1} {:>8.1} {:>8.1} {:>8.2} {:>8.2}",
-            row[0], row[1], row[2], row[3], row[4]
+            "{round:>5} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>8.2}",
+            row[0], row[1], row[2], row[3], row[4], row[5], row[6]
         );
         for (c, v) in cols.iter_mut().zip(row) {
             c.push(v);
@@ -69,8 +74,9 @@ fn main() -> collectives::Result<()> {
     }
     let m: Vec<f64> = cols.iter_mut().map(|c| median(c)).collect();
     println!(
-        "{:>5} {:>8.1} {:>8.1} {:>8.1} {:>8.2} {:>8.2}   (medians; ratios: median of the rounds' ratios)",
-        "med", m[0], m[1], m[2], m[3], m[4]
+        "{:>5} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>8.2}",
+        "med", m[0], m[1], m[2], m[3], m[4], m[5], m[6]
     );
+    println!("(medians over rounds; ratios: the median of the rounds' ratios)");
     Ok(())
 }
