@@ -293,32 +293,6 @@ fn loopback_ring(bytes: usize, n: usize, samples: usize, in_memory: bool) -> Res
     Ok(Rate::from_times(total, &times).expect("at least one sample"))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sane(r: Rate) -> bool {
-        r.worst.is_finite() && r.worst > 0.0 && r.worst <= r.median && r.median <= r.best
-    }
-
-    #[test]
-    fn memcpy_references_are_positive_and_ordered() {
-        assert!(memcpy_bandwidth(4096, 3) > 0.0);
-        assert!(sane(memcpy_bandwidth_concurrent(4096, 3, 3)));
-        assert!(sane(memcpy_bandwidth_concurrent(0, 0, 0)));
-    }
-
-    #[test]
-    fn loopback_ring_streams_everything_and_needs_two_ranks() {
-        assert!(sane(loopback_ring_bandwidth(1 << 20, 3, 2).expect("ring")));
-        assert!(loopback_bandwidth(1 << 16, 3).expect("stream") > 0.0);
-        assert!(matches!(
-            loopback_ring_bandwidth(1024, 1, 1),
-            Err(CollectiveError::InvalidInput(_))
-        ));
-    }
-}
-
 /// Mean time of one loopback TCP round trip of `bytes` bytes between two threads of this
 /// process (`TCP_NODELAY`, blocking sockets): one thread writes `bytes`, the other reads them
 /// and writes them back, `iters` times after `iters / 10 + 1` untimed ones. The latency floor
@@ -355,4 +329,30 @@ pub fn loopback_round_trip(bytes: usize, iters: usize) -> Result<Duration> {
         .map_err(|_| CollectiveError::Aborted("the echo thread panicked".into()))?
         .map_err(|e| io("echoing", e))?;
     Ok(elapsed / iters.max(1) as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sane(r: Rate) -> bool {
+        r.worst.is_finite() && r.worst > 0.0 && r.worst <= r.median && r.median <= r.best
+    }
+
+    #[test]
+    fn memcpy_references_are_positive_and_ordered() {
+        assert!(memcpy_bandwidth(4096, 3) > 0.0);
+        assert!(sane(memcpy_bandwidth_concurrent(4096, 3, 3)));
+        assert!(sane(memcpy_bandwidth_concurrent(0, 0, 0)));
+    }
+
+    #[test]
+    fn loopback_ring_streams_everything_and_needs_two_ranks() {
+        assert!(sane(loopback_ring_bandwidth(1 << 20, 3, 2).expect("ring")));
+        assert!(loopback_bandwidth(1 << 16, 3).expect("stream") > 0.0);
+        assert!(matches!(
+            loopback_ring_bandwidth(1024, 1, 1),
+            Err(CollectiveError::InvalidInput(_))
+        ));
+    }
 }
