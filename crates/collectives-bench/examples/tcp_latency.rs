@@ -3,14 +3,12 @@
 //! next to one raw loopback round trip of the same size between two threads
 //! (`collectives_bench::loopback_round_trip`), measured back to back in each of `ROUNDS` rounds
 //! (paired: the ratio of a round compares figures taken under the same load). Variants:
-//! `new` = `Config::default()`; `nospin` = the default with `Config::busy_poll` 0; `old` =
-//! halving-doubling without busy polling (the defaults before issue 31).
+//! `new` = `Config::default()` (recursive doubling below `Config::recursive_doubling_bytes`);
+//! `old` = halving-doubling (the choice before issue 31).
 //! Prints every round, then the medians and the median of the per-round ratios.
 //!
 //! `cargo run --release -p collectives-bench --example tcp_latency -- [BYTES (1024)] [RANKS (2)]
 //! [ROUNDS (7)] [ITERS (2000)]`
-
-use std::time::Duration;
 
 use collectives::{AllReduceAlgorithm, Config, OpKind};
 use collectives_bench::{loopback_round_trip, run_bench, BenchConfig, BenchTransport};
@@ -30,12 +28,7 @@ fn main() -> collectives::Result<()> {
     let variants = [
         Config::default(),
         Config {
-            busy_poll: Duration::ZERO,
-            ..Config::default()
-        },
-        Config {
             all_reduce: AllReduceAlgorithm::HalvingDoubling,
-            busy_poll: Duration::ZERO,
             ..Config::default()
         },
     ];
@@ -43,10 +36,10 @@ fn main() -> collectives::Result<()> {
         "{bytes} B all-reduce on {ranks} TCP ranks vs raw loopback round trip, µs per operation"
     );
     println!(
-        "{:>5} {:>8} {:>8} {:>8} {:>8} {:>8}",
-        "round", "raw-rtt", "rd", "hd", "rd/rtt", "hd/rtt"
+        "{:>5} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "round", "raw-rtt", "new", "old", "new/rtt", "old/rtt", "old/new"
     );
-    let mut cols: Vec<Vec<f64>> = vec![Vec::new(); 5];
+    let mut cols: Vec<Vec<f64>> = vec![Vec::new(); 6];
     for round in 0..rounds {
         let rtt = loopback_round_trip(bytes, iters)?.as_secs_f64() * 1e6;
         let mut row = vec![rtt];
@@ -61,12 +54,10 @@ fn main() -> collectives::Result<()> {
             );
             row.push(run_bench(&b)?.time.as_secs_f64() * 1e6);
         }
-        for k in 1..=3 {
-            row.push(row[k] / rtt);
-        }
+        row.extend([row[1] / rtt, row[2] / rtt, row[2] / row[1]]);
         println!(
-            "{round:>5} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>8.2}",
-            row[0], row[1], row[2], row[3], row[4], row[5], row[6]
+            "{round:>5} {:>8.1} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>8.2}",
+            row[0], row[1], row[2], row[3], row[4], row[5]
         );
         for (c, v) in cols.iter_mut().zip(row) {
             c.push(v);
@@ -74,8 +65,8 @@ fn main() -> collectives::Result<()> {
     }
     let m: Vec<f64> = cols.iter_mut().map(|c| median(c)).collect();
     println!(
-        "{:>5} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>8.2}",
-        "med", m[0], m[1], m[2], m[3], m[4], m[5], m[6]
+        "{:>5} {:>8.1} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>8.2}",
+        "med", m[0], m[1], m[2], m[3], m[4], m[5]
     );
     println!("(medians over rounds; ratios: the median of the rounds' ratios)");
     Ok(())

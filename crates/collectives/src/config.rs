@@ -141,8 +141,9 @@ pub struct Config {
     /// yielding after its collective last progressed, before it yields and parks as
     /// `spin_rounds` says: the answer to a small message usually arrives sooner than a yield
     /// or a wake-up comes back (MPI libraries busy-poll the same way). Bounded, so an
-    /// oversubscribed machine loses at most this much CPU per wait. Default:
-    /// [`DEFAULT_BUSY_POLL`].
+    /// oversubscribed machine loses at most this much CPU per wait. Only on transports whose
+    /// progress takes messages itself (MPI): on TCP a reader thread receives, and a waiter
+    /// busy-polling on few cores keeps it off the CPU. Default: [`DEFAULT_BUSY_POLL`].
     pub busy_poll: Duration,
     /// Longest park; messages and submissions wake the engine earlier. Default: 5 ms.
     pub park_interval: Duration,

@@ -179,9 +179,9 @@ impl Engine {
         DriveGuard { engine: self }
     }
 
-    /// Runs rounds on the calling thread until `ready()` or the deadline. For
-    /// [`Config::busy_poll`](crate::Config::busy_poll) after its last progress it polls
-    /// without pause; then, between idle rounds, it yields, up to [`Config::spin_rounds`](crate::Config::spin_rounds) times in a row and
+    /// Runs rounds on the calling thread until `ready()` or the deadline. On a transport that
+    /// receives in its `progress`, for [`Config::busy_poll`](crate::Config::busy_poll) after
+    /// its last progress it polls without pause; then, between idle rounds, it yields, up to [`Config::spin_rounds`](crate::Config::spin_rounds) times in a row and
     /// only while yields are quick (see [`yield_gate`](super::yield_gate)); then it parks until
     /// a delivery or submission for this rank wakes it (or
     /// [`Config::park_interval`](crate::Config::park_interval) passes) and carries on: one
@@ -201,7 +201,11 @@ impl Engine {
             return;
         }
         let mut idle_rounds = 0u32;
-        let spin = shared.config.busy_poll;
+        let spin = if shared.transport.receives_in_progress() {
+            shared.config.busy_poll
+        } else {
+            Duration::ZERO
+        };
         let mut last_progress = Instant::now();
         while !ready() {
             let seen = shared.transport.inbox().wakes();

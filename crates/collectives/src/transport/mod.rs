@@ -46,6 +46,12 @@ pub(crate) trait Transport: Send + Sync + Debug {
     /// that can move incoming messages into the inbox from this thread does so here (saving a
     /// hand-off between threads). Never blocks.
     fn progress(&self) {}
+    /// Whether [`progress`](Self::progress) takes incoming messages itself, so that a waiter
+    /// polling it makes progress without another thread of this rank running (MPI). Only then
+    /// does a waiter busy-poll ([`Config::busy_poll`](crate::Config::busy_poll)).
+    fn receives_in_progress(&self) -> bool {
+        false
+    }
     /// The shared-memory rendezvous when all ranks share this address space (local transport).
     fn shared_memory(&self) -> Option<&Arc<ShmRegistry>> {
         None

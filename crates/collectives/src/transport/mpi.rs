@@ -565,6 +565,10 @@ impl Transport for MpiTransport {
         &self.inbox
     }
 
+    fn receives_in_progress(&self) -> bool {
+        true
+    }
+
     /// Drains what has arrived from the engine thread (no hand-off from the receiver thread),
     /// unless the receiver thread is busy receiving.
     fn progress(&self) {
