@@ -9,9 +9,9 @@
 //! (build with `cargo build --release -p collectives-bench --features mpi --example compare_collectives_mpi`).
 //!
 //! `... compare_collectives_mpi --samples MIN_BYTES MAX_BYTES REPS [RD_BYTES PACKED_BYTES
-//! [BUSY_POLL_US]]` (they set `Config::recursive_doubling_bytes`,
-//! `MpiConfig::packed_frame_bytes` and `Config::busy_poll`; `0 0 0` is the code before issue
-//! 31): the protocol of
+//! [BUSY_POLL_US [RECEIVER_DEFERS]]]` (they set `Config::recursive_doubling_bytes`,
+//! `MpiConfig::packed_frame_bytes`, `Config::busy_poll` and `MpiConfig::receiver_defers`;
+//! `0 0 0 0` is the code before issue 31): the protocol of
 //! `benches/c/mpi_allreduce.c` (for `scripts/compare-collectives-mpi`): per size
 //! `clamp(64 MiB / bytes, 20, 2000)` calls of warm-up, then REPS samples of (barrier; that many
 //! calls), each sample the slowest rank's; rank 0 prints `bytes ranks median_us min_us max_us`
@@ -71,8 +71,11 @@ fn samples_mode(args: &[usize]) -> collectives::Result<()> {
     if let [rd, packed, rest @ ..] = knobs {
         cfg.engine.recursive_doubling_bytes = *rd;
         cfg.packed_frame_bytes = *packed;
-        if let [spin_us] = rest {
+        if let [spin_us, more @ ..] = rest {
             cfg.engine.busy_poll = std::time::Duration::from_micros(*spin_us as u64);
+            if let [defers] = more {
+                cfg.receiver_defers = *defers != 0;
+            }
         }
     }
     let job = MpiJob::init(&cfg)?;

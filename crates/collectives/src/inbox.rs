@@ -152,6 +152,9 @@ impl Mailbox {
 pub(crate) struct Inbox {
     map: Mutex<InboxMap>,
     engine: OnceLock<Thread>,
+    /// A transport thread that polls for messages and stands aside while drivers poll
+    /// (the MPI receiver thread): unparked when a driver parks or leaves.
+    poller: OnceLock<Thread>,
     /// Number of application threads driving the engine right now (`driver_threads.len()`,
     /// read without the lock).
     drivers: AtomicUsize,
@@ -226,6 +229,26 @@ impl Inbox {
         let _ = self.engine.set(t);
     }
 
+    /// Registers the transport's polling thread (see [`drivers_polling`](Self::drivers_polling)).
+    #[cfg(feature = "mpi")]
+    pub(crate) fn set_poller(&self, t: Thread) {
+        let _ = self.poller.set(t);
+    }
+
+    /// Whether an application thread is driving this rank's rounds and not parked: it polls
+    /// the transport itself, so a polling thread may stand aside (it is unparked when the
+    /// last polling driver parks or leaves).
+    #[cfg(feature = "mpi")]
+    pub(crate) fn drivers_polling(&self) -> bool {
+        self.drivers.load(Ordering::SeqCst) > self.parked_drivers.load(Ordering::SeqCst)
+    }
+
+    fn wake_poller(&self) {
+        if let Some(t) = self.poller.get() {
+            t.unpark();
+        }
+    }
+
     /// Wakes whoever runs this rank's rounds: the engine thread (if parked), or, while
     /// application threads drive the engine, those threads (if parked) instead — waking the
     /// idle engine thread would cost a context switch on the critical path. A driver that stops
@@ -253,6 +276,7 @@ impl Inbox {
     /// `SeqCst`), so no delivery is missed.
     pub(crate) fn park_driver(&self, seen: u64, nap: std::time::Duration) {
         self.parked_drivers.fetch_add(1, Ordering::SeqCst);
+        self.wake_poller();
         if self.wakes.load(Ordering::SeqCst) == seen {
             std::thread::park_timeout(nap);
         }
@@ -297,7 +321,9 @@ impl Inbox {
         if let Some(i) = g.iter().position(|t| t.id() == me) {
             g.swap_remove(i);
         }
-        self.drivers.fetch_sub(1, Ordering::SeqCst) - 1
+        let left = self.drivers.fetch_sub(1, Ordering::SeqCst) - 1;
+        self.wake_poller();
+        left
     }
 
     pub(crate) fn pool(&self) -> &BufPool {

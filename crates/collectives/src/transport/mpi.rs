@@ -124,6 +124,11 @@ pub struct MpiConfig {
     /// one MPI message, header and payload together; others as two (header, then payload).
     /// Default: [`DEFAULT_PACKED_FRAME_BYTES`]; 0 sends every frame as two messages.
     pub packed_frame_bytes: usize,
+    /// Whether the receiver thread stands aside (parks) while an application thread drives the
+    /// engine without parking: that thread polls MPI itself, and on few cores the two would
+    /// take turns on the CPU and the receive lock. The driver unparks it when it parks or
+    /// stops driving. Default: true.
+    pub receiver_defers: bool,
 }
 
 impl Default for MpiConfig {
@@ -134,6 +139,7 @@ impl Default for MpiConfig {
             max_idle_sleep: DEFAULT_MAX_IDLE_SLEEP,
             zero_copy_send_bytes: DEFAULT_ZERO_COPY_SEND_BYTES,
             packed_frame_bytes: DEFAULT_PACKED_FRAME_BYTES,
+            receiver_defers: true,
         }
     }
 }
@@ -320,6 +326,7 @@ impl MpiTransport {
                 .spawn(move || r.run(&cfg))
                 .map_err(|e| CollectiveError::io("spawning the MPI receiver thread", e))?
         };
+        inbox.set_poller(receiver.thread().clone());
         Ok(Arc::new(Self {
             rank,
             size,
@@ -542,6 +549,11 @@ impl Transport for MpiTransport {
                     unsafe { ffi::MPI_Request_free(&mut request) };
                     return Err(CollectiveError::Aborted(format!("rank {dst} is gone")));
                 }
+            }
+            // Take incoming messages meanwhile: the peer may be sending to us at the same
+            // time, and our receiver thread may be standing aside for the driver that is here.
+            if let Ok(_g) = self.receiving.lock.try_lock() {
+                while self.receiving.take_one() == Took::Message {}
             }
             std::thread::yield_now();
         }

@@ -172,6 +172,12 @@ impl Receiver {
         let mut idle = 0u32;
         let mut sleep = Duration::from_micros(1);
         while !self.stopped.load(Ordering::SeqCst) {
+            if cfg.receiver_defers && self.inbox.drivers_polling() {
+                // A driver polls MPI itself; it unparks us when it parks or leaves (the
+                // timeout bounds a missed hand-back, e.g. a driver asleep on its handle).
+                std::thread::park_timeout(cfg.max_idle_sleep);
+                continue;
+            }
             let took = {
                 let _g = self.lock.lock().expect("mpi receive lock poisoned");
                 self.take_one()
