@@ -12,7 +12,7 @@
 //! A variant is a kernel name (`lssm`, `row`, `merge`, `rode`, `reference`, or `sprs`), and for
 //! `lssm` settings after a colon, separated by `+`: `stream` / `nostream` (streaming stores of
 //! C), `pf` / `nopf` (prefetching B), `pfd=N` (prefetch distance in nonzeros), `chunk=N`
-//! (`row_chunk_work`), `block=N`, `panel=N`. Any variant with `@avx2` appended runs with the
+//! (`row_chunk_work`), `block=N`, `panel=N`, `serial=N` (`serial_work`). Any variant with `@avx2` appended runs with the
 //! SIMD level capped at AVX2 (`sparse_kernels::set_simd_limit`), e.g. `lssm,lssm@avx2`
 //! pairs the AVX-512 path with the AVX2 one on a CPU that has both. `--flush` writes 64 MiB
 //! between runs (cold caches); `--align-c` puts C at a 64-byte boundary (a `Vec` of a large size usually starts
@@ -42,6 +42,7 @@ fn lssm_config(settings: &str) -> Option<LssmConfig> {
             "chunk" => c.row_chunk_work = num()?,
             "block" => c.block_nnz = Some(num()?),
             "panel" => c.k_panel = Some(num()?),
+            "serial" => c.serial_work = num()?,
             _ => return None,
         }
     }

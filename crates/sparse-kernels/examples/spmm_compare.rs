@@ -16,7 +16,9 @@
 //!     --threads 2 --k 64 --reps 5 [--precision f64] [--dump DIR] MATRIX...
 //! ```
 //! MATRIX is a path (`.mtx`, `.mtx.gz`, `.smtx`) or a generator spec (`kron:18`, `stencil27:64`,
-//! `arrow:46500:1`, ...; see `sparse_kernels::gen::from_spec`).
+//! `arrow:46500:1`, ...; see `sparse_kernels::gen::from_spec`). `--mkl PATH` (a
+//! `libmkl_rt.so`) adds native MKL in paired blocks against LSSM (see `mkl_vs_lssm`);
+//! `--mkl-no-inspector` skips MKL's hint and optimize (to measure what they buy).
 
 use rayon::prelude::*;
 use sparse_kernels::{
@@ -296,11 +298,17 @@ fn mkl_vs_lssm<T: Scalar>(
     b: &[T],
     k: usize,
 ) -> String {
+    // `--mkl-no-inspector`: no hint, no optimize (a study of what MKL's inspector buys).
+    let calls = if o.extra.contains_key("mkl-no-inspector") {
+        0
+    } else {
+        1000
+    };
     let inspector: Vec<f64> = (0..3)
-        .map(|_| mkl::MklMatrix::new(mkl, a, k, 1000).map(|m| m.inspector_s))
+        .map(|_| mkl::MklMatrix::new(mkl, a, k, calls).map(|m| m.inspector_s))
         .collect::<Result<_, _>>()
         .unwrap_or_default();
-    let handle = match mkl::MklMatrix::new(mkl, a, k, 1000) {
+    let handle = match mkl::MklMatrix::new(mkl, a, k, calls) {
         Ok(h) => h,
         Err(e) => return format!("\"mkl_native_skipped\": \"{e}\""),
     };
@@ -508,7 +516,7 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(
 }
 
 fn main() {
-    let o = common::parse(&[64], 5, &["dump", "mkl"], &[]);
+    let o = common::parse(&[64], 5, &["dump", "mkl"], &["mkl-no-inspector"]);
     let pool = o.pool();
     // Native MKL (`--mkl PATH/libmkl_rt.so.N`), skipped with a message when absent.
     let mkl = o

@@ -149,7 +149,9 @@ fn check(what: &str, status: c_int) -> Result<(), String> {
 }
 
 impl<'m, T: Scalar> MklMatrix<'m, T> {
-    /// Hands `a` to MKL and runs the inspector for `k` columns of B (`expected_calls` hinted).
+    /// Hands `a` to MKL and runs the inspector for `k` columns of B (`expected_calls` hinted);
+    /// with `expected_calls == 0` no hint is given and `mkl_sparse_optimize` is not called (MKL
+    /// then runs its plain CSR kernel, for studies of what the inspector buys).
     pub(crate) fn new(
         mkl: &'m Mkl,
         a: &CsrMatrix<T, u32>,
@@ -212,6 +214,10 @@ impl<'m, T: Scalar> MklMatrix<'m, T> {
             _values: values,
             inspector_s: 0.0,
         };
+        if expected_calls == 0 {
+            matrix.inspector_s = start.elapsed().as_secs_f64();
+            return Ok(matrix);
+        }
         // SAFETY: `handle` is the valid handle just created.
         unsafe {
             check(
