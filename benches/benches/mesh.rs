@@ -53,43 +53,69 @@ fn load() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
+/// CPU seconds this process's threads have run so far (`/proc/self/task/*/schedstat`, ns), so
+/// that ratios can be read apart from the time other processes take the cores; `None` off
+/// Linux. Rayon's workers live for the whole bench, so their time is counted.
+fn cpu_seconds() -> Option<f64> {
+    let mut ns = 0u64;
+    for t in std::fs::read_dir("/proc/self/task").ok()? {
+        let s = std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok()?;
+        ns += s.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(ns as f64 * 1e-9)
+}
+
+/// Runs `f`, returning its result, wall seconds and CPU seconds.
+fn timed<R>(f: impl FnOnce() -> R) -> (R, f64, f64) {
+    let (t, c) = (Instant::now(), cpu_seconds().unwrap_or(0.0));
+    let r = f();
+    let cpu = cpu_seconds().unwrap_or(0.0) - c;
+    (r, t.elapsed().as_secs_f64(), cpu)
+}
+
 /// Paired rounds (C, sequential, threaded on 2 threads, in turn) of `iters` iterations; prints
 /// the median ratios and checks that C computes what pardis computes.
 fn compare(grid: &Grid, label: &str, pool: &rayon::ThreadPool, iters: usize, rounds: usize) {
     let load_before = load();
     let time_seq = || {
-        let t = Instant::now();
-        let out = airfoil(
-            &mut Context::new(Backend::Sequential),
-            grid,
-            &cfg(iters as u64),
-        )
-        .expect("airfoil");
-        (t.elapsed().as_secs_f64(), out.q)
+        timed(|| {
+            airfoil(
+                &mut Context::new(Backend::Sequential),
+                grid,
+                &cfg(iters as u64),
+            )
+            .expect("airfoil")
+            .q
+        })
     };
-    // Threaded: the one-off setup (locality renumbering, colourings) is reported apart.
+    // Threaded: the one-off setup (locality renumbering, colourings) is reported apart from
+    // the wall-clock time (its CPU time stays in, as it cannot be told apart under load).
     let time_thr = || {
         pool.install(|| {
             let mut ctx = Context::new(Backend::Threads);
-            let t = Instant::now();
-            airfoil(&mut ctx, grid, &cfg(iters as u64)).expect("airfoil");
+            let ((), t, cpu) =
+                timed(|| drop(airfoil(&mut ctx, grid, &cfg(iters as u64)).expect("airfoil")));
             let setup = ctx.stats().setup_nanos as f64 * 1e-9;
-            (t.elapsed().as_secs_f64() - setup, setup)
+            (t - setup, cpu, setup)
         })
     };
     let (mut seq, mut thr, mut c, mut setup) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut seq_cpu, mut thr_cpu, mut c_cpu) = (Vec::new(), Vec::new(), Vec::new());
     let mut check = None;
     for _ in 0..rounds {
         if airfoil_c::available() {
-            let t = Instant::now();
-            let (qc, _) = airfoil_c::run(grid, qinf(), iters).expect("C reference");
-            c.push(t.elapsed().as_secs_f64());
+            let (qc, t, cpu) =
+                timed(|| airfoil_c::run(grid, qinf(), iters).expect("C reference").0);
+            c.push(t);
+            c_cpu.push(cpu);
             check.get_or_insert(qc);
         }
-        let (s, q) = time_seq();
+        let (q, s, cpu) = time_seq();
         seq.push(s);
-        let (t, su) = time_thr();
+        seq_cpu.push(cpu);
+        let (t, cpu, su) = time_thr();
         thr.push(t);
+        thr_cpu.push(cpu);
         setup.push(su);
         if let Some(qc) = &check {
             let scale = q.iter().fold(0.0f64, |m, x| m.max(x.abs()));
@@ -115,6 +141,21 @@ fn compare(grid: &Grid, label: &str, pool: &rayon::ThreadPool, iters: usize, rou
         median(setup),
         s / t
     );
+    let (sc, tc) = (median(seq_cpu), median(thr_cpu));
+    println!(
+        "{name}: CPU time: sequential {:.2} ms/iter, threads/2 {:.2} ms/iter (both threads, \
+         setup included): threaded work / sequential = {:.2}",
+        1e3 * sc / iters as f64,
+        1e3 * tc / iters as f64,
+        tc / sc
+    );
+    if !c_cpu.is_empty() {
+        println!(
+            "{name}: CPU time: C -O3 {:.2} ms/iter: pardis sequential / C = {:.2}",
+            1e3 * median(c_cpu.clone()) / iters as f64,
+            sc / median(c_cpu)
+        );
+    }
     if c.is_empty() {
         println!(
             "{name}: C reference skipped: not built (no C compiler found by the build script)"

@@ -210,11 +210,27 @@ impl<T: Scalar> Plan<'_, T> {
                 // element while it runs; the slice lives for this statement only.
                 let dst =
                     unsafe { std::slice::from_raw_parts_mut(ptr.add(loc.index(e) * dim), dim) };
-                dst.iter_mut()
-                    .zip(ws[k].iter())
-                    .for_each(|(d, s)| *d = T::add(*d, *s));
+                add_small(dst, ws[k]);
             }
         }
+    }
+}
+
+/// `dst += src` element-wise for the few values of one element (unrolled for 1, 2 and 4).
+#[inline(always)]
+fn add_small<T: Scalar>(dst: &mut [T], src: &[T]) {
+    match (dst, src) {
+        ([d0], [s0]) => *d0 = T::add(*d0, *s0),
+        ([d0, d1], [s0, s1]) => (*d0, *d1) = (T::add(*d0, *s0), T::add(*d1, *s1)),
+        ([d0, d1, d2, d3], [s0, s1, s2, s3]) => {
+            (*d0, *d1, *d2, *d3) = (
+                T::add(*d0, *s0),
+                T::add(*d1, *s1),
+                T::add(*d2, *s2),
+                T::add(*d3, *s3),
+            )
+        }
+        (d, s) => d.iter_mut().zip(s).for_each(|(d, s)| *d = T::add(*d, *s)),
     }
 }
 
