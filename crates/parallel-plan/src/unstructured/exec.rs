@@ -22,22 +22,43 @@ pub(crate) enum Loc<'a> {
     Global,
 }
 
-impl Loc<'_> {
-    /// The element that element `e`'s argument refers to.
+/// A dat argument's element for loop element `e`, cheaper per element than a [`Loc`]: `e`
+/// itself when `at` is null (direct), else `at[e * arity]` (`at` = the map's slot column).
+#[derive(Debug, Clone, Copy)]
+struct Gather {
+    at: *const u32,
+    arity: usize,
+}
+
+impl Gather {
+    const DIRECT: Gather = Gather {
+        at: std::ptr::null(),
+        arity: 0,
+    };
+
+    /// The gather of a direct or mapped argument (globals are bound once, never gathered).
+    fn of(loc: Loc<'_>) -> Gather {
+        match loc {
+            Loc::Via { map, arity, slot } => Gather {
+                // Dereferenced only for elements that have a row, so in bounds then.
+                at: map.as_ptr().wrapping_add(slot),
+                arity,
+            },
+            Loc::Direct | Loc::Global => Gather::DIRECT,
+        }
+    }
+
+    /// The element that loop element `e`'s argument refers to.
     ///
     /// # Safety
-    /// For `Via`, `e * arity + slot` is in bounds of the map (`e` is an element the map has a
-    /// row for).
+    /// For a map, `e` has a row in it (`e * arity + slot` is in bounds).
     #[inline(always)]
-    pub(crate) unsafe fn index(&self, e: usize) -> usize {
-        match *self {
-            Loc::Direct => e,
-            Loc::Via { map, arity, slot } => {
-                debug_assert!(e * arity + slot < map.len());
-                // SAFETY: in bounds (caller's contract).
-                (unsafe { *map.get_unchecked(e * arity + slot) }) as usize
-            }
-            Loc::Global => 0,
+    unsafe fn index(self, e: usize) -> usize {
+        if self.at.is_null() {
+            e
+        } else {
+            // SAFETY: in bounds (caller's contract).
+            (unsafe { *self.at.add(e * self.arity) }) as usize
         }
     }
 }
@@ -122,22 +143,22 @@ impl<T: Scalar> Plan<'_, T> {
         let mut reads: [&[T]; MAX_ARGS] = [&[]; MAX_ARGS];
         let (nr, nw) = (self.reads.len(), self.slots.len());
         // Reads that depend on the element (the others, globals, are bound here once).
-        let mut varying: [(usize, &[T], usize, Loc<'_>); MAX_ARGS] =
-            [(0, &[], 0, Loc::Global); MAX_ARGS];
+        let mut varying: [(usize, &[T], usize, Gather); MAX_ARGS] =
+            [(0, &[], 0, Gather::DIRECT); MAX_ARGS];
         let mut nv = 0;
         for (k, r) in self.reads.iter().enumerate() {
             if let Loc::Global = r.loc {
                 reads[k] = &r.data[..r.dim];
             } else {
-                varying[nv] = (k, r.data, r.dim, r.loc);
+                varying[nv] = (k, r.data, r.dim, Gather::of(r.loc));
                 nv += 1;
             }
         }
         // Written dat slots: in place (`Write`, `ReadWrite`) or through the scratch (`Inc`).
-        let mut in_place: [(usize, *mut T, usize, usize, Loc<'_>, bool); MAX_ARGS] =
-            [(0, std::ptr::null_mut(), 0, 0, Loc::Global, false); MAX_ARGS];
-        let mut incs: [(usize, *mut T, usize, Loc<'_>); MAX_ARGS] =
-            [(0, std::ptr::null_mut(), 0, Loc::Global); MAX_ARGS];
+        let mut in_place: [(usize, *mut T, usize, usize, Gather, bool); MAX_ARGS] =
+            [(0, std::ptr::null_mut(), 0, 0, Gather::DIRECT, false); MAX_ARGS];
+        let mut incs: [(usize, *mut T, usize, Gather); MAX_ARGS] =
+            [(0, std::ptr::null_mut(), 0, Gather::DIRECT); MAX_ARGS];
         let (mut np, mut ni) = (0, 0);
         // The kernel's written arguments: `Inc` slots in `scratch`, global slots in `acc`
         // (accumulated in place), in-place slots rebound per element.
@@ -156,7 +177,7 @@ impl<T: Scalar> Plan<'_, T> {
                         let (head, tail) = std::mem::take(&mut sc).split_at_mut(dim);
                         ws[k] = head;
                         sc = tail;
-                        incs[ni] = (k, ptr, dim, loc);
+                        incs[ni] = (k, ptr, dim, Gather::of(loc));
                         ni += 1;
                     }
                     Slot::Dat {
@@ -166,7 +187,7 @@ impl<T: Scalar> Plan<'_, T> {
                         loc,
                         mode,
                     } => {
-                        in_place[np] = (k, ptr, len, dim, loc, mode == Access::Write);
+                        in_place[np] = (k, ptr, len, dim, Gather::of(loc), mode == Access::Write);
                         np += 1;
                     }
                     Slot::Global { dim } => {
