@@ -460,6 +460,25 @@ proptest! {
     }
 
     #[test]
+    fn knn_with_pruning_matches_reference(
+        (rows, cols, v) in (8usize..30, 60usize..140).prop_flat_map(|(r, c)| {
+            (Just(r), Just(c), proptest::collection::vec(-3.0f64..3.0, r * c))
+        }),
+        k in 1usize..6,
+    ) {
+        // Wide rows: the lane-wise sums and the early exit after 64 features are exercised.
+        let x = Features::new(rows, cols, v).unwrap();
+        let train = x.select(&(0..rows / 2).collect::<Vec<_>>());
+        prop_assume!(train.rows >= k);
+        let mut det = Knn::new(KnnConfig { k, ..KnnConfig::default() });
+        det.fit(&train).unwrap();
+        let got = det.score(&x).unwrap();
+        for (g, r) in got.iter().zip(knn_reference(&train, &x, k)) {
+            prop_assert!((g - r).abs() <= 1e-12 * r.max(1.0), "{g} vs {r}");
+        }
+    }
+
+    #[test]
     fn iforest_scores_are_per_row_and_bounded(train in small_matrix(40), seed in 0u64..100) {
         let mut f = IsolationForest::new(IsolationForestConfig { trees: 20, seed, ..IsolationForestConfig::default() });
         f.fit(&train).unwrap();
