@@ -7,25 +7,7 @@
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::pardis;
-
-fn report(args: &[&str]) -> serde_json::Value {
-    let out = pardis(args);
-    assert!(
-        out.status.success(),
-        "pardis {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
-}
-
-fn fails_with(args: &[&str], message: &str) {
-    let out = pardis(args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "pardis {args:?}: {err}");
-    assert!(err.contains(message), "pardis {args:?}: {err}");
-    assert!(!err.contains("panicked"), "pardis {args:?}: {err}");
-}
+use common::{fails_with, json_report};
 
 /// Checks one cell of the report: fields, one run per seed, metrics in range.
 fn check_cell(cell: &serde_json::Value, data: &str, detector: &str, seeds: u64) {
@@ -55,7 +37,7 @@ fn json_report_on_a_shared_adbench_set() {
         return;
     }
     let path = p.to_str().unwrap();
-    let r = report(&[
+    let r = json_report(&[
         "ml",
         "anomaly",
         "--data",
@@ -115,7 +97,7 @@ fn write_csv(dir: &Path, name: &str, bad_label: bool) -> String {
 fn json_report_on_a_generated_csv_with_a_row_cap() {
     let dir = TempDir::new("ok");
     let path = write_csv(&dir.0, "line.csv", false);
-    let r = report(&[
+    let r = json_report(&[
         "ml",
         "anomaly",
         "--data",

@@ -7,15 +7,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 
 mod common;
-use common::pardis;
-
-fn fails_with(args: &[&str], message: &str) {
-    let out = pardis(args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "pardis {args:?}: {err}");
-    assert!(err.contains(message), "pardis {args:?}: {err}");
-    assert!(!err.contains("panicked"), "pardis {args:?}: {err}");
-}
+use common::{fails_with, pardis};
 
 #[test]
 fn endless_inputs_are_capped() {

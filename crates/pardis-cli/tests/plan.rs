@@ -3,17 +3,7 @@
 //! new user meets.
 
 mod common;
-use common::pardis;
-
-fn report(args: &[&str]) -> serde_json::Value {
-    let out = pardis(args);
-    assert!(
-        out.status.success(),
-        "pardis {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
-}
+use common::{json_report, pardis};
 
 /// A small case: GPT-3 350M on one DGX node, short sequences.
 const CASE: [&str; 9] = [
@@ -32,7 +22,7 @@ const CASE: [&str; 9] = [
 fn every_peer_row_is_reproduced_by_pardis_memory() {
     let mut args = CASE.to_vec();
     args.push("--json");
-    let r = report(&args);
+    let r = json_report(&args);
     let mut rows = vec![&r["peer_reference"]];
     for peer in r["peers"].as_array().expect("peers") {
         rows.push(&peer["fastest"]);
@@ -44,7 +34,7 @@ fn every_peer_row_is_reproduced_by_pardis_memory() {
         let words: Vec<&str> = command.split_whitespace().skip(1).collect();
         let mut memory_args = words.clone();
         memory_args.push("--json");
-        let m = report(&memory_args);
+        let m = json_report(&memory_args);
         assert_eq!(
             m["per_device"]["total"], row["plan"]["per_device_memory"]["total"],
             "{command}"
@@ -78,7 +68,7 @@ fn every_peer_row_is_reproduced_by_pardis_memory() {
 fn plan_json_leads_with_the_leanest_plan_at_the_strongest_peers_time() {
     let mut args = CASE.to_vec();
     args.push("--json");
-    let r = report(&args);
+    let r = json_report(&args);
     assert_eq!(r["objective"]["kind"], "min-memory");
     assert_eq!(r["objective"]["reference"]["basis"], "strongest-peer");
     let budget = r["objective"]["time_budget_s"].as_f64().unwrap();
@@ -122,7 +112,7 @@ fn plan_table_fits_120_columns() {
 #[test]
 fn memory_defaults_to_the_models_context_length() {
     // GPT-3 has 2048 positions: the default sequence must not exceed them.
-    let r = report(&["memory", "--model", "gpt3-175b", "--tp", "8", "--json"]);
+    let r = json_report(&["memory", "--model", "gpt3-175b", "--tp", "8", "--json"]);
     assert!(r["per_device"]["total"].as_u64().unwrap() > 0);
     let long = pardis(&["memory", "--model", "gpt3-175b", "--seq", "4096"]);
     assert!(!long.status.success());
@@ -146,7 +136,7 @@ fn memory_search_says_why_nothing_fits() {
     assert!(text.contains("0 of "), "{text}");
     assert!(text.contains("over the memory budget"), "{text}");
     assert!(text.contains("tp does not divide num_heads"), "{text}");
-    let r = report(&[
+    let r = json_report(&[
         "memory",
         "--model",
         "llama2-70b",

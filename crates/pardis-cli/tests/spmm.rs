@@ -2,21 +2,11 @@
 //! bad input rejected with a message and a failing exit status.
 
 mod common;
-use common::pardis;
-
-fn report(args: &[&str]) -> serde_json::Value {
-    let out = pardis(args);
-    assert!(
-        out.status.success(),
-        "pardis {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
-}
+use common::{json_report, pardis};
 
 #[test]
 fn json_report_of_a_generated_matrix() {
-    let r = report(&[
+    let r = json_report(&[
         "spmm",
         "--gen",
         "kron:8",
@@ -43,7 +33,7 @@ fn json_report_of_a_generated_matrix() {
 
 #[test]
 fn simd_cap_and_f32() {
-    let r = report(&[
+    let r = json_report(&[
         "spmm",
         "--gen",
         "arrow:300:2",
@@ -95,7 +85,7 @@ fn bad_input_fails_with_a_message() {
 
 #[test]
 fn threads_zero_means_all_cores() {
-    let r = report(&[
+    let r = json_report(&[
         "spmm",
         "--gen",
         "kron:6",
