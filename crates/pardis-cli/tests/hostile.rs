@@ -7,7 +7,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 
 mod common;
-use common::{fails_with, pardis};
+use common::fails_with;
 
 #[test]
 fn endless_inputs_are_capped() {
