@@ -343,35 +343,14 @@ impl PlanShape {
                 _ => *standard,
             };
         }
-        let mut out = Vec::new();
-        if self.stage_tp.iter().any(|&t| t != self.stage_tp[0]) {
-            out.push(super::GivenUp::StageTensorParallel {
-                plan: self.stage_tp.clone(),
-                engine: tp,
-            });
-        }
-        let mut seen: Vec<&str> = Vec::new();
-        for stage in &self.linears {
-            if stage.iter().any(|l| l.ways != 1 && l.ways != tp) {
-                out.push(super::GivenUp::MixedTensorParallel {
-                    plan: stage.iter().map(|l| (l.name.clone(), l.ways)).collect(),
-                    engine: tp,
-                });
-            }
-            for l in stage {
-                let Some(i) = LAYER_LINEARS.iter().position(|(n, _)| *n == l.name) else {
-                    continue;
-                };
-                if l.split != layout[i] && !seen.contains(&l.name.as_str()) {
-                    seen.push(&l.name);
-                    out.push(super::GivenUp::LinearLayout {
-                        linear: l.name.clone(),
-                        plan: l.split,
-                        engine: layout[i],
-                    });
-                }
-            }
-        }
+        let out = self.differences(
+            tp,
+            |stage| stage.iter().any(|l| l.ways != 1 && l.ways != tp),
+            |l| {
+                let i = LAYER_LINEARS.iter().position(|(n, _)| *n == l.name)?;
+                (l.split != layout[i]).then_some(layout[i])
+            },
+        );
         (layout, out)
     }
 
@@ -379,22 +358,10 @@ impl PlanShape {
     /// (column-parallel q/k/v and MLP-up, row-parallel out-projection and MLP-down, one degree
     /// on every stage).
     pub(crate) fn layout_differences(&self, tp: u64) -> Vec<super::GivenUp> {
-        let mut out = Vec::new();
-        if self.stage_tp.iter().any(|&t| t != self.stage_tp[0]) {
-            out.push(super::GivenUp::StageTensorParallel {
-                plan: self.stage_tp.clone(),
-                engine: tp,
-            });
-        }
-        let mut seen: Vec<&str> = Vec::new();
-        for stage in &self.linears {
-            if stage.iter().any(|l| l.ways != stage[0].ways) {
-                out.push(super::GivenUp::MixedTensorParallel {
-                    plan: stage.iter().map(|l| (l.name.clone(), l.ways)).collect(),
-                    engine: tp,
-                });
-            }
-            for l in stage {
+        self.differences(
+            tp,
+            |stage| stage.iter().any(|l| l.ways != stage[0].ways),
+            |l| {
                 let standard = LAYER_LINEARS
                     .iter()
                     .find(|(n, _)| *n == l.name)
@@ -404,16 +371,45 @@ impl PlanShape {
                 } else {
                     LinearSplit::Replicated
                 };
-                if l.split != engine
-                    && l.split != LinearSplit::Replicated
-                    && !seen.contains(&l.name.as_str())
-                {
-                    seen.push(&l.name);
-                    out.push(super::GivenUp::LinearLayout {
-                        linear: l.name.clone(),
-                        plan: l.split,
-                        engine,
-                    });
+                (l.split != engine && l.split != LinearSplit::Replicated).then_some(engine)
+            },
+        )
+    }
+
+    /// What an engine running the layer linears at degree `tp` gives up of the plan: one degree
+    /// for every stage, a stage whose linears `mixed` says are split unevenly, and (once per
+    /// linear) each linear for which `engine_split` names a different split.
+    fn differences(
+        &self,
+        tp: u64,
+        mixed: impl Fn(&[LinearChoice]) -> bool,
+        engine_split: impl Fn(&LinearChoice) -> Option<LinearSplit>,
+    ) -> Vec<super::GivenUp> {
+        let mut out = Vec::new();
+        if self.stage_tp.iter().any(|&t| t != self.stage_tp[0]) {
+            out.push(super::GivenUp::StageTensorParallel {
+                plan: self.stage_tp.clone(),
+                engine: tp,
+            });
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for stage in &self.linears {
+            if mixed(stage) {
+                out.push(super::GivenUp::MixedTensorParallel {
+                    plan: stage.iter().map(|l| (l.name.clone(), l.ways)).collect(),
+                    engine: tp,
+                });
+            }
+            for l in stage {
+                if let Some(engine) = engine_split(l) {
+                    if !seen.contains(&l.name.as_str()) {
+                        seen.push(&l.name);
+                        out.push(super::GivenUp::LinearLayout {
+                            linear: l.name.clone(),
+                            plan: l.split,
+                            engine,
+                        });
+                    }
                 }
             }
         }
