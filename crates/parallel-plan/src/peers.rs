@@ -128,7 +128,9 @@ impl PeerConfig {
                 Some("fsdp".into())
             }
             // Megatron-FSDP's `optim_grads` / `optim_grads_params`.
-            z if self.framework == Framework::MegatronLm => {
+            z @ (ZeroStage::Zero2 | ZeroStage::Zero3)
+                if self.framework == Framework::MegatronLm =>
+            {
                 Some(format!("mfsdp-zero{}", z.number()))
             }
             z => Some(format!("zero{}", z.number())),
@@ -382,7 +384,7 @@ pub fn configurations(problem: &Problem, framework: Framework) -> Vec<PeerConfig
 /// [`PlanError::InvalidInput`] when the configuration cannot be laid out on the mesh or a
 /// pinned sharding is invalid for an operator; solver and memory-model errors.
 pub fn evaluate(problem: &Problem, cfg: &PeerConfig) -> Result<Plan> {
-    evaluate_split(problem, cfg, cfg.candidate(problem)?)
+    evaluate_pinned(problem, cfg, cfg.candidate(problem)?, None)
 }
 
 /// `cfg` with the pipeline layer split `layers` (the even split of [`evaluate`] or an uneven
@@ -393,7 +395,7 @@ pub fn evaluate(problem: &Problem, cfg: &PeerConfig) -> Result<Plan> {
 /// the errors of [`evaluate`].
 pub fn evaluate_with_layers(problem: &Problem, cfg: &PeerConfig, layers: &[u64]) -> Result<Plan> {
     let cand = candidate_with_layers(problem, cfg, layers)?;
-    evaluate_split(problem, cfg, cand)
+    evaluate_pinned(problem, cfg, cand, None)
 }
 
 /// Per layer linear — `qkv_proj`, `out_proj`, `mlp_up`, `mlp_down`, in this order — how an
@@ -463,10 +465,6 @@ fn candidate_with_layers(problem: &Problem, cfg: &PeerConfig, layers: &[u64]) ->
     let mut cand = cfg.candidate(problem)?;
     cand.layers = layers.to_vec();
     Ok(cand)
-}
-
-fn evaluate_split(problem: &Problem, cfg: &PeerConfig, cand: Candidate) -> Result<Plan> {
-    evaluate_pinned(problem, cfg, cand, None)
 }
 
 fn evaluate_pinned(

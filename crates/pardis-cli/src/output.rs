@@ -107,13 +107,13 @@ pub(crate) fn refuse_existing(path: &Path, force: bool) -> anyhow::Result<()> {
 }
 
 /// An error and its causes on one line, `outer: cause: root`, leaving out a cause whose text
-/// the line already holds (many error types print their source in their own message, and
-/// `{:#}` would repeat it).
+/// the line already ends with (many error types print their source at the end of their own
+/// message, and `{:#}` would repeat it).
 pub(crate) fn error_line(e: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in e.chain() {
         let text = cause.to_string();
-        if line.contains(&text) {
+        if line.ends_with(&text) {
             continue;
         }
         if !line.is_empty() {

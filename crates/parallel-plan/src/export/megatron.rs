@@ -336,12 +336,22 @@ pub(crate) fn files(
     let gib = |b: f64| b / (1u64 << 30) as f64;
     let mut s = String::from("#!/usr/bin/env bash\n");
     s.push_str(&header.comment("megatron_args.sh (pretrain_gpt.py arguments)"));
+    let fsdp = matches!(nearest.config.zero, ZeroStage::Zero2 | ZeroStage::Zero3);
     s.push_str(&format!(
-        "# Megatron's theoretical_memory_usage on these arguments: weights+optimizer {:.2} GiB, activations {:.2} GiB\n",
+        "# Megatron's theoretical_memory_usage on these arguments: weights+optimizer {:.2} GiB, activations {:.2} GiB{}\n",
         gib(theirs.weight_and_optimizer_bytes),
-        gib(theirs.activation_bytes)
+        gib(theirs.activation_bytes),
+        if fsdp {
+            " (it does not model Megatron-FSDP's sharding of gradients and parameters)"
+        } else {
+            ""
+        }
     ));
-    s.push_str("# Data, tokenizer, optimizer and checkpoint arguments are yours.\n");
+    s.push_str(if fsdp {
+        "# Data, tokenizer, optimizer and checkpoint arguments are yours (but --ckpt-format, which Megatron-FSDP requires).\n"
+    } else {
+        "# Data, tokenizer, optimizer and checkpoint arguments are yours.\n"
+    });
     s.push_str("PARDIS_MEGATRON_ARGS=(\n");
     let mut k = 0;
     while k < args.len() {

@@ -2,8 +2,8 @@
 # pardis plan -> Megatron-LM megatron_args.sh (pretrain_gpt.py arguments): nearest expressible (tp1 pp1 dp16 mfsdp-zero2 b4)
 # this configuration: 54.20 GiB per device (memory-model, peak stage), 6.732 s per step (cost model); the pardis plan: 53.98 GiB, 6.715 s
 # gave up: token_embedding batch×2 vocab×8 zero2 → batch×16 zero2
-# Megatron's theoretical_memory_usage on these arguments: weights+optimizer 42.40 GiB, activations 36.32 GiB
-# Data, tokenizer, optimizer and checkpoint arguments are yours.
+# Megatron's theoretical_memory_usage on these arguments: weights+optimizer 42.40 GiB, activations 36.32 GiB (it does not model Megatron-FSDP's sharding of gradients and parameters)
+# Data, tokenizer, optimizer and checkpoint arguments are yours (but --ckpt-format, which Megatron-FSDP requires).
 PARDIS_MEGATRON_ARGS=(
   --tensor-model-parallel-size 1
   --pipeline-model-parallel-size 1
