@@ -13,11 +13,6 @@
 use collectives::{AllReduceAlgorithm, Config, OpKind};
 use collectives_bench::{loopback_round_trip, run_bench, BenchConfig, BenchTransport};
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() -> collectives::Result<()> {
     let args: Vec<usize> = std::env::args()
         .skip(1)
@@ -63,7 +58,10 @@ fn main() -> collectives::Result<()> {
             c.push(v);
         }
     }
-    let m: Vec<f64> = cols.iter_mut().map(|c| median(c)).collect();
+    let m: Vec<f64> = cols
+        .iter()
+        .map(|c| bench_timing::median(c.clone()))
+        .collect();
     println!(
         "{:>5} {:>8.1} {:>8.1} {:>8.1} {:>8.2} {:>8.2} {:>8.2}",
         "med", m[0], m[1], m[2], m[3], m[4], m[5]

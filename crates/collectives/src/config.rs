@@ -96,7 +96,8 @@ pub struct Config {
     /// Message size (bytes) below which `Auto` uses halving-doubling. Default: 64 KiB.
     pub small_message_bytes: usize,
     /// Message size (bytes) below which `Auto` uses recursive doubling (where the transport
-    /// has no shared-memory algorithm for it). Default: [`DEFAULT_RECURSIVE_DOUBLING_BYTES`].
+    /// has no shared-memory algorithm for it), among the messages below `small_message_bytes`.
+    /// Default: [`DEFAULT_RECURSIVE_DOUBLING_BYTES`].
     pub recursive_doubling_bytes: usize,
     /// Message size (bytes) from which `Auto` uses the zero-copy shared-memory all-reduce on
     /// the local transport. Default `None`: tuned by world size

@@ -302,7 +302,8 @@ impl GraphBuilder {
     /// # Errors
     /// As [`GraphBuilder::build`].
     pub fn build_with_input_tuples(self) -> Result<(CsrGraph, InputTuples)> {
-        let n = usize::try_from(self.num_vertices.min(u64::from(u32::MAX))).unwrap_or(0);
+        // The size is checked before the counts are allocated.
+        let n = self.checked_vertices()? as usize;
         let mut degrees = vec![0u64; n];
         let in_range = |v: u32| (v as usize) < n;
         for &(u, v) in &self.edges {
@@ -327,20 +328,27 @@ impl GraphBuilder {
         ))
     }
 
+    /// The vertex count as a `u32`, or [`GraphError::TooLarge`] when ids would not fit.
+    fn checked_vertices(&self) -> Result<u32> {
+        u32::try_from(self.num_vertices)
+            .ok()
+            .filter(|&n| n < u32::MAX)
+            .ok_or_else(|| {
+                GraphError::TooLarge(format!(
+                    "{} vertices; at most {} fit u32 ids",
+                    self.num_vertices,
+                    u32::MAX - 1
+                ))
+            })
+    }
+
     /// Builds the graph.
     ///
     /// # Errors
     /// [`GraphError::TooLarge`] if there are `u32::MAX` or more vertices,
     /// [`GraphError::InvalidInput`] if an edge names a vertex `>= num_vertices`.
     pub fn build(self) -> Result<CsrGraph> {
-        if self.num_vertices >= u64::from(u32::MAX) {
-            return Err(GraphError::TooLarge(format!(
-                "{} vertices; at most {} fit u32 ids",
-                self.num_vertices,
-                u32::MAX - 1
-            )));
-        }
-        let n = self.num_vertices as u32;
+        let n = self.checked_vertices()?;
         if let Some(&(u, v)) = self.edges.par_iter().find_any(|&&(u, v)| u >= n || v >= n) {
             return Err(GraphError::InvalidInput(format!(
                 "edge ({u}, {v}) names a vertex outside 0..{n}"

@@ -32,7 +32,11 @@ impl Communicator {
             AllReduceAlgorithm::Auto if shm.is_some() && cfg.uses_shared_memory(n, bytes) => {
                 AllReduceAlgorithm::SharedMemory
             }
-            AllReduceAlgorithm::Auto if bytes < cfg.recursive_doubling_bytes => {
+            // Recursive doubling only among the small messages (`small_message_bytes = 0`
+            // still means the ring for every size).
+            AllReduceAlgorithm::Auto
+                if bytes < cfg.recursive_doubling_bytes.min(cfg.small_message_bytes) =>
+            {
                 AllReduceAlgorithm::RecursiveDoubling
             }
             AllReduceAlgorithm::Auto if bytes < cfg.small_message_bytes => {

@@ -506,8 +506,8 @@ impl Transport for MpiTransport {
         if self.packs(len) {
             return self.send_packed(dst, &head, data);
         }
-        if i32::try_from(len).is_err() {
-            // `send` reports a payload too large for one MPI message.
+        if len < self.zero_copy_send_bytes || i32::try_from(len).is_err() {
+            // Staged (and `send` reports a payload too large for one MPI message).
             return super::send_copied(self, dst, head, data);
         }
         let Some(comm) = self.comm() else {

@@ -121,3 +121,13 @@ proptest! {
         prop_assert_eq!(sum, if directed { 1 } else { 2 } * edges.len() as u64);
     }
 }
+
+/// A vertex count beyond u32 ids is refused before the per-vertex counts are allocated.
+#[test]
+fn input_tuples_refuse_oversized_graphs_before_allocating() {
+    let e = GraphBuilder::new(u64::MAX)
+        .edges([(0, 1)])
+        .build_with_input_tuples()
+        .unwrap_err();
+    assert!(matches!(e, graph_kernels::GraphError::TooLarge(_)), "{e}");
+}

@@ -440,14 +440,35 @@ impl Context {
                 let head = recv(3 * nsets)?;
                 let mut ls = Vec::with_capacity(nsets);
                 let mut owners = Vec::with_capacity(nsets);
+                // Everything from the root is checked before it sizes an allocation or indexes
+                // anything: the element loops index through these layouts and maps unchecked.
+                let bad =
+                    |detail: String| UnstructuredError::ScatterInconsistent { root, rank, detail };
+                let ranks = rt.world_size() as i64;
                 for (s, set) in self.sets.iter_mut().enumerate() {
-                    set.size = summary[2 + s] as usize;
-                    let (len, owned, exec) = (
-                        head[3 * s] as usize,
-                        head[3 * s + 1] as usize,
-                        head[3 * s + 2] as usize,
-                    );
+                    let size = summary[2 + s];
+                    let (len, owned, exec) = (head[3 * s], head[3 * s + 1], head[3 * s + 2]);
+                    let consistent = (0..i64::from(u32::MAX)).contains(&size)
+                        && 0 <= owned
+                        && owned <= exec
+                        && exec <= len
+                        && len <= size;
+                    if !consistent {
+                        return Err(bad(format!(
+                            "set {s}: size {size}, {len} local elements, {owned} owned, {exec} executed"
+                        )));
+                    }
+                    let (len, owned, exec) = (len as usize, owned as usize, exec as usize);
+                    set.size = size as usize;
                     let v = recv(2 * len - owned)?;
+                    if v.len() != 2 * len - owned
+                        || v[..len].iter().any(|&g| !(0..size).contains(&g))
+                        || v[len..].iter().any(|&p| !(0..ranks).contains(&p))
+                    {
+                        return Err(bad(format!(
+                            "set {s}: element ids or halo owners out of range"
+                        )));
+                    }
                     let mut o = vec![u32::MAX; set.size];
                     v[..owned].iter().for_each(|&g| o[g as usize] = rank as u32);
                     for (&g, &p) in v[owned..len].iter().zip(&v[len..]) {
@@ -460,11 +481,16 @@ impl Context {
                         exec,
                     });
                 }
-                for m in &mut self.maps {
-                    m.values = recv(ls[m.from].exec * m.arity)?
-                        .into_iter()
-                        .map(|t| t as u32)
-                        .collect();
+                for (i, m) in self.maps.iter_mut().enumerate() {
+                    let n = ls[m.from].exec * m.arity;
+                    let to = ls[m.to].global.len() as i64;
+                    let v = recv(n)?;
+                    if v.len() != n || v.iter().any(|&t| !(0..to).contains(&t)) {
+                        return Err(bad(format!(
+                            "map {i}: entries outside the target's {to} local elements"
+                        )));
+                    }
+                    m.values = v.into_iter().map(|t| t as u32).collect();
                 }
                 for d in &mut self.dats {
                     let n = ls[d.set].global.len() * d.dim;

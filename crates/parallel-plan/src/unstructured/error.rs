@@ -131,6 +131,18 @@ pub enum UnstructuredError {
         /// The ranks whose fingerprint differs from rank 0's.
         ranks: Vec<usize>,
     },
+    /// The part a rank received from the scatter root does not fit together (a size, element
+    /// id, halo owner or map entry out of range); nothing of it was used.
+    #[cfg(feature = "distributed")]
+    #[error("the part rank {rank} received from root {root} is inconsistent: {detail}")]
+    ScatterInconsistent {
+        /// The scatter root.
+        root: usize,
+        /// This rank.
+        rank: usize,
+        /// What is out of range.
+        detail: String,
+    },
     /// Another rank reported an error in a step every rank takes together, so this rank stops
     /// too instead of waiting for it.
     #[error("rank {rank} failed in `{step}`; every rank stops")]

@@ -60,6 +60,7 @@ type Mm<V> = unsafe extern "C" fn(
 ) -> c_int;
 type SetMmHint = unsafe extern "C" fn(Handle, c_int, MatrixDescr, c_int, i32, i32) -> c_int;
 type OneHandle = unsafe extern "C" fn(Handle) -> c_int;
+type SetInterfaceLayer = unsafe extern "C" fn(c_int) -> c_int;
 type SetNumThreads = unsafe extern "C" fn(c_int);
 type VersionString = unsafe extern "C" fn(*mut c_char, c_int);
 
@@ -94,8 +95,19 @@ impl Mkl {
                 .map(|s| *s)
                 .map_err(|e| format!("{name}: {e}"))
         }
+        // The LP64 interface (MKL_INT = i32) is selected explicitly before any other call, so
+        // an `MKL_INTERFACE_LAYER=ILP64` in the environment cannot change the integer width.
+        // SAFETY: `MKL_Set_Interface_Layer(int)` returns the layer in effect (mkl_service.h).
+        let set_layer: SetInterfaceLayer = unsafe { sym(&lib, "MKL_Set_Interface_Layer")? };
+        // SAFETY: as above; 0 is MKL_INTERFACE_LP64.
+        let layer = unsafe { set_layer(0) };
+        if layer != 0 {
+            return Err(format!(
+                "{path}: MKL kept interface layer {layer}, not LP64"
+            ));
+        }
         // SAFETY: every signature below is transcribed from mkl_spblas.h / mkl_service.h with
-        // MKL_INT = i32 (the LP64 interface libmkl_rt selects by default) and enums as c_int.
+        // MKL_INT = i32 (the LP64 interface selected above) and enums as c_int.
         let (mkl, set_threads, version) = unsafe {
             let mkl = Mkl {
                 create_d: sym(&lib, "mkl_sparse_d_create_csr")?,
@@ -113,14 +125,16 @@ impl Mkl {
             (mkl, set_threads, version)
         };
         let mut buf = vec![0 as c_char; 256];
-        // SAFETY: MKL writes at most `len` bytes, NUL-terminated, into `buf`; the thread count
-        // is a plain int.
-        let text = unsafe {
-            version(buf.as_mut_ptr(), buf.len() as c_int);
+        // SAFETY: MKL writes at most `len` bytes into `buf` (one fewer than it holds, so the
+        // last byte stays 0 whatever MKL does); the thread count is a plain int.
+        unsafe {
+            version(buf.as_mut_ptr(), (buf.len() - 1) as c_int);
             set_threads(threads as c_int);
-            std::ffi::CStr::from_ptr(buf.as_ptr())
-        };
-        let version = text.to_string_lossy().trim().to_string();
+        }
+        let bytes: Vec<u8> = buf.iter().map(|&c| c as u8).collect();
+        let version = std::ffi::CStr::from_bytes_until_nul(&bytes)
+            .map(|t| t.to_string_lossy().trim().to_string())
+            .unwrap_or_default();
         Ok(Mkl { version, ..mkl })
     }
 }
