@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use crate::completion::OpStats;
 use crate::config::Config;
-use crate::frame::{Frame, FrameKind};
+use crate::frame::{Frame, FrameKind, NOTICE_MISMATCH};
 use crate::program::{ActiveOp, Failure};
 use crate::transport::Transport;
 use crate::CollectiveError;
@@ -264,6 +264,9 @@ fn fail(shared: &Shared, mut a: Active, f: Failure) {
         let (kind, aux, text) = match &f.error {
             CollectiveError::PeerLost { rank, .. } => {
                 (FrameKind::AbortLost, *rank as u64, String::new())
+            }
+            e @ CollectiveError::Mismatch { .. } => {
+                (FrameKind::AbortOther, NOTICE_MISMATCH, e.to_string())
             }
             e => (FrameKind::AbortOther, 0, e.to_string()),
         };

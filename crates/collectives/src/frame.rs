@@ -75,9 +75,15 @@ pub(crate) enum FrameKind {
     Data,
     /// The sender failed this collective because world rank `aux` was lost.
     AbortLost,
-    /// The sender failed this collective; the payload is the UTF-8 reason.
+    /// The sender failed this collective; the payload is the UTF-8 reason, `aux` is
+    /// [`NOTICE_MISMATCH`] when the failure was a [`CollectiveError::Mismatch`].
     AbortOther,
 }
+
+/// `aux` of an [`FrameKind::AbortOther`] notice whose sender failed with a mismatch: the
+/// receiver reports [`CollectiveError::Mismatch`] too, so that every rank of a collective the
+/// ranks disagree on gets the same error kind.
+pub(crate) const NOTICE_MISMATCH: u64 = 1;
 
 /// Identifies one collective instance on a rank: communicator and sequence number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

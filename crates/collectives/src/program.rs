@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::completion::{Completion, OpStats};
 use crate::direct::{ready_steps, WorkBuf};
 use crate::dtype::{as_bytes, AlignedBuf, Element, ReduceOp};
-use crate::frame::{Fingerprint, Frame, FrameKind, MailboxKey, OpKind};
+use crate::frame::{Fingerprint, Frame, FrameKind, MailboxKey, OpKind, NOTICE_MISMATCH};
 use crate::inbox::{Mailbox, Received};
 use crate::schedule::{Action, Step};
 use crate::transport::Transport;
@@ -153,12 +153,23 @@ pub(crate) fn blocked_failure(meta: &OpMeta, mailbox: &Mailbox) -> Option<Failur
     if let Some(f) = mailbox.take_abort() {
         let error = match f.kind {
             FrameKind::AbortLost => meta.lost(f.aux as usize),
-            _ => CollectiveError::Remote {
-                rank: f.src,
-                op: meta.kind.name(),
-                seq: meta.seq,
-                reason: String::from_utf8_lossy(f.payload.as_bytes()).into_owned(),
-            },
+            // The notice's header carries its sender's fingerprint: a different one is a
+            // mismatch with the sender itself, whatever made the sender fail.
+            _ => {
+                let reason = String::from_utf8_lossy(f.payload.as_bytes()).into_owned();
+                match meta.fp.difference(&f.fp) {
+                    Some(detail) => meta.mismatch(f.src, detail),
+                    None if f.aux == NOTICE_MISMATCH => {
+                        meta.mismatch(f.src, format!("reported by rank {}: {reason}", f.src))
+                    }
+                    None => CollectiveError::Remote {
+                        rank: f.src,
+                        op: meta.kind.name(),
+                        seq: meta.seq,
+                        reason,
+                    },
+                }
+            }
         };
         return Some(Failure {
             error,

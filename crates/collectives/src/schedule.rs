@@ -316,6 +316,60 @@ pub(crate) fn pipelined_broadcast(
     }
 }
 
+/// `steps` of a rooted collective with the rounds of a [`dissemination_barrier`] woven in:
+/// `ceil(log2 n)` rounds of empty messages whose headers carry the collective's fingerprint
+/// (root included), checked by their receivers like every frame.
+///
+/// Why: a rooted schedule's communication pattern depends on the root, so ranks that disagree
+/// on it may never exchange a frame (reduce on 3 ranks with roots 1, 0, 0: every rank only
+/// sends) and would end `Ok` with a wrong result, or wait for each other until `Timeout`
+/// (reduce on 2 ranks with roots 0, 1: both only receive). The barrier's pattern depends on
+/// nothing the ranks could disagree on:
+///
+/// - Detection: every rank sends its first-round message (to `me + 1`) before anything else,
+///   so where two neighbours disagree, the receiver checks that frame (when it takes it, or
+///   while blocked, where every queued frame is checked) and fails with `Mismatch`, telling
+///   its peers.
+/// - No wrong `Ok`: a rank ends only after all rounds, each received before the next is sent,
+///   so every rank's fingerprint reached it through a chain of checked messages.
+///
+/// Cost, kept small: the first round's send leads the schedule, and its receive (from
+/// `me - 1`) comes just before the first data receive from that rank (which sent it first) —
+/// as an extra step after that step's send, so data goes out as early as before — or after the
+/// data steps; the other rounds follow the data steps. Frames between a pair of ranks keep one
+/// order on both sides (a direct-receive requirement: [`crate::direct`]).
+pub(crate) fn agreed(n: usize, me: usize, steps: Vec<Step>) -> Vec<Step> {
+    let mut rounds = dissemination_barrier(n, me).into_iter();
+    let Some(first) = rounds.next() else {
+        return steps;
+    };
+    let (Some((to, _)), Some((prev, _, _))) = (first.send, first.recv) else {
+        unreachable!("dissemination rounds send and receive");
+    };
+    let mut out = Vec::with_capacity(steps.len() + 3);
+    out.push(Step::send(to, 0..0));
+    let mut pending = Some(Step::recv(prev, 0..0, Action::Copy));
+    for step in steps {
+        let from_prev = step.recv.as_ref().is_some_and(|(p, _, _)| *p == prev);
+        match pending.take_if(|_| from_prev) {
+            Some(agree) => {
+                out.push(Step {
+                    send: step.send,
+                    recv: agree.recv,
+                });
+                out.push(Step {
+                    send: None,
+                    recv: step.recv,
+                });
+            }
+            None => out.push(step),
+        }
+    }
+    out.extend(pending);
+    out.extend(rounds);
+    out
+}
+
 /// Pairwise all-to-all: the working buffer is `input ++ output`, each `n * block` long.
 pub(crate) fn pairwise_all_to_all(n: usize, me: usize, block: usize) -> Vec<Step> {
     let out = n * block;

@@ -140,6 +140,8 @@ impl Communicator {
         } else {
             (schedule::binomial_broadcast(n, me, root, count), 0)
         };
+        // Ranks must agree on the root before any data moves (see `schedule::agreed`).
+        let steps = schedule::agreed(n, me, steps);
         let plan = Plan {
             output: Some(0..count),
             root,
@@ -158,8 +160,10 @@ impl Communicator {
     ) -> Result<Handle<T>> {
         self.check_root(root)?;
         let count = data.len();
-        let steps = schedule::binomial_reduce(self.world_size(), self.rank(), root, count);
-        let output = (self.rank() == root).then_some(0..count);
+        let (n, me) = (self.world_size(), self.rank());
+        // Ranks must agree on the root before any data moves (see `schedule::agreed`).
+        let steps = schedule::agreed(n, me, schedule::binomial_reduce(n, me, root, count));
+        let output = (me == root).then_some(0..count);
         let plan = Plan {
             output,
             root,

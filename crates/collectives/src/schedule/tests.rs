@@ -98,6 +98,51 @@ fn rooted_schedules_are_correct() {
     }
 }
 
+/// The rooted schedules with the agreement rounds woven in ([`agreed`]) still compute the
+/// same results, and every pair of ranks keeps one frame order (the simulator pairs frames in
+/// FIFO order and checks each length, so an empty agreement frame taken for data fails).
+#[test]
+fn agreed_rooted_schedules_are_correct() {
+    for n in 1..=9 {
+        for root in 0..n {
+            for count in [0, 1, 5] {
+                let want = &inputs(n, count)[root];
+                let out = simulate(
+                    (0..n)
+                        .map(|r| agreed(n, r, binomial_reduce(n, r, root, count)))
+                        .collect(),
+                    inputs(n, count),
+                );
+                assert_eq!(out[root], sums(n, count), "reduce n={n} root={root}");
+                let out = simulate(
+                    (0..n)
+                        .map(|r| agreed(n, r, binomial_broadcast(n, r, root, count)))
+                        .collect(),
+                    inputs(n, count),
+                );
+                assert!(out.iter().all(|o| o == want), "broadcast n={n} root={root}");
+                let out = simulate(
+                    (0..n)
+                        .map(|r| agreed(n, r, pipelined_broadcast(n, r, root, count, 3)))
+                        .collect(),
+                    inputs(n, count),
+                );
+                assert!(out.iter().all(|o| o == want), "pipelined n={n} root={root}");
+            }
+            // The first round's send leads every schedule; all rounds are there.
+            let rounds = dissemination_barrier(n, 0).len();
+            for r in 0..n {
+                let steps = agreed(n, r, binomial_reduce(n, r, root, 4));
+                let empty = |st: &Step| st.recv.as_ref().is_some_and(|(_, q, _)| q.is_empty());
+                assert_eq!(steps.iter().filter(|s| empty(s)).count(), rounds);
+                if n > 1 {
+                    assert_eq!(steps[0], Step::send((r + 1) % n, 0..0));
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn pipelined_broadcast_is_correct_and_pipelines() {
     for n in 1..=9 {
