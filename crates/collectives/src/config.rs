@@ -81,6 +81,11 @@ pub const DEFAULT_PIPELINE_CHUNK_BYTES: usize = 256 << 10;
 /// Default [`Config::busy_poll`]: 20 µs (measurements: benches/README.md, collectives,
 /// "Measurements behind code defaults").
 pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(20);
+/// Largest accepted [`Config::busy_poll`]: 1 ms (50× the default). A waiter busy-polls this
+/// long without yielding after each progress, so a longer one would hold a core through
+/// whole scheduler time slices on an oversubscribed machine and never let the other ranks'
+/// threads run ([`Config::validate`]).
+pub const MAX_BUSY_POLL: Duration = Duration::from_millis(1);
 /// Default [`Config::op_timeout`]: 60 s.
 pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default [`Config::deadlock_timeout`]: 2 s.
@@ -144,7 +149,8 @@ pub struct Config {
     /// or a wake-up comes back (MPI libraries busy-poll the same way). Bounded, so an
     /// oversubscribed machine loses at most this much CPU per wait. Only on transports whose
     /// progress takes messages itself (MPI): on TCP a reader thread receives, and a waiter
-    /// busy-polling on few cores keeps it off the CPU. Default: [`DEFAULT_BUSY_POLL`].
+    /// busy-polling on few cores keeps it off the CPU. At most [`MAX_BUSY_POLL`] (checked by
+    /// [`Config::validate`]). Default: [`DEFAULT_BUSY_POLL`].
     pub busy_poll: Duration,
     /// Longest park; messages and submissions wake the engine earlier. Default: 5 ms.
     pub park_interval: Duration,
@@ -184,6 +190,21 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Checks the settings whose bounds are not in their types: [`Config::busy_poll`] at most
+    /// [`MAX_BUSY_POLL`]. Every launcher (`run_local_with`, `tcp::join`, `tcp::run_tcp_local`,
+    /// `mpi::MpiJob::init`, [`Launch`](crate::Launch)) calls it before anything starts and
+    /// returns its error.
+    pub fn validate(&self) -> crate::Result<()> {
+        if self.busy_poll > MAX_BUSY_POLL {
+            return Err(crate::CollectiveError::InvalidInput(format!(
+                "Config::busy_poll is {:?}, more than the largest accepted {MAX_BUSY_POLL:?} \
+                 (a waiter would hold a core that long without yielding)",
+                self.busy_poll
+            )));
+        }
+        Ok(())
+    }
+
     /// Default settings with `mode`.
     pub fn with_mode(mode: Mode) -> Self {
         Self {
@@ -220,6 +241,33 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn busy_poll_is_bounded() {
+        assert!(Config::default().validate().is_ok());
+        let at_bound = Config {
+            busy_poll: MAX_BUSY_POLL,
+            ..Config::default()
+        };
+        assert!(at_bound.validate().is_ok());
+        let zero = Config {
+            busy_poll: Duration::ZERO,
+            ..Config::default()
+        };
+        assert!(zero.validate().is_ok());
+        for huge in [MAX_BUSY_POLL + Duration::from_nanos(1), Duration::MAX] {
+            let c = Config {
+                busy_poll: huge,
+                ..Config::default()
+            };
+            match c.validate() {
+                Err(crate::CollectiveError::InvalidInput(m)) => {
+                    assert!(m.contains("busy_poll"), "{m}")
+                }
+                other => panic!("{huge:?}: {other:?}"),
+            }
+        }
+    }
 
     #[test]
     fn shared_memory_threshold_by_world_size_unless_set() {

@@ -97,6 +97,8 @@ impl Engine {
     /// Starts the engine thread of a rank; an error if the thread cannot be spawned (thread or
     /// memory limit), after which the rank counts as lost for its peers.
     pub(crate) fn start(transport: Arc<dyn Transport>, config: Config) -> crate::Result<EngineRef> {
+        // The launchers check before connecting anything; this catches any other path.
+        config.validate()?;
         let shared = Arc::new(Shared {
             transport,
             config,

@@ -48,7 +48,7 @@ where
     R: Send,
     F: Fn(Communicator) -> R + Send + Sync,
 {
-    if let Err(e) = check_local_ranks(n) {
+    if let Err(e) = check_local_ranks(n).and_then(|()| config.validate()) {
         return vec![Err(e)];
     }
     let world = LocalWorld::new(n);

@@ -99,6 +99,13 @@ const LOST_SEND_GRACE: Duration = Duration::from_millis(500);
 pub const DEFAULT_IDLE_SPINS: u32 = 64;
 /// Default [`MpiConfig::max_idle_sleep`]: 200 µs.
 pub const DEFAULT_MAX_IDLE_SLEEP: Duration = Duration::from_micros(200);
+/// Smallest accepted [`MpiConfig::max_idle_sleep`]: 10 µs. Shorter naps (0 above all) make
+/// the idle or deferring receiver thread a busy loop that takes a core from the ranks.
+pub const MIN_IDLE_SLEEP: Duration = Duration::from_micros(10);
+/// Largest accepted [`MpiConfig::max_idle_sleep`]: 10 ms. It bounds how long a message waits
+/// for an idle receiver thread when nobody wakes it, and how long the receiver stays aside
+/// after a missed hand-back.
+pub const MAX_IDLE_SLEEP: Duration = Duration::from_millis(10);
 
 /// How to join an MPI job.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,8 +118,10 @@ pub struct MpiConfig {
     /// Default: [`DEFAULT_IDLE_SPINS`].
     pub idle_spins: u32,
     /// Longest sleep of an idle receiver thread; sleeps double from 1 µs up to this, and a
-    /// message resets them. Bounds the added latency after an idle period. Default:
-    /// [`DEFAULT_MAX_IDLE_SLEEP`].
+    /// message resets them. A driver that parks waiting for a message (and so needs this
+    /// thread to take it) ends a sleep at once; otherwise this bounds the added latency after an
+    /// idle period. Between [`MIN_IDLE_SLEEP`] and [`MAX_IDLE_SLEEP`] (checked by
+    /// [`MpiConfig::validate`]). Default: [`DEFAULT_MAX_IDLE_SLEEP`].
     pub max_idle_sleep: Duration,
     /// Payloads from this size on are sent straight from the collective's buffer (the engine
     /// tests the request until MPI is done with it); smaller ones are copied behind their
@@ -129,6 +138,23 @@ pub struct MpiConfig {
     /// take turns on the CPU and the receive lock. The driver unparks it when it parks or
     /// stops driving. Default: true.
     pub receiver_defers: bool,
+}
+
+impl MpiConfig {
+    /// Checks the bounds not in the types: [`Config::validate`] of `engine`, and
+    /// [`MpiConfig::max_idle_sleep`] within [`MIN_IDLE_SLEEP`]..=[`MAX_IDLE_SLEEP`].
+    /// [`MpiJob::init`] calls it before it initialises MPI.
+    pub fn validate(&self) -> Result<()> {
+        self.engine.validate()?;
+        if !(MIN_IDLE_SLEEP..=MAX_IDLE_SLEEP).contains(&self.max_idle_sleep) {
+            return Err(CollectiveError::InvalidInput(format!(
+                "MpiConfig::max_idle_sleep is {:?}, outside the accepted \
+                 {MIN_IDLE_SLEEP:?}..={MAX_IDLE_SLEEP:?}",
+                self.max_idle_sleep
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl Default for MpiConfig {
@@ -210,6 +236,7 @@ impl MpiJob {
     /// and starts this rank's engine. Fails if MPI was initialised before in this process or
     /// cannot run threads concurrently.
     pub fn init(cfg: &MpiConfig) -> Result<Self> {
+        cfg.validate()?;
         let (universe, level) =
             ::mpi::initialize_with_threading(Threading::Multiple).ok_or_else(|| {
                 CollectiveError::Rendezvous("MPI is already initialised in this process".into())

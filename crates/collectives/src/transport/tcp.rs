@@ -94,6 +94,7 @@ impl TcpConfig {
     }
 
     fn validate(&self) -> Result<()> {
+        self.engine.validate()?;
         if self.world_size == 0 || self.rank >= self.world_size {
             return Err(CollectiveError::Rendezvous(format!(
                 "rank {} is out of range for world size {}",
@@ -183,7 +184,7 @@ where
     R: Send,
     F: Fn(Communicator) -> R + Send + Sync,
 {
-    if let Err(e) = check_tcp_local(n) {
+    if let Err(e) = check_tcp_local(n).and_then(|()| config.validate()) {
         return vec![Err(e)];
     }
     let listener = match TcpListener::bind("127.0.0.1:0") {

@@ -294,6 +294,26 @@ fn resource_bounds_are_typed_errors_before_anything_runs() {
             let out = run_tcp_local(&quick(), n, |_| ());
             assert!(matches!(out[..], [Err(CollectiveError::InvalidInput(_))]));
         }
+        // Engine settings out of their documented bounds (Config::validate): refused before
+        // any rank starts, on both launchers.
+        let spinning = Config {
+            busy_poll: collectives::MAX_BUSY_POLL * 2,
+            ..quick()
+        };
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        let out = run_local_with(&spinning, 2, |_| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        });
+        assert!(
+            matches!(&out[..], [Err(CollectiveError::InvalidInput(m))] if m.contains("busy_poll")),
+            "{out:?}"
+        );
+        assert_eq!(calls.into_inner(), 0);
+        let out = run_tcp_local(&spinning, 2, |_| ());
+        assert!(
+            matches!(&out[..], [Err(CollectiveError::InvalidInput(m))] if m.contains("busy_poll")),
+            "{out:?}"
+        );
     });
 }
 

@@ -20,6 +20,54 @@ use crate::correctness::check_all;
 /// Set (through `mpirun -x`) in the ranks started by [`collectives_over_mpi`].
 const CHILD: &str = "PARDIS_TEST_MPI";
 
+/// Bounds of the MPI settings are checked before MPI is initialised (a typed error; nothing
+/// starts), so this runs in the ordinary test process.
+#[test]
+fn mpi_config_bounds_are_typed_errors() {
+    use collectives::mpi::{MAX_IDLE_SLEEP, MIN_IDLE_SLEEP};
+    for (what, cfg) in [
+        (
+            "max_idle_sleep",
+            MpiConfig {
+                max_idle_sleep: Duration::ZERO,
+                ..MpiConfig::default()
+            },
+        ),
+        (
+            "max_idle_sleep",
+            MpiConfig {
+                max_idle_sleep: MIN_IDLE_SLEEP - Duration::from_nanos(1),
+                ..MpiConfig::default()
+            },
+        ),
+        (
+            "max_idle_sleep",
+            MpiConfig {
+                max_idle_sleep: MAX_IDLE_SLEEP + Duration::from_nanos(1),
+                ..MpiConfig::default()
+            },
+        ),
+        ("busy_poll", {
+            let mut c = MpiConfig::default();
+            c.engine.busy_poll = Duration::from_secs(1);
+            c
+        }),
+    ] {
+        match MpiJob::init(&cfg) {
+            Err(CollectiveError::InvalidInput(m)) => assert!(m.contains(what), "{m}"),
+            Err(other) => panic!("{what}: expected InvalidInput, got {other}"),
+            Ok(_) => panic!("{what}: accepted"),
+        }
+    }
+    for ok in [MIN_IDLE_SLEEP, MAX_IDLE_SLEEP] {
+        let cfg = MpiConfig {
+            max_idle_sleep: ok,
+            ..MpiConfig::default()
+        };
+        assert!(cfg.validate().is_ok());
+    }
+}
+
 #[test]
 fn collectives_over_mpi() {
     if inside_mpi_job() {
