@@ -167,15 +167,21 @@ impl Receiver {
     }
 
     /// Receiver thread: takes messages until told to stop; yields while they come, then
-    /// sleeps with a growing back-off.
+    /// naps with a growing back-off. Every wait is a `park_timeout`, so a driver that parks
+    /// (and so waits for a message this thread must take) or leaves wakes it at once
+    /// ([`Inbox::park_driver`]); and after standing aside for polling drivers it polls afresh
+    /// (no back-off carried over), so the message a parked driver waits for is taken without
+    /// a back-off sleep in between.
     pub(super) fn run(&self, cfg: &MpiConfig) {
+        const FIRST_NAP: Duration = Duration::from_micros(1);
         let mut idle = 0u32;
-        let mut sleep = Duration::from_micros(1);
+        let mut nap = FIRST_NAP;
         while !self.stopped.load(Ordering::SeqCst) {
             if cfg.receiver_defers && self.inbox.drivers_polling() {
                 // A driver polls MPI itself; it unparks us when it parks or leaves (the
                 // timeout bounds a missed hand-back, e.g. a driver asleep on its handle).
                 std::thread::park_timeout(cfg.max_idle_sleep);
+                (idle, nap) = (0, FIRST_NAP);
                 continue;
             }
             let took = {
@@ -184,14 +190,15 @@ impl Receiver {
             };
             match took {
                 Took::Stop => return,
-                Took::Message => (idle, sleep) = (0, Duration::from_micros(1)),
+                Took::Message => (idle, nap) = (0, FIRST_NAP),
                 Took::Nothing => {
                     idle = idle.saturating_add(1);
                     if idle <= cfg.idle_spins {
                         std::thread::yield_now();
                     } else {
-                        std::thread::sleep(sleep);
-                        sleep = (sleep * 2).min(cfg.max_idle_sleep.max(Duration::from_micros(1)));
+                        // Not `sleep`: a parking driver's unpark ends the nap.
+                        std::thread::park_timeout(nap);
+                        nap = (nap * 2).min(cfg.max_idle_sleep);
                     }
                 }
             }
