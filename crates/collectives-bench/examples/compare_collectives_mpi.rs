@@ -18,6 +18,11 @@
 //! (µs per call) for pardis-mpi (lines `pardis ...`), then for `MPI_Allreduce` called through
 //! rsmpi in this same process (`inproc ...`: MPI initialised with `MPI_THREAD_MULTIPLE`, next to
 //! pardis's receiver thread).
+//!
+//! Every size's pardis all-reduce is also checked once against the serial reference sum (rank-
+//! dependent integers, exact in f32): a wrong result ends the job with a message and exit code
+//! 4 instead of a figure. Bad arguments (non-numbers, a size below 4 bytes, `MAX < MIN`, no
+//! repetitions) end it with a message and exit code 2.
 
 use std::time::Instant;
 
@@ -60,13 +65,73 @@ fn spread(samples: &mut [f64]) -> (f64, f64, f64) {
     )
 }
 
+/// Ends the job with `message` and exit code `code` (every rank that sees the problem
+/// prints it; `mpirun` ends the others).
+fn fail(code: i32, message: &str) -> ! {
+    eprintln!("compare_collectives_mpi: {message}");
+    std::process::exit(code)
+}
+
+/// The arguments as numbers, or a clear message and exit code 2.
+fn numbers(args: impl Iterator<Item = String>) -> Vec<usize> {
+    args.map(|s| {
+        s.parse()
+            .unwrap_or_else(|_| fail(2, &format!("argument {s:?} is not a non-negative integer")))
+    })
+    .collect()
+}
+
+/// Checks one pardis all-reduce of `bytes` bytes (f32 sum) against the serial reference:
+/// rank `r` contributes `(r + 1) * (i % 7 + 1)` at element `i`, so every element of the sum is
+/// an integer below 2^24, exact in f32. Exits with code 4 on a wrong result.
+fn check_sum(comm: &collectives::Communicator, bytes: usize) -> collectives::Result<()> {
+    let (n, me) = (comm.world_size(), comm.rank());
+    let count = bytes / 4;
+    let pattern = |i: usize| (i % 7 + 1) as f32;
+    let mine: Vec<f32> = (0..count).map(|i| (me + 1) as f32 * pattern(i)).collect();
+    let got = comm.all_reduce(mine, collectives::ReduceOp::Sum)?;
+    let ranks_sum = (n * (n + 1) / 2) as f32;
+    let wrong = (got.len() != count)
+        .then_some(count)
+        .or_else(|| (0..count).find(|&i| got[i] != ranks_sum * pattern(i)));
+    if let Some(i) = wrong {
+        fail(
+            4,
+            &format!(
+                "rank {me}: pardis all-reduce of {bytes} bytes on {n} ranks differs from the \
+                 reference sum at element {i} (got {:?}, want {})",
+                got.get(i),
+                ranks_sum * pattern(i)
+            ),
+        );
+    }
+    Ok(())
+}
+
 /// The `--samples MIN MAX REPS` mode (see the module docs).
 fn samples_mode(args: &[usize]) -> collectives::Result<()> {
     let (head, knobs) = args.split_at(args.len().min(3));
     let &[min, max, reps] = head else {
-        panic!("--samples MIN_BYTES MAX_BYTES REPS [RD_BYTES PACKED_BYTES]");
+        fail(
+            2,
+            "usage: --samples MIN_BYTES MAX_BYTES REPS [RD_BYTES PACKED_BYTES [BUSY_POLL_US \
+             [RECEIVER_DEFERS]]]",
+        );
     };
-    let reps = reps.max(1);
+    if min < 4 {
+        fail(
+            2,
+            &format!(
+                "MIN_BYTES is {min}: sizes start at 4 bytes (one f32; 0 has no time per byte)"
+            ),
+        );
+    }
+    if max < min {
+        fail(2, &format!("MAX_BYTES {max} is below MIN_BYTES {min}"));
+    }
+    if reps == 0 {
+        fail(2, "REPS is 0: at least one sample per size");
+    }
     let mut cfg = MpiConfig::default();
     if let [rd, packed, rest @ ..] = knobs {
         cfg.engine.recursive_doubling_bytes = *rd;
@@ -97,8 +162,9 @@ fn samples_mode(args: &[usize]) -> collectives::Result<()> {
             let t = mpi_allreduce(&world, bytes, iters, 0);
             theirs.push(slowest(&world, t) / iters as f64 * 1e6);
         }
+        check_sum(comm, bytes)?;
         rows.push((bytes, spread(&mut ours), spread(&mut theirs)));
-        bytes *= 4;
+        bytes = bytes.saturating_mul(4);
     }
     if comm.rank() == 0 {
         for (name, pick) in [("pardis", 0), ("inproc", 1)] {
@@ -113,17 +179,16 @@ fn samples_mode(args: &[usize]) -> collectives::Result<()> {
 
 fn main() -> collectives::Result<()> {
     if std::env::args().nth(1).as_deref() == Some("--samples") {
-        let args: Vec<usize> = std::env::args()
-            .skip(2)
-            .map(|s| s.parse().expect("numeric arguments"))
-            .collect();
-        return samples_mode(&args);
+        return samples_mode(&numbers(std::env::args().skip(2)));
     }
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .map(|s| s.parse().expect("numeric arguments"))
-        .collect();
+    let args = numbers(std::env::args().skip(1));
     let max = args.first().copied().unwrap_or(256 << 20);
+    if max < 1 << 10 {
+        fail(
+            2,
+            &format!("MAX_BYTES is {max}: the sizes start at 1024 bytes"),
+        );
+    }
     let mut cfg = MpiConfig::default();
     if let Some(&spins) = args.get(1) {
         cfg.idle_spins = spins as u32;
@@ -154,6 +219,7 @@ fn main() -> collectives::Result<()> {
         let ours = bench_communicator(comm, OpKind::AllReduce, bytes, iters, warmup)?;
         let ours = slowest(&world, ours.as_secs_f64()) / iters as f64;
         let theirs = slowest(&world, mpi_allreduce(&world, bytes, iters, warmup)) / iters as f64;
+        check_sum(comm, bytes)?;
         let busbw = |secs: f64| bytes as f64 / secs.max(1e-12) / 1e9 * factor;
         if comm.rank() == 0 {
             println!(
@@ -163,7 +229,7 @@ fn main() -> collectives::Result<()> {
                 100.0 * theirs / ours
             );
         }
-        bytes *= 4;
+        bytes = bytes.saturating_mul(4);
     }
     Ok(())
 }
