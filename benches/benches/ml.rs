@@ -1,7 +1,8 @@
 //! Criterion benchmarks of `ml-models`: NF4 fused dequantize-matmul vs dense f32 matmul vs
 //! dequantize-then-matmul, NF4 quantization, training tokens/s of the mini GPT, and the forward
 //! latency of all-MiniLM-L6-v2 (f32 and NF4; skipped unless `scripts/fetch-minilm` has run), and
-//! PO-HRL/baseline test episodes and head training steps on MiniLM-width cached features.
+//! PO-HRL/baseline test episodes and head training steps on MiniLM-width cached features, and
+//! a fine-tuning step of MiniLM's last layers on an episode-sized batch.
 #![allow(missing_docs)]
 
 use std::time::Duration;
@@ -208,12 +209,59 @@ fn pohrl_episode(c: &mut Criterion) {
     g.finish();
 }
 
+/// One fine-tuning step of all-MiniLM-L6-v2 with its last `n` layers trainable (n = 1, 2):
+/// a 5-way 1-shot 5-query episode's 30 instances plus 5 relation texts, modelled as 35 copies
+/// of a 26-word-piece sentence, forward through the whole encoder (the frozen layers build no
+/// graph), backward through the trainable layers, AdamW update. Skipped without the weights.
+fn minilm_finetune_step(c: &mut Criterion) {
+    use pardis::ml::data::{pad_batch, SubwordTokenizer};
+    use pardis::ml::models::{Bert, BertConfig};
+    let roots = pardis_datasets::DataRoots::from_env();
+    let Some(dir) = roots
+        .locate_path("minilm/model.safetensors")
+        .and_then(|l| l.path.parent().map(std::path::Path::to_path_buf))
+    else {
+        eprintln!("minilm_finetune_step: skipped, run scripts/fetch-minilm first");
+        return;
+    };
+    let tok = SubwordTokenizer::from_file(&dir.join("tokenizer.json"), 128).unwrap();
+    let cfg = BertConfig::from_file(&dir.join("config.json")).unwrap();
+    let ids = tok
+        .encode("The Eiffel Tower , located in Paris , was completed in 1889 by the company of Gustave Eiffel .")
+        .unwrap();
+    let seqs = vec![ids.as_slice(); 35];
+    let (x, mask) = pad_batch(&seqs, 0, &Device::Cpu).unwrap();
+    let mut g = c.benchmark_group("minilm_finetune_step");
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(10))
+        .warm_up_time(Duration::from_secs(1));
+    for layers in [1usize, 2] {
+        let mut store = ParamStore::new();
+        let mut bert = Bert::load(cfg, &dir.join("model.safetensors")).unwrap();
+        bert.unfreeze_last(layers, &mut store).unwrap();
+        let tcfg = TrainConfig {
+            max_steps: usize::MAX,
+            steps_per_epoch: 1,
+            ..TrainConfig::default()
+        };
+        let mut tr = Trainer::new(tcfg, &store).unwrap();
+        g.bench_with_input(BenchmarkId::new("episode_5x1", layers), &layers, |b, _| {
+            b.iter(|| {
+                tr.step_once(&mut |_| Ok(bert.forward(&x, &mask, true)?.sqr()?.mean_all()?))
+                    .unwrap()
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     nf4_matmul,
     nf4_quantize,
     train_step,
     minilm_forward,
-    pohrl_episode
+    pohrl_episode,
+    minilm_finetune_step
 );
 criterion_main!(benches);

@@ -64,6 +64,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             EncoderChoice::MiniLm {
                 dir: cfg.parent().expect("a file has a parent").to_path_buf(),
                 cache: None,
+                fine_tune_layers: flag("--fine-tune-layers", "0").parse()?,
             }
         }
         _ => EncoderChoice::Tiny(None),
@@ -91,6 +92,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         episodes: flag("--episodes", "1000").parse()?,
         train_steps: flag("--steps", "300").parse()?,
         lr: flag("--lr", "1e-3").parse()?,
+        encoder_lr: flag("--encoder-lr", "").parse().ok(),
         descriptions: !args.iter().any(|a| a == "--no-descriptions"),
         seed: flag("--seed", "0").parse()?,
         pohrl: PohrlConfig::default(),

@@ -64,6 +64,8 @@ pub struct FewShotEncoder {
     kind: EncoderKind,
     bert: Bert,
     tok: Box<dyn WordEncoder>,
+    /// Layers of a pretrained encoder that train with the method (0: frozen).
+    tuned_layers: usize,
 }
 
 impl std::fmt::Debug for FewShotEncoder {
@@ -71,6 +73,7 @@ impl std::fmt::Debug for FewShotEncoder {
         f.debug_struct("FewShotEncoder")
             .field("kind", &self.kind)
             .field("bert", self.bert.config())
+            .field("tuned_layers", &self.tuned_layers)
             .finish_non_exhaustive()
     }
 }
@@ -101,6 +104,7 @@ impl FewShotEncoder {
             kind: EncoderKind::Tiny,
             bert: Bert::new(cfg, store, init)?,
             tok: Box::new(vocab),
+            tuned_layers: 0,
         })
     }
 
@@ -128,7 +132,24 @@ impl FewShotEncoder {
             kind: EncoderKind::MiniLm,
             bert: Bert::load(cfg, &file("model.safetensors")?)?,
             tok: Box::new(tok),
+            tuned_layers: 0,
         })
+    }
+
+    /// [`FewShotEncoder::minilm`] with its last `layers` transformer layers fine-tuned: their
+    /// weights become trainable parameters in `store` ([`Bert::unfreeze_last`]); `layers = 0`
+    /// is the frozen encoder.
+    pub fn minilm_tuned(dir: &Path, layers: usize, store: &mut ParamStore) -> Result<Self> {
+        let mut enc = Self::minilm(dir)?;
+        enc.bert.unfreeze_last(layers, store)?;
+        enc.tuned_layers = layers;
+        Ok(enc)
+    }
+
+    /// Layers of a pretrained encoder that train with the method (0 for a frozen one; the tiny
+    /// encoder trains all of its layers and reports 0 here).
+    pub fn tuned_layers(&self) -> usize {
+        self.tuned_layers
     }
 
     /// Which encoder this is.
@@ -136,9 +157,10 @@ impl FewShotEncoder {
         self.kind
     }
 
-    /// Whether the encoder's weights train with the method (tiny) or stay frozen (MiniLM).
+    /// Whether the encoder's weights train with the method (tiny, or MiniLM with tuned layers)
+    /// or stay frozen (MiniLM).
     pub fn fine_tuned(&self) -> bool {
-        self.kind == EncoderKind::Tiny
+        self.kind == EncoderKind::Tiny || self.tuned_layers > 0
     }
 
     /// Width of instance and relation features, `2·d`.

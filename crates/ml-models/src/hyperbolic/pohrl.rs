@@ -14,20 +14,30 @@
 //! - [`Method::Pohrl`]: support `s = u + α·r` (α = 1 at 1-shot, 0 otherwise, as in the paper;
 //!   [`PohrlConfig::alpha`] overrides), every vector mapped to the hyperboloid by
 //!   `expmap0(x/√p)`; prototype = Lorentz centroid of the support weighted by
-//!   `softmax(cos_L(s, r)/τ)` over the shots (see [`lorentz::centroid`]); logits `−d_L(q, c)²/τ`
-//!   (the paper gives no scale; hyperbolic distances of `expmap0(x/√p)` are O(1), so without one
-//!   the softmax stays nearly uniform).
+//!   `softmax(cos_L(s, r))` over the shots (the paper's Eq. 5, no temperature; see
+//!   [`lorentz::centroid`]); logits `−d_L(q, c)²/τ` (the issue asks for classification by Lorentz
+//!   distance; the paper's Eq. 6 uses `softmax(cos_L(c, q))` instead. Hyperbolic distances of
+//!   `expmap0(x/√p)` are O(1), so without the scale the softmax stays nearly uniform).
 //!   Loss `L = L_cls + λ₁·L_align + λ₂·L_cone` where `L_align` is the supervised contrastive
 //!   loss (Khosla et al., 2020) over the episode's instances and relations with Lorentzian
-//!   cosine similarity and temperature τ, and `L_cone` keeps every instance inside the
-//!   entailment cone of its own relation (`max(0, φ − γ)`, φ the exterior angle, γ the
-//!   half-aperture with constant C) and at least a margin `m` outside the cones of the other
-//!   relations (`1/(N−1)·Σ max(0, m − (φ − γ))`).
+//!   cosine similarity and temperature τ, and `L_cone` ([`cone_loss`], the paper's Eq. 3)
+//!   draws every instance into the entailment cone of its own relation (`E = φ − γ`, φ the
+//!   exterior angle, γ the half-aperture with constant C; not clamped at 0, as in the paper)
+//!   and keeps it a margin `m` outside the cones of the other relations
+//!   (`1/(N−1)·Σ max(0, m − E)`).
+//!   Where this differs from the paper: the paper's `L_align` (Eq. 2) is anchored at the
+//!   relations and contrasts them with the support representations only, and its `L_cone`
+//!   reads the support representations `u + α·r`; here both losses read the instance
+//!   representations `u` of the support *and* the queries (the relation is not mixed in, so
+//!   at 1-shot the cone term is not satisfied by construction), and `L_align` is the
+//!   symmetric supervised contrastive loss over instances and relations.
 //! - [`Method::PohrlNoCone`]: the same without `L_cone` (λ₂ = 0).
 //!
 //! Training samples episodes of the meta-training relations ([`train`]); evaluation encodes
 //! every test instance once and classifies seeded test episodes ([`evaluate`]). The tiny encoder
-//! trains with the method; MiniLM stays frozen and only the head trains, on cached features.
+//! trains with the method; MiniLM either stays frozen (only the head trains, on cached
+//! features) or fine-tunes its last layers at their own learning rate
+//! ([`EncoderChoice::MiniLm`], [`TrainSettings::encoder_lr`]).
 
 use std::time::Instant;
 
@@ -170,7 +180,8 @@ pub fn forward(
     let hs = lorentz::expmap0(&(mixed * scale)?, c)?;
     let hq = lorentz::expmap0(&(&ep.query * scale)?, c)?;
     let hr = lorentz::expmap0(&(&ep.relations * scale)?, c)?;
-    let w = softmax(&(lorentz::cosine(&hs, &hr.unsqueeze(1)?)? / cfg.tau)?)?;
+    // Eq. (5) of the paper: ω = softmax(sim(z_rel, z_s)) over the shots, no temperature.
+    let w = softmax(&lorentz::cosine(&hs, &hr.unsqueeze(1)?)?)?;
     let protos = lorentz::centroid(&hs, &w, c)?;
     let d = lorentz::distance(&hq.unsqueeze(1)?, &protos.unsqueeze(0)?, c)?;
     let logits = (d.sqr()?.neg()? / cfg.tau)?;
@@ -228,10 +239,20 @@ fn supcon(pts: &Tensor, labels: &[u32], tau: f64) -> Result<Tensor> {
     Ok(per_anchor.mean_all()?)
 }
 
-/// The entailment-cone loss of instances `[M, p]` with labels against relations `[n, p]`.
-fn cone_loss(rel: &Tensor, inst: &Tensor, labels: &[u32], cfg: &PohrlConfig) -> Result<Tensor> {
+/// The entailment-cone loss (the paper's Eq. 3) of instances `[M, p]` with labels (`< n`)
+/// against relations `[n, p]`, both points of [`lorentz`] with curvature `cfg.c`: with
+/// `E(r, x) = φ(r, x) − γ(r)` (exterior angle minus half-aperture with constant `cfg.cone_k`),
+/// the mean over instances `x` of `E(r_y, x) + 1/(N−1)·Σ_{c≠y} max(0, m − E(r_c, x))`
+/// (`m = cfg.margin`). The own-relation term is not clamped: it is negative inside the cone.
+pub fn cone_loss(rel: &Tensor, inst: &Tensor, labels: &[u32], cfg: &PohrlConfig) -> Result<Tensor> {
     let n = rel.dim(0)?;
     let m = labels.len();
+    if inst.dim(0)? != m || m == 0 || labels.iter().any(|&y| y as usize >= n) {
+        return Err(MlError::InvalidInput(format!(
+            "cone loss: {} instances with {m} labels against {n} relations",
+            inst.dim(0)?
+        )));
+    }
     let phi = lorentz::exterior_angle(&rel.unsqueeze(1)?, &inst.unsqueeze(0)?, cfg.c)?;
     let gamma = lorentz::half_aperture(rel, cfg.c, cfg.cone_k)?;
     let viol = phi.broadcast_sub(&gamma.unsqueeze(1)?)?; // [n, M]
@@ -250,7 +271,9 @@ fn cone_loss(rel: &Tensor, inst: &Tensor, labels: &[u32], cfg: &PohrlConfig) -> 
     let dev = Device::Cpu;
     let own = Tensor::from_vec(own, (n, m), &dev)?;
     let other = Tensor::from_vec(other, (n, m), &dev)?;
-    let inside = (viol.relu()? * own)?.sum_all()?;
+    // Eq. (3): the own-relation term is E = φ − γ itself (not clamped at 0), so instances
+    // inside their cone are still drawn towards its axis.
+    let inside = (&viol * own)?.sum_all()?;
     let outside = (viol.affine(-1.0, cfg.margin)?.relu()? * other)?.sum_all()?;
     Ok(((inside + outside)? / m as f64)?)
 }
@@ -432,6 +455,9 @@ pub struct TrainSettings {
     pub episode: EpisodeConfig,
     /// Seed of the head initialisation and of the training episodes.
     pub seed: u64,
+    /// Learning rate of the encoder's trainable weights (every parameter but the head);
+    /// `None`: `lr`. A pretrained encoder fine-tunes at a small fraction of the new head's rate.
+    pub encoder_lr: Option<f64>,
 }
 
 /// Trains `method` on the meta-training relations. With a tiny encoder (its parameters in
@@ -470,6 +496,15 @@ pub fn train(
         ..TrainConfig::default()
     };
     let mut trainer = Trainer::new(tcfg, store)?;
+    if let Some(elr) = settings.encoder_lr {
+        if !(elr.is_finite() && elr >= 0.0 && settings.lr > 0.0) {
+            return Err(MlError::InvalidInput(format!(
+                "encoder learning rate {elr} with head learning rate {}",
+                settings.lr
+            )));
+        }
+        trainer.scale_lr(elr / settings.lr, |name| !name.starts_with("fewshot.head"));
+    }
     let (n, k) = (settings.episode.n, settings.episode.k);
     let rep = trainer.fit(
         store,
@@ -618,14 +653,18 @@ pub enum EncoderChoice {
     /// The tiny encoder trained from scratch with each method; `Some(shape)` overrides
     /// [`crate::fewshot::tiny_bert`].
     Tiny(Option<fn(usize) -> crate::models::BertConfig>),
-    /// Frozen all-MiniLM-L6-v2 from `dir` (`scripts/fetch-minilm`); its features are cached
-    /// in `cache` (a directory, created if needed) when given, keyed by a hash of the
-    /// tokenised input, so reruns skip the encoder.
+    /// All-MiniLM-L6-v2 from `dir` (`scripts/fetch-minilm`). Frozen (`fine_tune_layers = 0`):
+    /// its features are cached in `cache` (a directory, created if needed) when given, keyed
+    /// by a hash of the tokenised input, so reruns skip the encoder, and only the head trains.
+    /// Otherwise its last `fine_tune_layers` layers train with each method (every step encodes
+    /// the episode; the test set is encoded again after training, no cache).
     MiniLm {
         /// The model directory.
         dir: std::path::PathBuf,
-        /// The feature-cache directory.
+        /// The feature-cache directory (frozen encoder only).
         cache: Option<std::path::PathBuf>,
+        /// Transformer layers fine-tuned from the top (0: frozen).
+        fine_tune_layers: usize,
     },
 }
 
@@ -655,6 +694,8 @@ pub struct BenchmarkConfig {
     pub train_steps: usize,
     /// Learning rate.
     pub lr: f64,
+    /// Learning rate of the encoder's trainable weights (see [`TrainSettings::encoder_lr`]).
+    pub encoder_lr: Option<f64>,
     /// Relation texts with descriptions (`false`: names only).
     pub descriptions: bool,
     /// Seed of initialisation, training and test episodes.
@@ -688,7 +729,8 @@ pub struct BenchmarkRow {
     pub encode_seconds: f64,
     /// Seconds to classify the test episodes.
     pub eval_seconds: f64,
-    /// Whether the encoder trained with the method (tiny) or stayed frozen (MiniLM).
+    /// Whether the encoder trained with the method (tiny, MiniLM with fine-tuned layers) or
+    /// stayed frozen (MiniLM).
     pub fine_tuned_encoder: bool,
     /// Mean training loss over the last 10 % of the steps.
     pub final_loss: f32,
@@ -709,8 +751,14 @@ pub struct BenchmarkReport {
 /// The checkpoint file name of `method` on `shape` with `encoder`.
 fn checkpoint_file(encoder: &EncoderChoice, method: Method, shape: EpisodeConfig) -> String {
     let encoder_name = match encoder {
-        EncoderChoice::Tiny(_) => "tiny",
-        EncoderChoice::MiniLm { .. } => "minilm",
+        EncoderChoice::Tiny(_) => "tiny".to_string(),
+        EncoderChoice::MiniLm {
+            fine_tune_layers: 0,
+            ..
+        } => "minilm".to_string(),
+        EncoderChoice::MiniLm {
+            fine_tune_layers, ..
+        } => format!("minilm-ft{fine_tune_layers}"),
     };
     format!(
         "{encoder_name}-{}-{}x{}.safetensors",
@@ -784,7 +832,11 @@ pub fn run_benchmark(
     let mut rows = Vec::new();
     let mut cache_seconds = 0.0;
     let frozen = match &cfg.encoder {
-        EncoderChoice::MiniLm { dir, cache } => {
+        EncoderChoice::MiniLm {
+            dir,
+            cache,
+            fine_tune_layers: 0,
+        } => {
             phase("loading all-MiniLM-L6-v2");
             let enc = FewShotEncoder::minilm(dir)?;
             let start = Instant::now();
@@ -797,7 +849,7 @@ pub fn run_benchmark(
             cache_seconds = start.elapsed().as_secs_f64();
             Some((enc, train_rels, train_table, test_table))
         }
-        EncoderChoice::Tiny(_) => None,
+        _ => None,
     };
     for &shape in &cfg.shapes {
         for &method in &cfg.methods {
@@ -811,6 +863,7 @@ pub fn run_benchmark(
                 lr: cfg.lr,
                 episode: shape,
                 seed: cfg.seed,
+                encoder_lr: cfg.encoder_lr,
             };
             let mut store = ParamStore::new();
             phase(&format!(
@@ -843,13 +896,20 @@ pub fn run_benchmark(
                     (model, 0.0, eval)
                 }
                 None => {
-                    let tiny_shape = match &cfg.encoder {
-                        EncoderChoice::Tiny(shape) => *shape,
-                        EncoderChoice::MiniLm { .. } => None,
+                    let enc = match &cfg.encoder {
+                        EncoderChoice::Tiny(shape) => {
+                            let mut init = SeededInit::new(cfg.seed);
+                            FewShotEncoder::tiny(&split.train, *shape, &mut store, &mut init)?
+                        }
+                        EncoderChoice::MiniLm {
+                            dir,
+                            fine_tune_layers,
+                            ..
+                        } => {
+                            phase("loading all-MiniLM-L6-v2");
+                            FewShotEncoder::minilm_tuned(dir, *fine_tune_layers, &mut store)?
+                        }
                     };
-                    let mut init = SeededInit::new(cfg.seed);
-                    let enc =
-                        FewShotEncoder::tiny(&split.train, tiny_shape, &mut store, &mut init)?;
                     let train_rels = enc.encode(&split.train, cfg.descriptions)?;
                     let model = train(
                         method,

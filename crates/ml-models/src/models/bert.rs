@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use candle_core::{DType, Device, Tensor, D};
 use serde::Deserialize;
 
-use crate::qlora::lora::{base_bytes, LayerKind, Linear, LoraConfig};
+use crate::qlora::lora::{base_bytes, Base, LayerKind, Linear, LoraConfig};
 use crate::train::ops::{layer_norm, softmax};
 use crate::train::{ParamStore, SeededInit};
 use crate::{MlError, Result};
@@ -400,6 +400,55 @@ impl Bert {
             store,
             init,
         )
+    }
+
+    /// Fine-tuning of the top of a loaded encoder: the last `n` layers' projections, biases
+    /// and LayerNorms become trainable parameters in `store` under their checkpoint names
+    /// (`encoder.layer.<l>.attention.self.query.weight`, ...); the embeddings and the layers
+    /// below stay frozen, so the forward pass builds an autograd graph only from layer
+    /// `L − n` on. `n` larger than the depth, or a layer already quantized or trainable, is an
+    /// [`MlError::InvalidInput`].
+    pub fn unfreeze_last(&mut self, n: usize, store: &mut ParamStore) -> Result<()> {
+        let depth = self.layers.len();
+        if n > depth {
+            return Err(MlError::InvalidInput(format!(
+                "cannot fine-tune the last {n} layers of a {depth}-layer encoder"
+            )));
+        }
+        let var = |name: String, t: &Tensor, store: &mut ParamStore| -> Result<Tensor> {
+            Ok(store.add(name, t.detach(), true)?.as_tensor().clone())
+        };
+        for (l, layer) in self.layers.iter_mut().enumerate().skip(depth - n) {
+            for dense in [
+                &mut layer.q,
+                &mut layer.k,
+                &mut layer.v,
+                &mut layer.o,
+                &mut layer.up,
+                &mut layer.down,
+            ] {
+                let name = dense.lin.name().to_string();
+                let weight = match dense.lin.base() {
+                    Base::Frozen(w) => w.clone(),
+                    _ => {
+                        return Err(MlError::InvalidInput(format!(
+                            "`{name}` is not a frozen f32 weight; only a loaded encoder fine-tunes"
+                        )))
+                    }
+                };
+                dense.lin = Linear::trainable(&name, weight, store)?;
+                dense.bias = var(format!("{name}.bias"), &dense.bias, store)?;
+            }
+            let p = format!("encoder.layer.{l}");
+            for (norm, prefix) in [
+                (&mut layer.attn_norm, format!("{p}.attention.output")),
+                (&mut layer.out_norm, format!("{p}.output")),
+            ] {
+                norm.weight = var(format!("{prefix}.LayerNorm.weight"), &norm.weight, store)?;
+                norm.bias = var(format!("{prefix}.LayerNorm.bias"), &norm.bias, store)?;
+            }
+        }
+        Ok(())
     }
 
     /// An evaluation view sharing the weights (no copy) whose forward pass builds no autograd

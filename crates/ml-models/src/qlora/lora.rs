@@ -235,6 +235,21 @@ impl Linear {
         })
     }
 
+    /// A trainable layer over an existing weight `[out, in]` (a pretrained one to fine-tune),
+    /// registered in `store` as `<name>.weight`.
+    pub fn trainable(name: &str, weight: Tensor, store: &mut ParamStore) -> Result<Self> {
+        let (out_features, in_features) = weight.dims2()?;
+        let var = store.add(format!("{name}.weight"), weight.detach(), true)?;
+        Ok(Self {
+            name: name.to_string(),
+            in_features,
+            out_features,
+            base: Base::Dense(var),
+            adapter: None,
+            track: true,
+        })
+    }
+
     /// A layer over an existing weight `[out, in]` (e.g. a pretrained checkpoint's), kept frozen
     /// outside the parameter store until [`Linear::freeze_base`] re-stores it.
     pub fn frozen(name: &str, weight: Tensor) -> Result<Self> {

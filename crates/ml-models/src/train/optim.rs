@@ -43,6 +43,8 @@ pub struct AdamW {
     m: Vec<Tensor>,
     v: Vec<Tensor>,
     t: usize,
+    /// Per-variable learning-rate factor (1 unless [`AdamW::scale_lr`] set it).
+    lr_scale: Vec<f64>,
 }
 
 impl AdamW {
@@ -57,13 +59,29 @@ impl AdamW {
             .map(|(_, v)| v.zeros_like())
             .collect::<candle_core::Result<Vec<_>>>()?;
         let v = m.clone();
+        let lr_scale = vec![1.0; vars.len()];
         Ok(Self {
             cfg,
             vars,
             m,
             v,
             t: 0,
+            lr_scale,
         })
+    }
+
+    /// Multiplies the learning rate of every optimised variable whose name satisfies `pred`
+    /// by `factor` (e.g. a pretrained encoder fine-tuned at a fraction of a new head's rate);
+    /// returns how many variables it applies to.
+    pub fn scale_lr(&mut self, factor: f64, pred: impl Fn(&str) -> bool) -> usize {
+        let mut hit = 0;
+        for ((name, _), s) in self.vars.iter().zip(&mut self.lr_scale) {
+            if pred(name) {
+                *s = factor;
+                hit += 1;
+            }
+        }
+        hit
     }
 
     /// The optimised variables with their names.
@@ -103,6 +121,7 @@ impl AdamW {
             let Some(g) = grads.get(var.as_tensor()) else {
                 continue;
             };
+            let lr = lr * self.lr_scale[i];
             let g = (g * scale)?;
             let m = ((&self.m[i] * c.beta1)? + (&g * (1.0 - c.beta1))?)?;
             let v = ((&self.v[i] * c.beta2)? + (g.sqr()? * (1.0 - c.beta2))?)?;

@@ -170,6 +170,12 @@ impl Trainer {
         self.opt.load_state(&rest)
     }
 
+    /// Multiplies the learning rate of the parameters whose name satisfies `pred` by `factor`
+    /// ([`AdamW::scale_lr`]); returns how many parameters it applies to.
+    pub fn scale_lr(&mut self, factor: f64, pred: impl Fn(&str) -> bool) -> usize {
+        self.opt.scale_lr(factor, pred)
+    }
+
     /// Global steps done so far.
     pub fn steps(&self) -> usize {
         self.opt.steps()

@@ -186,10 +186,284 @@ fn every_method_has_a_finite_loss_and_gradient() {
             .to_scalar::<f32>()
             .unwrap()
     };
-    assert!(l(Method::Pohrl) > l(Method::PohrlNoCone));
+    assert_ne!(l(Method::Pohrl), l(Method::PohrlNoCone));
     let (a, _) = forward(Method::Pohrl, &cfg, &ep, None).unwrap();
     let (b, _) = forward(Method::PohrlNoCone, &cfg, &ep, None).unwrap();
     assert_eq!(a.to_vec2::<f32>().unwrap(), b.to_vec2::<f32>().unwrap());
+}
+
+/// f64 reference geometry (space components; curvature −c).
+mod reference {
+    pub(super) fn time(x: &[f64], c: f64) -> f64 {
+        (1.0 / c + x.iter().map(|v| v * v).sum::<f64>()).sqrt()
+    }
+    pub(super) fn norm(x: &[f64]) -> f64 {
+        x.iter().map(|v| v * v).sum::<f64>().sqrt()
+    }
+    pub(super) fn inner(x: &[f64], y: &[f64], c: f64) -> f64 {
+        x.iter().zip(y).map(|(a, b)| a * b).sum::<f64>() - time(x, c) * time(y, c)
+    }
+    pub(super) fn expmap0(v: &[f64], c: f64) -> Vec<f64> {
+        let z = c.sqrt() * norm(v);
+        v.iter().map(|x| x * z.sinh() / z).collect()
+    }
+    pub(super) fn distance(x: &[f64], y: &[f64], c: f64) -> f64 {
+        (-c * inner(x, y, c)).max(1.0).acosh() / c.sqrt()
+    }
+    pub(super) fn cosine(x: &[f64], y: &[f64]) -> f64 {
+        x.iter().zip(y).map(|(a, b)| a * b).sum::<f64>() / (norm(x) * norm(y))
+    }
+    /// `E(r, x) = φ(r, x) − γ(r)`, the paper's Lemmas 3.1 and 3.2 (C = `k`).
+    pub(super) fn cone_e(r: &[f64], x: &[f64], c: f64, k: f64) -> f64 {
+        let cip = c * inner(r, x, c);
+        let phi = ((time(x, c) + cip * time(r, c)) / (norm(r) * (cip * cip - 1.0).sqrt()))
+            .clamp(-1.0, 1.0)
+            .acos();
+        let gamma = (k / (c.sqrt() * norm(r))).min(1.0).asin();
+        phi - gamma
+    }
+}
+
+fn rows(t: &candle_core::Tensor) -> Vec<Vec<f64>> {
+    t.to_vec2::<f32>()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.into_iter().map(f64::from).collect())
+        .collect()
+}
+
+/// The cone loss is the paper's Eq. 3 (mean over instances): the own-relation term `φ − γ`
+/// unclamped (negative inside the cone), the other relations' `max(0, m − (φ − γ))` / (N − 1).
+#[test]
+fn cone_loss_is_the_papers_equation_3() {
+    use ml_models::hyperbolic::lorentz::expmap0;
+    use ml_models::hyperbolic::pohrl::cone_loss;
+    let cfg = PohrlConfig {
+        c: 0.7,
+        cone_k: 0.3,
+        ..PohrlConfig::default()
+    };
+    let mut init = SeededInit::new(11);
+    let (n, m, p) = (4, 9, 6);
+    let rel = expmap0(&init.normal(&[n, p], 0.8, &Device::Cpu).unwrap(), cfg.c).unwrap();
+    let inst = expmap0(&init.normal(&[m, p], 0.8, &Device::Cpu).unwrap(), cfg.c).unwrap();
+    let labels: Vec<u32> = (0..m as u32).map(|i| i % n as u32).collect();
+    let got = cone_loss(&rel, &inst, &labels, &cfg)
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap() as f64;
+    let (r, x) = (rows(&rel), rows(&inst));
+    let mut want = 0.0;
+    for (i, &y) in labels.iter().enumerate() {
+        for (c, rc) in r.iter().enumerate() {
+            let e = reference::cone_e(rc, &x[i], cfg.c, cfg.cone_k);
+            if c == y as usize {
+                want += e;
+            } else {
+                want += (cfg.margin - e).max(0.0) / (n - 1) as f64;
+            }
+        }
+    }
+    want /= m as f64;
+    assert!(
+        (got - want).abs() < 1e-4 * (1.0 + want.abs()),
+        "{got} vs {want}"
+    );
+
+    // One relation, one instance on the ray beyond it: φ = 0, so the loss is −γ < 0.
+    let r1 = expmap0(
+        &candle_core::Tensor::new(&[[0.6f32, -0.3, 0.2]], &Device::Cpu).unwrap(),
+        1.0,
+    )
+    .unwrap();
+    let x1 = (&r1 * 2.5).unwrap();
+    let cfg1 = PohrlConfig {
+        c: 1.0,
+        cone_k: 0.2,
+        ..PohrlConfig::default()
+    };
+    let l = cone_loss(&r1, &x1, &[0], &cfg1)
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap() as f64;
+    let gamma = (0.2 / reference::norm(&rows(&r1)[0])).asin();
+    // acos's argument is clamped at 1 − 1e-6, so φ reads acos(1 − 1e-6) ≈ 1.4e-3 there.
+    assert!((l + gamma).abs() < 2e-3, "{l} vs −{gamma}");
+    // Labels out of range and mismatched lengths are typed errors.
+    assert!(matches!(
+        cone_loss(&r1, &x1, &[1], &cfg1),
+        Err(MlError::InvalidInput(_))
+    ));
+    assert!(matches!(
+        cone_loss(&rel, &inst, &labels[1..], &cfg),
+        Err(MlError::InvalidInput(_))
+    ));
+}
+
+/// PO-HRL's logits at K > 1 against an f64 reference: prototype = Lorentz centroid of the
+/// shots weighted by `softmax(cos_L(s, r))` (the paper's Eqs. 4–5, no temperature), logits
+/// `−d_L(q, c)²/τ`; α = 0 leaves the relation out of the support.
+#[test]
+fn pohrl_prototypes_weight_shots_by_softmax_of_the_cosine() {
+    let mut init = SeededInit::new(5);
+    let (n, k, mq, p) = (3, 4, 5, 8);
+    let cfg = PohrlConfig {
+        alpha: Some(0.0),
+        tau: 0.25,
+        ..PohrlConfig::default()
+    };
+    let ep = EpisodeTensors {
+        support: init.normal(&[n, k, p], 1.5, &Device::Cpu).unwrap(),
+        query: init.normal(&[mq, p], 1.5, &Device::Cpu).unwrap(),
+        relations: init.normal(&[n, p], 1.5, &Device::Cpu).unwrap(),
+    };
+    let got = forward(Method::Pohrl, &cfg, &ep, None)
+        .unwrap()
+        .0
+        .to_vec2::<f32>()
+        .unwrap();
+    let scale = 1.0 / (p as f64).sqrt();
+    let map =
+        |v: &Vec<f64>| reference::expmap0(&v.iter().map(|x| x * scale).collect::<Vec<_>>(), cfg.c);
+    let support = rows(&ep.support.reshape((n * k, p)).unwrap());
+    let rels = rows(&ep.relations);
+    let queries = rows(&ep.query);
+    let protos: Vec<Vec<f64>> = (0..n)
+        .map(|i| {
+            let hr = map(&rels[i]);
+            let hs: Vec<Vec<f64>> = (0..k).map(|j| map(&support[i * k + j])).collect();
+            let e: Vec<f64> = hs.iter().map(|h| reference::cosine(h, &hr).exp()).collect();
+            let z: f64 = e.iter().sum();
+            let mut sp = vec![0.0; p];
+            let mut t = 0.0;
+            for (h, w) in hs.iter().zip(&e) {
+                for (a, b) in sp.iter_mut().zip(h) {
+                    *a += w / z * b;
+                }
+                t += w / z * reference::time(h, cfg.c);
+            }
+            let lnorm = (t * t - sp.iter().map(|v| v * v).sum::<f64>()).sqrt();
+            sp.iter().map(|v| v / (cfg.c.sqrt() * lnorm)).collect()
+        })
+        .collect();
+    for (qi, q) in queries.iter().enumerate() {
+        let hq = map(q);
+        for (ci, proto) in protos.iter().enumerate() {
+            let want = -reference::distance(&hq, proto, cfg.c).powi(2) / cfg.tau;
+            let g = got[qi][ci] as f64;
+            assert!(
+                (g - want).abs() < 1e-3 * (1.0 + want.abs()),
+                "[{qi}, {ci}]: {g} vs {want}"
+            );
+        }
+    }
+}
+
+/// Fine-tuning a loaded encoder's top: `Bert::unfreeze_last` registers exactly the last
+/// layers' weights, only they receive gradients, and their learning rate follows
+/// `Trainer::scale_lr` (factor 0 keeps them, the head still moves).
+#[test]
+fn loaded_encoder_fine_tunes_only_its_last_layers() {
+    use ml_models::models::Bert;
+    use ml_models::train::{TrainConfig, Trainer};
+    let cfg = BertConfig::new(40, 16, 2, 2, 32, 24);
+    let dir = scratch("finetune");
+    let path = dir.join("bert.safetensors");
+    let mut scratch_store = ParamStore::new();
+    Bert::new(cfg, &mut scratch_store, &mut SeededInit::new(1)).unwrap();
+    scratch_store.save(&path, &[]).unwrap();
+
+    let mut bert = Bert::load(cfg, &path).unwrap();
+    let mut store = ParamStore::new();
+    assert!(matches!(
+        bert.unfreeze_last(3, &mut store),
+        Err(MlError::InvalidInput(_))
+    ));
+    bert.unfreeze_last(1, &mut store).unwrap();
+    let names: Vec<&str> = store.params().iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names.len(),
+        16,
+        "6 weights, 6 biases, 2 LayerNorms: {names:?}"
+    );
+    assert!(
+        names.iter().all(|n| n.starts_with("encoder.layer.1.")),
+        "{names:?}"
+    );
+    // A second call would register the same layer twice: a typed error, not a panic.
+    assert!(matches!(
+        bert.unfreeze_last(1, &mut store),
+        Err(MlError::InvalidInput(_))
+    ));
+
+    let ids = candle_core::Tensor::new(&[[2u32, 5, 7, 9], [3, 4, 0, 0]], &Device::Cpu).unwrap();
+    let mask =
+        candle_core::Tensor::new(&[[1f32, 1., 1., 1.], [1., 1., 0., 0.]], &Device::Cpu).unwrap();
+    let grads = bert
+        .forward(&ids, &mask, true)
+        .unwrap()
+        .sqr()
+        .unwrap()
+        .mean_all()
+        .unwrap()
+        .backward()
+        .unwrap();
+    for p in store.params() {
+        assert!(
+            grads.get(p.var.as_tensor()).is_some(),
+            "{} has no gradient",
+            p.name
+        );
+    }
+
+    // The encoder at learning rate 0 stays put while a head parameter moves.
+    let head = store
+        .add(
+            "fewshot.head.weight",
+            candle_core::Tensor::ones(4, candle_core::DType::F32, &Device::Cpu).unwrap(),
+            true,
+        )
+        .unwrap();
+    let before = store.snapshot().unwrap();
+    let mut trainer = Trainer::new(
+        TrainConfig {
+            lr: 1e-2,
+            warmup_steps: 0,
+            max_steps: 1,
+            steps_per_epoch: 1,
+            ..TrainConfig::default()
+        },
+        &store,
+    )
+    .unwrap();
+    assert_eq!(
+        trainer.scale_lr(0.0, |n| !n.starts_with("fewshot.head")),
+        16
+    );
+    trainer
+        .fit(
+            &store,
+            &mut |_| {
+                let h = bert.forward(&ids, &mask, true)?;
+                Ok((h.sqr()?.mean_all()? + head.as_tensor().sum_all()?)?)
+            },
+            None,
+            &mut NoCallback,
+        )
+        .unwrap();
+    let after = store.snapshot().unwrap();
+    for ((p, b), a) in store.params().iter().zip(&before).zip(&after) {
+        let moved = (b - a)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+            > 0.0;
+        assert_eq!(moved, p.name.starts_with("fewshot.head"), "{}", p.name);
+    }
 }
 
 fn micro(vocab: usize) -> BertConfig {
@@ -249,6 +523,7 @@ fn micro_encoder_training_beats_chance_on_unseen_relations() {
     let settings = TrainSettings {
         steps: 120,
         lr: 1e-3,
+        encoder_lr: None,
         episode: shape,
         seed: 1,
     };
@@ -344,6 +619,7 @@ fn benchmark_rejects_impossible_shapes_up_front() {
         episodes: 10,
         train_steps: 1_000_000,
         lr: 1e-3,
+        encoder_lr: None,
         descriptions: true,
         seed: 0,
         pohrl: PohrlConfig::default(),
@@ -395,6 +671,7 @@ fn benchmark_checkpoints_round_trip() {
         episodes: 20,
         train_steps: 3,
         lr: 1e-3,
+        encoder_lr: None,
         descriptions: true,
         seed: 0,
         pohrl: PohrlConfig {

@@ -18,9 +18,9 @@ use crate::output::{progress, table};
 /// Arguments of `pardis ml fewrel`.
 #[derive(Debug, clap::Args)]
 pub(super) struct FewrelArgs {
-    /// `tiny` (a 2-layer BERT trained from scratch with each method) or `minilm` (frozen
-    /// all-MiniLM-L6-v2, features cached, only the projection head trains; fetch it with
-    /// scripts/fetch-minilm).
+    /// `tiny` (a 2-layer BERT trained from scratch with each method) or `minilm`
+    /// (all-MiniLM-L6-v2, fetch it with scripts/fetch-minilm; frozen, features cached, only the
+    /// projection head trains, unless --fine-tune-layers is given).
     #[arg(long, default_value = "tiny")]
     encoder: String,
     /// pohrl, proto, proto-desc, pohrl-no-cone, or all; several as proto,pohrl.
@@ -45,6 +45,14 @@ pub(super) struct FewrelArgs {
     /// AdamW learning rate.
     #[arg(long, default_value_t = 1e-3)]
     lr: f64,
+    /// With --encoder minilm: fine-tune its last N transformer layers with each method (every
+    /// training step encodes the episode; the test set is encoded again per method).
+    #[arg(long, default_value_t = 0)]
+    fine_tune_layers: usize,
+    /// Learning rate of the encoder's trained weights (default: 2e-5 for fine-tuned MiniLM
+    /// layers, --lr for the tiny encoder).
+    #[arg(long)]
+    encoder_lr: Option<f64>,
     /// Test set: the 8 unseen val_wiki relations (default), `semeval` (val_semeval.json), or
     /// any file in FewRel format (relations seen in training are dropped).
     #[arg(long)]
@@ -101,6 +109,9 @@ pub(super) fn run(a: FewrelArgs, roots: &DataRoots) -> anyhow::Result<()> {
         test.as_deref(),
     )?;
     let encoder = match a.encoder.as_str() {
+        "tiny" if a.fine_tune_layers > 0 => {
+            anyhow::bail!("--fine-tune-layers is for --encoder minilm (tiny trains all layers)")
+        }
         "tiny" => EncoderChoice::Tiny(None),
         "minilm" => {
             let cfg = roots
@@ -116,6 +127,7 @@ pub(super) fn run(a: FewrelArgs, roots: &DataRoots) -> anyhow::Result<()> {
             EncoderChoice::MiniLm {
                 dir: cfg.parent().unwrap_or(&cfg).to_path_buf(),
                 cache,
+                fine_tune_layers: a.fine_tune_layers,
             }
         }
         e => anyhow::bail!("unknown --encoder {e} (tiny, minilm)"),
@@ -139,6 +151,7 @@ pub(super) fn run(a: FewrelArgs, roots: &DataRoots) -> anyhow::Result<()> {
         episodes: a.episodes,
         train_steps: a.steps,
         lr: a.lr,
+        encoder_lr: a.encoder_lr.or((a.fine_tune_layers > 0).then_some(2e-5)),
         descriptions: !a.no_descriptions,
         seed: a.seed,
         pohrl: PohrlConfig::default(),
