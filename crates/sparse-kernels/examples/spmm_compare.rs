@@ -16,7 +16,9 @@
 //!     --threads 2 --k 64 --reps 5 [--precision f64] [--dump DIR] MATRIX...
 //! ```
 //! MATRIX is a path (`.mtx`, `.mtx.gz`, `.smtx`) or a generator spec (`kron:18`, `stencil27:64`,
-//! `arrow:46500:1`, ...; see `sparse_kernels::gen::from_spec`). `--mkl PATH` (a
+//! `arrow:46500:1`, ...; see `sparse_kernels::gen::from_spec`). An argument that is neither a
+//! readable matrix file nor a valid generator spec is reported on stderr and skipped (the other
+//! matrices still run) and the exit code is 2. `--mkl PATH` (a
 //! `libmkl_rt.so`) adds native MKL in paired blocks against LSSM (see `mkl_vs_lssm`);
 //! `--mkl-no-inspector` skips MKL's hint and optimize (to measure what they buy).
 
@@ -238,14 +240,15 @@ fn gather_miss_rows<T: Scalar>(
     misses
 }
 
-fn load<T: Scalar>(spec: &str) -> (String, CsrMatrix<T, u32>) {
+/// The matrix behind a command-line argument: a file (Matrix Market, see `io::read_matrix`)
+/// or a generator spec (`gen::from_spec`); the error says which and why.
+fn load<T: Scalar>(spec: &str) -> Result<(String, CsrMatrix<T, u32>), String> {
     let path = Path::new(spec);
     if path.exists() {
         let name = path
             .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .replace(".gz", "");
+            .map(|n| n.to_string_lossy().replace(".gz", ""))
+            .unwrap_or_else(|| spec.to_string());
         let parent = path
             .parent()
             .and_then(|p| p.file_name())
@@ -254,15 +257,12 @@ fn load<T: Scalar>(spec: &str) -> (String, CsrMatrix<T, u32>) {
             Some(p) if spec.contains("dlmc") => format!("{p}/{name}"),
             _ => name,
         };
-        (
-            name,
-            io::read_matrix(path, 1).unwrap_or_else(|e| panic!("{spec}: {e}")),
-        )
+        let a = io::read_matrix(path, 1).map_err(|e| format!("reading {spec}: {e}"))?;
+        Ok((name, a))
     } else {
-        (
-            spec.to_string(),
-            gen::from_spec(spec, 1).unwrap_or_else(|e| panic!("{e}")),
-        )
+        let a = gen::from_spec(spec, 1)
+            .map_err(|e| format!("not a file, and not a generator spec: {e}"))?;
+        Ok((spec.to_string(), a))
     }
 }
 
@@ -377,8 +377,8 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(
     spec: &str,
     gather_cache: usize,
     mkl: Option<&mkl::Mkl>,
-) {
-    let (name, a) = load::<T>(spec);
+) -> Result<(), String> {
+    let (name, a) = load::<T>(spec)?;
     let stats = RowStats::of(&a);
     let stem = o
         .extra
@@ -513,6 +513,7 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(
             times.join(", ")
         );
     }
+    Ok(())
 }
 
 fn main() {
@@ -531,7 +532,7 @@ fn main() {
     let mkl_version = mkl
         .as_ref()
         .map_or("absent".to_string(), |m| m.version.clone());
-    pool.install(|| {
+    let failed = pool.install(|| {
         let (peak, lanes) = peak_fma_gflops(o.f32);
         let gather_cache = effective_cache_bytes();
         println!(
@@ -542,12 +543,23 @@ fn main() {
             o.threads,
             sparse_kernels::last_level_cache_bytes()
         );
+        // A matrix that cannot be loaded (unknown generator, missing or malformed file) is
+        // reported and skipped; the others still run, and the exit code says that one failed.
+        let mut failed = 0;
         for m in &o.matrices {
-            if o.f32 {
-                run_matrix::<f32>(&o, m, gather_cache, mkl.as_ref());
+            let r = if o.f32 {
+                run_matrix::<f32>(&o, m, gather_cache, mkl.as_ref())
             } else {
-                run_matrix::<f64>(&o, m, gather_cache, mkl.as_ref());
+                run_matrix::<f64>(&o, m, gather_cache, mkl.as_ref())
+            };
+            if let Err(e) = r {
+                eprintln!("spmm_compare: matrix `{m}`: {e}");
+                failed += 1;
             }
         }
+        failed
     });
+    if failed > 0 {
+        std::process::exit(2);
+    }
 }
