@@ -339,13 +339,12 @@ pub(crate) fn pipelined_broadcast(
 /// data steps; the other rounds follow the data steps. Frames between a pair of ranks keep one
 /// order on both sides (a direct-receive requirement: [`crate::direct`]).
 pub(crate) fn agreed(n: usize, me: usize, steps: Vec<Step>) -> Vec<Step> {
-    let mut rounds = dissemination_barrier(n, me).into_iter();
-    let Some(first) = rounds.next() else {
+    if n < 2 {
         return steps;
-    };
-    let (Some((to, _)), Some((prev, _, _))) = (first.send, first.recv) else {
-        unreachable!("dissemination rounds send and receive");
-    };
+    }
+    // The barrier's first round: send to the next rank, receive from the previous one.
+    let (to, prev) = ((me + 1) % n, (me + n - 1) % n);
+    let rounds = dissemination_barrier(n, me).into_iter().skip(1);
     let mut out = Vec::with_capacity(steps.len() + 3);
     out.push(Step::send(to, 0..0));
     let mut pending = Some(Step::recv(prev, 0..0, Action::Copy));

@@ -140,7 +140,7 @@ impl Communicator {
         } else {
             (schedule::binomial_broadcast(n, me, root, count), 0)
         };
-        // Ranks must agree on the root before any data moves (see `schedule::agreed`).
+        // No rank ends unless all agree on the root (`schedule::agreed`).
         let steps = schedule::agreed(n, me, steps);
         let plan = Plan {
             output: Some(0..count),
@@ -161,7 +161,7 @@ impl Communicator {
         self.check_root(root)?;
         let count = data.len();
         let (n, me) = (self.world_size(), self.rank());
-        // Ranks must agree on the root before any data moves (see `schedule::agreed`).
+        // No rank ends unless all agree on the root (`schedule::agreed`).
         let steps = schedule::agreed(n, me, schedule::binomial_reduce(n, me, root, count));
         let output = (me == root).then_some(0..count);
         let plan = Plan {
