@@ -134,6 +134,10 @@ pub enum SaveClass {
     Layer,
     /// Attention-core tensors (`s×s` scores): dropped by selective recomputation too.
     AttentionCore,
+    /// A linear layer's input that a pointwise operator (norm or activation function) just
+    /// produced from a tensor that stays saved: dropped by pointwise recomputation, which reruns
+    /// that operator in the backward pass.
+    PointwiseOutput,
     /// The layer input: the only tensor kept by full recomputation (and not counted otherwise,
     /// since it is the first norm's saved input then).
     Checkpoint,

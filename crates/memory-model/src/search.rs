@@ -197,7 +197,12 @@ pub fn search(model: &ModelConfig, space: &SearchSpace) -> Result<SearchOutcome>
         ZeroStage::Zero2,
         ZeroStage::Zero3,
     ];
-    let recomputes = [Recompute::None, Recompute::Selective, Recompute::Full];
+    let recomputes = [
+        Recompute::None,
+        Recompute::Selective,
+        Recompute::Pointwise,
+        Recompute::Full,
+    ];
     for tp in divisors(space.devices) {
         for pp in divisors(space.devices / tp) {
             let dp = space.devices / (tp * pp);

@@ -215,6 +215,12 @@ pub enum Recompute {
     None,
     /// Recompute the attention core (`s×s` tensors) only (Korthikanti et al. 2022).
     Selective,
+    /// Selective, plus the outputs of the pointwise operators (norms, activation functions)
+    /// that feed a linear layer: the linear keeps only the pointwise operator's saved input
+    /// and the operator runs again in backward (`12·sbh` of Korthikanti's `34·sbh` per layer;
+    /// cheap, memory-bound work). Megatron-LM's `--recompute-modules layernorm` covers the norm
+    /// part; torchtitan's per-operator selective checkpointing recomputes these and more.
+    Pointwise,
     /// Keep only each layer's input; recompute the layer in backward.
     Full,
 }
@@ -225,6 +231,7 @@ impl std::fmt::Display for Recompute {
         f.write_str(match self {
             Recompute::None => "none",
             Recompute::Selective => "selective",
+            Recompute::Pointwise => "pointwise",
             Recompute::Full => "full",
         })
     }

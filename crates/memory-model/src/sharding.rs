@@ -200,6 +200,7 @@ pub fn is_kept(class: SaveClass, recompute: Recompute) -> bool {
         (SaveClass::Checkpoint, r) => r == Recompute::Full,
         (SaveClass::Layer, r) => r != Recompute::Full,
         (SaveClass::AttentionCore, r) => r == Recompute::None,
+        (SaveClass::PointwiseOutput, r) => matches!(r, Recompute::None | Recompute::Selective),
     }
 }
 

@@ -93,6 +93,21 @@ pub struct StagePlan {
 /// time over its solves ([`IlpStats::summary_of`]).
 pub type IlpSummary = IlpStats;
 
+impl Plan {
+    /// The recomputation as shown in tables: the mode (`none`, `selective`, `pointwise`,
+    /// `full`), with `×k/p` when only the first `k` of `p` stages recompute.
+    pub fn recompute_label(&self) -> String {
+        if self.recompute != Recompute::None && self.recompute_stages < self.pipeline_stages {
+            format!(
+                "{}×{}/{}",
+                self.recompute, self.recompute_stages, self.pipeline_stages
+            )
+        } else {
+            self.recompute.to_string()
+        }
+    }
+}
+
 /// A complete training plan on the whole mesh.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
@@ -110,6 +125,9 @@ pub struct Plan {
     pub schedule: PipelineSchedule,
     /// Activation recomputation.
     pub recompute: Recompute,
+    /// Leading pipeline stages that recompute (`recompute`); the later ones keep every
+    /// activation. Equals `pipeline_stages` when every stage recomputes.
+    pub recompute_stages: u64,
     /// Transformer layers of each pipeline stage.
     pub layers_per_stage: Vec<u64>,
     /// Per-device memory of the peak stage.

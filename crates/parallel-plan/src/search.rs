@@ -31,8 +31,12 @@ pub struct Candidate {
     pub layers: Vec<u64>,
     /// Pipeline schedule.
     pub schedule: PipelineSchedule,
-    /// Activation recomputation.
+    /// Activation recomputation of the first [`Candidate::recompute_stages`] stages.
     pub recompute: Recompute,
+    /// Leading stages that recompute; the later ones keep every activation (the first stages
+    /// hold the most micro-batches in flight, and the last one, which also runs the head, is
+    /// usually the slowest, so the earlier stages have time to spare). `pp` when all do.
+    pub recompute_stages: u64,
 }
 
 impl Candidate {
@@ -46,6 +50,16 @@ impl Candidate {
             layers: layers_per_stage(num_layers, pp),
             schedule: PipelineSchedule::OneFOneB,
             recompute: Recompute::None,
+            recompute_stages: pp,
+        }
+    }
+
+    /// The recomputation of stage `stage`.
+    pub fn recompute_of(&self, stage: u64) -> Recompute {
+        if stage < self.recompute_stages {
+            self.recompute
+        } else {
+            Recompute::None
         }
     }
 
@@ -98,8 +112,9 @@ pub struct Problem {
     /// needs tied layers, a micro-batch count that the pipeline degree divides, and every
     /// stage's layers divisible by the virtual stages (Megatron-LM's rules).
     pub schedules: Vec<PipelineSchedule>,
-    /// Recomputation modes the search tries (default none, selective, full; a mode that
-    /// changes no operator of the model, e.g. selective with flash attention, is pruned).
+    /// Recomputation modes the search tries (default none, selective, pointwise, full; a mode
+    /// that changes no operator of the model, e.g. selective with flash attention, is pruned).
+    /// The cheap modes are also tried on the leading stages only ([`Candidate::recompute_stages`]).
     pub recomputes: Vec<Recompute>,
     /// Also try a layer split balanced for time (embedding and head counted in layer
     /// equivalents) beside the even split, when the pipeline has several stages (default true).
@@ -174,14 +189,17 @@ impl Problem {
                     for schedule in self.useful_schedules(pp, m) {
                         for layers in splits.iter().filter(|l| self.can_run(schedule, pp, m, l)) {
                             for &recompute in &recomputes {
-                                out.push(Candidate {
-                                    pp,
-                                    stage_mesh: mesh.clone(),
-                                    micro_batches: m,
-                                    layers: layers.clone(),
-                                    schedule,
-                                    recompute,
-                                });
+                                for recompute_stages in recompute_prefixes(recompute, pp) {
+                                    out.push(Candidate {
+                                        pp,
+                                        stage_mesh: mesh.clone(),
+                                        micro_batches: m,
+                                        layers: layers.clone(),
+                                        schedule,
+                                        recompute,
+                                        recompute_stages,
+                                    });
+                                }
                             }
                         }
                     }
@@ -278,7 +296,7 @@ impl Problem {
                 last: i + 1 == pp,
                 pipelined: pp > 1,
                 tie_layers: self.tie_layers,
-                recompute: cand.recompute,
+                recompute: cand.recompute_of(i),
             };
             if keys.iter().any(|k| k.spec == spec) {
                 continue; // an earlier stage with the same operators holds at least as much
@@ -298,10 +316,10 @@ impl Problem {
         cand: &Candidate,
         restrict: Option<Restriction<'_>>,
     ) -> Result<Vec<StageProblem>> {
-        let setup = self.stage_setup(cand);
-        let workload = setup.workload();
         let mut out = Vec::new();
         for key in self.stage_keys(cand) {
+            let setup = self.stage_setup(cand, key.index);
+            let workload = setup.workload();
             let graph = stage_graph(&self.model, &workload, &key.spec);
             let ctx = PipelineContext {
                 micro_batches: cand.micro_batches,
@@ -342,15 +360,31 @@ impl Problem {
         Ok(out)
     }
 
-    /// The training setup of one stage of `cand`: the micro-batch (whole stage), micro-batch
-    /// count and recomputation of the candidate.
-    fn stage_setup(&self, cand: &Candidate) -> TrainingSetup {
+    /// The training setup of stage `stage` of `cand`: the micro-batch (whole stage),
+    /// micro-batch count and the stage's recomputation.
+    fn stage_setup(&self, cand: &Candidate, stage: u64) -> TrainingSetup {
         let mut setup = self.setup.clone();
         setup.micro_batch = self.global_batch / cand.micro_batches;
         setup.num_microbatches = cand.micro_batches;
-        setup.recompute = cand.recompute;
+        setup.recompute = cand.recompute_of(stage);
         setup
     }
+}
+
+/// The numbers of leading stages that may recompute under `recompute` with `pp` stages: all of
+/// them, and for the cheap modes (selective, pointwise) also all but the last and the first
+/// half, where the earlier stages' spare time (the last stage also runs the head) buys memory
+/// on the stages that hold the most micro-batches in flight.
+fn recompute_prefixes(recompute: Recompute, pp: u64) -> Vec<u64> {
+    let mut out = vec![pp];
+    if pp > 1 && matches!(recompute, Recompute::Selective | Recompute::Pointwise) {
+        for k in [pp - 1, pp.div_ceil(2)] {
+            if !out.contains(&k) {
+                out.push(k);
+            }
+        }
+    }
+    out
 }
 
 /// A layer split over `pp` stages balanced for compute: the last stage's head (a
@@ -416,7 +450,12 @@ impl Problem {
                 PipelineSchedule::Interleaved { virtual_stages: 2 },
                 PipelineSchedule::Interleaved { virtual_stages: 4 },
             ],
-            recomputes: vec![Recompute::None, Recompute::Selective, Recompute::Full],
+            recomputes: vec![
+                Recompute::None,
+                Recompute::Selective,
+                Recompute::Pointwise,
+                Recompute::Full,
+            ],
             balance_layers: true,
         }
     }

@@ -11,7 +11,7 @@
 use memory_model::{
     embedding_operators, head_operators, is_kept, layer_operators, placed_memory, Dim as MmDim,
     ModelConfig, OpKind as MmKind, Operator as MmOperator, OperatorSharding, PlacedOperator,
-    Recompute, Shape, StageTermKind, TrainingSetup, Workload,
+    Recompute, SaveClass, Shape, StageTermKind, TrainingSetup, Workload,
 };
 
 use crate::cost_model::group_size;
@@ -289,13 +289,27 @@ pub fn stage_graph(
             let kind = op.kind;
             let name = op.name;
             // Full recomputation reruns the whole layer; selective, the operators whose saved
-            // tensors it drops.
+            // tensors it drops; pointwise, the norm or activation function whose output (the
+            // next linear's saved input) it drops.
+            let dropped = |a: &memory_model::ActTensor| {
+                is_kept(a.class, Recompute::None) && !is_kept(a.class, stage.recompute)
+            };
             let recomputed = stage.recompute == Recompute::Full
-                || op.saved.iter().any(|a| {
-                    is_kept(a.class, Recompute::None) && !is_kept(a.class, stage.recompute)
-                });
+                || op
+                    .saved
+                    .iter()
+                    .any(|a| a.class != SaveClass::PointwiseOutput && dropped(a));
+            let producer_recomputed = op
+                .saved
+                .iter()
+                .any(|a| a.class == SaveClass::PointwiseOutput && dropped(a));
             let id = push(&mut g, op, copies);
             g.graph.ops[id].recomputed = recomputed;
+            if producer_recomputed {
+                if let Some(prev) = last {
+                    g.graph.ops[prev].recomputed = true;
+                }
+            }
             g.first_layer[id] = block == 0;
             if let Some(prev) = last {
                 edge(&mut g, prev, id, 0, copies);

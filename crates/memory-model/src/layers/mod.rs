@@ -253,7 +253,24 @@ pub fn layer_operators(model: &ModelConfig, workload: &Workload) -> Vec<Operator
     }
     ops.extend(c.dropout("mlp_dropout", c.bsh(), SaveClass::Layer));
     ops.push(c.op("mlp_residual", OpKind::ResidualAdd, vec![], vec![]));
+    mark_pointwise_outputs(&mut ops);
     ops
+}
+
+/// Marks the saved input of every linear layer that directly follows a norm or an activation
+/// function (its producer in the layer's chain) as [`SaveClass::PointwiseOutput`]: the producer
+/// keeps its own input, so pointwise recomputation can drop the linear's copy.
+fn mark_pointwise_outputs(ops: &mut [Operator]) {
+    for i in 1..ops.len() {
+        let producer = ops[i - 1].kind;
+        if ops[i].kind == OpKind::Linear && matches!(producer, OpKind::Norm | OpKind::Activation) {
+            for a in ops[i].saved.iter_mut() {
+                if a.name == "input" && a.class == SaveClass::Layer {
+                    a.class = SaveClass::PointwiseOutput;
+                }
+            }
+        }
+    }
 }
 
 /// The operators before the first layer (first pipeline stage): token embedding, learned

@@ -113,6 +113,23 @@ fn korthikanti_table_2_activations_per_layer() {
 }
 
 #[test]
+fn pointwise_recomputation_drops_the_norm_and_activation_outputs() {
+    // Beyond selective: the inputs of the QKV and first MLP linears (the norms' outputs,
+    // 2sbh each, replicated without SP) and of the second MLP linear (the GeLU output, 8sbh/t)
+    // are recomputed from the norms' and GeLU's saved inputs: TP 6sbh + 16sbh/t, TP+SP 22sbh/t.
+    let sbh = 2048u64 * 12288;
+    assert_eq!(
+        korthikanti(8, false, Recompute::Pointwise),
+        6 * sbh + 16 * sbh / 8
+    );
+    assert_eq!(korthikanti(8, true, Recompute::Pointwise), 22 * sbh / 8);
+    assert_eq!(
+        korthikanti(8, true, Recompute::Selective) - korthikanti(8, true, Recompute::Pointwise),
+        12 * sbh / 8
+    );
+}
+
+#[test]
 fn flash_attention_drops_the_quadratic_terms() {
     // With flash attention only Q, K, V and an fp32 log-sum-exp (a·s·b·4 bytes) remain of the
     // attention core: 34sbh + 4·as b instead of 34sbh + 5as²b.

@@ -22,7 +22,12 @@ fn brute_force(model: &ModelConfig, space: &SearchSpace) -> Vec<Row> {
                         ZeroStage::Zero2,
                         ZeroStage::Zero3,
                     ] {
-                        for rc in [Recompute::None, Recompute::Selective, Recompute::Full] {
+                        for rc in [
+                            Recompute::None,
+                            Recompute::Selective,
+                            Recompute::Pointwise,
+                            Recompute::Full,
+                        ] {
                             if (sp && tp == 1) || (zero != ZeroStage::Zero0 && dp == 1) {
                                 continue;
                             }

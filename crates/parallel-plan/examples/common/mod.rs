@@ -58,6 +58,6 @@ pub(crate) fn shape(p: &Plan) -> String {
         p.stage_mesh,
         p.micro_batches,
         p.schedule,
-        p.recompute
+        p.recompute_label()
     )
 }

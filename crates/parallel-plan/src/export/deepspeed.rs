@@ -100,7 +100,7 @@ pub(crate) fn nearest(
         });
     }
     cfg.sequence_parallel = false;
-    if plan.recompute == Recompute::Selective {
+    if matches!(plan.recompute, Recompute::Selective | Recompute::Pointwise) {
         cfg.recompute = Recompute::Full;
         given_up.push(GivenUp::Recompute {
             plan: plan.recompute,

@@ -121,6 +121,16 @@ pub(crate) fn nearest(
     };
     note_zero(shape, zero, &mut given_up);
     cfg.zero = zero_of(zero, true);
+    if cfg.recompute == Recompute::Pointwise {
+        // `--recompute-modules layernorm` recomputes unfused norms only, and never a dense
+        // MLP's activation function (see `peers::configurations`): the attention core alone is
+        // the nearest.
+        cfg.recompute = Recompute::Selective;
+        given_up.push(GivenUp::Recompute {
+            plan: plan.recompute,
+            engine: cfg.recompute,
+        });
+    }
     if plan.schedule == PipelineSchedule::GPipe && pp > 1 {
         cfg.schedule = PipelineSchedule::OneFOneB;
         given_up.push(GivenUp::Schedule {
@@ -198,7 +208,10 @@ pub fn arguments(
     }
     match c.recompute {
         Recompute::None => {}
-        Recompute::Selective => push("--recompute-granularity", Some("selective".into())),
+        // `nearest` never passes pointwise (see there).
+        Recompute::Selective | Recompute::Pointwise => {
+            push("--recompute-granularity", Some("selective".into()))
+        }
         Recompute::Full => {
             push("--recompute-granularity", Some("full".into()));
             push("--recompute-method", Some("uniform".into()));

@@ -182,6 +182,14 @@ pub enum GivenUp {
         /// The engine's.
         engine: Recompute,
     },
+    /// The plan recomputes on its first `plan` of `stages` stages only; the engine recomputes
+    /// on every stage.
+    RecomputeStages {
+        /// Leading stages that recompute in the plan.
+        plan: u64,
+        /// Pipeline stages.
+        stages: u64,
+    },
     /// Sequence parallelism of the norms differs.
     SequenceParallel {
         /// The plan's.
@@ -254,6 +262,10 @@ impl std::fmt::Display for GivenUp {
             GivenUp::Pipeline { plan, engine } => write!(f, "pipeline {plan} → {engine}"),
             GivenUp::Schedule { plan, engine } => write!(f, "schedule {plan} → {engine}"),
             GivenUp::Recompute { plan, engine } => write!(f, "recompute {plan} → {engine}"),
+            GivenUp::RecomputeStages { plan, stages } => write!(
+                f,
+                "recompute on the first {plan} of {stages} stages → on every stage"
+            ),
             GivenUp::SequenceParallel { plan, engine } => {
                 write!(f, "sequence parallel {plan} → {engine}")
             }
@@ -513,6 +525,12 @@ pub(crate) fn base_config(
         }
     }
     let m = per_replica_step / b;
+    if plan.recompute != Recompute::None && plan.recompute_stages < plan.pipeline_stages {
+        given_up.push(GivenUp::RecomputeStages {
+            plan: plan.recompute_stages,
+            stages: plan.pipeline_stages,
+        });
+    }
     if b * dp != plan.micro_batch_size || m != plan.micro_batches {
         given_up.push(GivenUp::MicroBatch {
             plan: (plan.micro_batch_size, plan.micro_batches),

@@ -310,6 +310,33 @@ fn recomputation_and_virtual_stages_reach_each_engine() {
         plan: Recompute::Selective,
         engine: Recompute::Full
     }));
+    // Pointwise recomputation: torchtitan's per-operator option (exact, priced as pointwise);
+    // Megatron-LM's nearest is selective; recomputing on the leading stages only is given up.
+    cfg.recompute = Recompute::Pointwise;
+    let mut plan = peers::evaluate(&p, &cfg).unwrap();
+    let t = export(&p, &plan, Engine::Torchtitan).unwrap();
+    let toml: toml::Table = t.files[0].contents.parse().unwrap();
+    assert_eq!(
+        toml["activation_checkpoint"]["mode"].as_str(),
+        Some("selective")
+    );
+    assert!(!t
+        .given_up
+        .iter()
+        .any(|g| matches!(g, GivenUp::Recompute { .. })));
+    let m = export(&p, &plan, Engine::Megatron).unwrap();
+    assert!(m.given_up.contains(&GivenUp::Recompute {
+        plan: Recompute::Pointwise,
+        engine: Recompute::Selective
+    }));
+    assert!(m.files[0]
+        .contents
+        .contains("--recompute-granularity selective"));
+    plan.recompute_stages = 1;
+    let m = export(&p, &plan, Engine::Megatron).unwrap();
+    assert!(m
+        .given_up
+        .contains(&GivenUp::RecomputeStages { plan: 1, stages: 2 }));
     // Optimizer offload goes into zero_optimization.
     let mut p = p;
     p.setup.offload.optimizer = memory_model::OffloadTarget::Cpu;

@@ -209,10 +209,24 @@ fn job_toml(problem: &Problem, nearest: &Nearest, header: &Header) -> String {
         ));
     }
     s.push_str("\n[activation_checkpoint]\n");
-    s.push_str(&format!("mode = \"{}\"\n", c.recompute));
-    if c.recompute == Recompute::Selective {
-        s.push_str("# torchtitan's per-operator selective checkpointing; priced as memory-model's selective (attention core)\n");
-        s.push_str("selective_ac_option = \"op\"\n");
+    match c.recompute {
+        Recompute::None | Recompute::Full => {
+            s.push_str(&format!("mode = \"{}\"\n", c.recompute));
+        }
+        Recompute::Selective | Recompute::Pointwise => {
+            s.push_str("mode = \"selective\"\n");
+            s.push_str(&format!(
+                "# torchtitan's per-operator selective checkpointing; priced as memory-model's {} \
+                 ({}); it also recomputes every second matmul, so it holds less and runs longer\n",
+                c.recompute,
+                if c.recompute == Recompute::Selective {
+                    "attention core"
+                } else {
+                    "attention core, norm and activation-function outputs"
+                }
+            ));
+            s.push_str("selective_ac_option = \"op\"\n");
+        }
     }
     s.push_str("\n[training]\n");
     // Without a pipeline, micro-batches are gradient-accumulation steps of `local_batch_size`.

@@ -82,7 +82,6 @@ impl Problem {
         solutions: &[IlpSolution],
     ) -> Plan {
         let b = self.global_batch / cand.micro_batches;
-        let setup = self.stage_setup(cand);
         let mesh = &cand.stage_mesh;
         let keys = self.stage_keys(cand);
         let mut stage_plans = Vec::new();
@@ -97,6 +96,7 @@ impl Problem {
                     &sol.choice,
                 ));
             }
+            let setup = self.stage_setup(cand, key.index);
             let mem = self.stage_memory(cand, st, &sol.choice, key.in_flight, &setup);
             stage_plans.push(StagePlan {
                 index: st.key_index,
@@ -122,6 +122,7 @@ impl Problem {
             micro_batch_size: b,
             schedule: cand.schedule,
             recompute: cand.recompute,
+            recompute_stages: cand.recompute_stages,
             layers_per_stage: cand.layers.clone(),
             per_device_memory: peak,
             step_time_s: time,

@@ -436,3 +436,40 @@ fn hf_config_model_plans() {
         .iter()
         .any(|s| s.framework == Framework::MegatronLm && s.fastest.is_some()));
 }
+
+/// Pointwise recomputation reruns the norms and the activation function (whose outputs the next
+/// linear would have saved), never a linear; a candidate that recomputes on its leading stages
+/// only leaves the later stages keeping everything, and prices each stage with its own mode.
+#[test]
+fn pointwise_recomputation_on_leading_stages_reruns_only_pointwise_operators() {
+    let p = small_problem(4, 8);
+    let mut cand = Candidate::new(p.model.num_layers, 2, p.mesh.stage_mesh(4).unwrap(), 4);
+    cand.recompute = Recompute::Pointwise;
+    cand.recompute_stages = 1;
+    assert_eq!(cand.recompute_of(0), Recompute::Pointwise);
+    assert_eq!(cand.recompute_of(1), Recompute::None);
+    let stages = p.build(&cand, None).unwrap();
+    assert_eq!(stages.len(), 2);
+    let mut everywhere = cand.clone();
+    everywhere.recompute_stages = 2;
+    let all = p.build(&everywhere, None).unwrap();
+    for (st, st_all) in stages.iter().zip(&all) {
+        let rerun: Vec<&str> = st
+            .graph
+            .graph
+            .ops
+            .iter()
+            .filter(|o| o.recomputed)
+            .map(|o| o.name.as_str())
+            .collect();
+        if st.key_index == 0 {
+            assert_eq!(rerun, ["input_norm", "mlp_norm", "mlp_act"]);
+            assert_eq!(st.space.ilp.min_memory(), st_all.space.ilp.min_memory());
+        } else {
+            assert!(rerun.is_empty(), "{rerun:?}");
+            // The last stage keeps the linears' inputs: more memory, less time.
+            assert!(st.space.ilp.min_memory() > st_all.space.ilp.min_memory());
+            assert!(st.space.ilp.time_lower_bound() < st_all.space.ilp.time_lower_bound());
+        }
+    }
+}

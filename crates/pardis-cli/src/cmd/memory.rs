@@ -153,6 +153,8 @@ enum OptimizerArg {
 enum RecomputeArg {
     None,
     Selective,
+    /// Selective plus the norm and activation-function outputs that feed a linear.
+    Pointwise,
     Full,
 }
 
@@ -219,6 +221,7 @@ fn build_setup(args: &Args, model: &ModelConfig) -> anyhow::Result<TrainingSetup
         recompute: match args.recompute {
             RecomputeArg::None => Recompute::None,
             RecomputeArg::Selective => Recompute::Selective,
+            RecomputeArg::Pointwise => Recompute::Pointwise,
             RecomputeArg::Full => Recompute::Full,
         },
         flash_attention: args.flash,

@@ -234,7 +234,7 @@ fn pardis_shape(p: &Plan) -> String {
         shape.push_str(&format!(" {}", p.schedule));
     }
     if p.recompute != Recompute::None {
-        shape.push_str(&format!(" rc-{}", p.recompute));
+        shape.push_str(&format!(" rc-{}", p.recompute_label()));
     }
     shape
 }
