@@ -36,20 +36,11 @@ impl Context {
             if self.injective.contains_key(&(map, slot)) {
                 continue;
             }
-            let (from, to) = (self.maps[map].from, self.maps[map].to);
-            let hit = self
-                .find_collision(map, slot, n)
-                .map(|(a, b, t)| {
-                    (
-                        self.global_id(from, a),
-                        self.global_id(from, b),
-                        self.global_id(to, t),
-                    )
-                })
-                .map(|(a, b, t)| (a.min(b), a.max(b), t));
+            // `(second, first, target)` in declared numbering; the lowest over all ranks.
+            let hit = self.find_collision(map, slot, n);
             let hit = self.agree_on(hit, "indirect write check")?;
             self.injective.insert((map, slot), hit.is_none());
-            if let Some((a, b, t)) = hit {
+            if let Some((b, a, t)) = hit {
                 let m = &self.maps[map];
                 return Err(UnstructuredError::ConflictingIndirectWrite {
                     loop_name: name.to_string(),

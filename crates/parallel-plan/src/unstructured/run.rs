@@ -179,8 +179,15 @@ impl Context {
         Ok(shape)
     }
 
-    /// Finds two of the first `n` elements that map `map` slot `slot` sends to one target, in
-    /// local numbering.
+    /// The colliding pair that the sequential order meets first among the first `n` elements
+    /// of `map`'s source set through slot `slot`: over every target that two or more of them
+    /// write, the two lowest declared numbers of its writers, the pair with the lowest second
+    /// one (then first) chosen. Returned as `(second, first, target)` in declared numbering,
+    /// so that the minimum over the partial views of several ranks is the pair of the whole
+    /// mesh (a rank that sees only some writers of a target sees a pair no lower).
+    ///
+    /// The result does not depend on the local numbering (locality renumbering, partition):
+    /// every backend names the same pair, the one the sequential backend meets first.
     pub(crate) fn find_collision(
         &self,
         map: usize,
@@ -188,15 +195,24 @@ impl Context {
         n: usize,
     ) -> Option<(usize, usize, usize)> {
         let m = &self.maps[map];
-        let mut first = vec![u32::MAX; self.sets[m.to].local];
+        // The two lowest declared numbers of the elements writing each local target.
+        let mut low = vec![(usize::MAX, usize::MAX); self.sets[m.to].local];
         for e in 0..n {
             let t = m.values[e * m.arity + slot] as usize;
-            if first[t] != u32::MAX {
-                return Some((first[t] as usize, e, t));
+            let g = self.global_id(m.from, e);
+            let l = &mut low[t];
+            if g < l.0 {
+                *l = (g, l.0);
+            } else if g < l.1 {
+                l.1 = g;
             }
-            first[t] = e as u32;
         }
-        None
+        low.iter()
+            .enumerate()
+            .filter(|(_, l)| l.1 != usize::MAX)
+            .map(|(t, &(a, b))| (b, a, t))
+            .min()
+            .map(|(b, a, t)| (b, a, self.global_id(m.to, t)))
     }
 
     /// Runs `kernel` on every element of `set`.

@@ -335,3 +335,28 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn every_rank_names_the_sequential_pair_of_three_or_more_colliders() {
+    // Four edges write one node: each rank sees some of them (the owner of the node all), and
+    // every rank reports the pair the sequential order meets first.
+    for ranks in 1..=4 {
+        for p in [Partitioner::Graph, Partitioner::default()] {
+            let outs = run_local_with(&config(), ranks, |comm| {
+                super::errors::three_colliders_program(Backend::distributed(
+                    comm,
+                    DistConfig {
+                        partitioner: p,
+                        ..DistConfig::default()
+                    },
+                ))
+            });
+            for (rank, o) in outs.into_iter().enumerate() {
+                super::errors::assert_lowest_pair(
+                    o.unwrap(),
+                    &format!("{ranks} ranks, rank {rank}"),
+                );
+            }
+        }
+    }
+}

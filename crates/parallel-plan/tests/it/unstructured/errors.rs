@@ -256,3 +256,66 @@ fn write_arguments_start_from_zeros_and_read_write_from_the_values() {
         assert_eq!(ctx.dat_values(n).unwrap(), [2.0, 0.0].repeat(4));
     }
 }
+
+/// A 50-edge ring (`e2n`) and a map `star` of arity 1 in which edges 7, 19, 31 and 44 all
+/// write node 49 and edges 12 and 40 node 34 (every other edge its own node): the collision
+/// the sequential order meets first is edges 7 and 19 on node 49.
+pub(crate) fn three_colliders_program(backend: Backend) -> Result<(), UnstructuredError> {
+    let n = 50u32;
+    let mut ctx = Context::new(backend);
+    let nodes = ctx.decl_set("nodes", n as usize)?;
+    let edges = ctx.decl_set("edges", n as usize)?;
+    let ring: Vec<u32> = (0..n)
+        .flat_map(|e| [(e * 17) % n, (e * 17 + 17) % n])
+        .collect();
+    let e2n = ctx.decl_map("e2n", edges, nodes, 2, ring)?;
+    let star: Vec<u32> = (0..n)
+        .map(|e| match e {
+            7 | 19 | 31 | 44 => 49,
+            12 | 40 => 34,
+            e => (e * 7) % n,
+        })
+        .collect();
+    let m = ctx.decl_map("star", edges, nodes, 1, star)?;
+    let d = ctx.decl_dat("d", nodes, 1, vec![0.0; n as usize])?;
+    // A first loop that distributes / renumbers the mesh.
+    ctx.par_loop(
+        "spread",
+        edges,
+        &[d.inc_via(e2n, 0), d.inc_via(e2n, 1)],
+        |_, w| {
+            w[0][0] += 1.0;
+            w[1][0] += 1.0;
+        },
+    )?;
+    ctx.par_loop("bad", edges, &[d.via(m, 0, Access::Write)], |_, w| {
+        w[0][0] = 1.0
+    })
+}
+
+pub(crate) fn assert_lowest_pair(r: Result<(), UnstructuredError>, who: &str) {
+    match r {
+        Err(UnstructuredError::ConflictingIndirectWrite {
+            first: 7,
+            second: 19,
+            target: 49,
+            ..
+        }) => {}
+        other => panic!("{who}: {other:?}"),
+    }
+}
+
+#[test]
+fn with_three_or_more_colliders_every_backend_names_the_sequential_pair() {
+    // The threaded backend renumbers the mesh first; it used to report the first collision
+    // of the renumbered order (another pair of the four writers of node 49, or 12 and 40).
+    assert_lowest_pair(three_colliders_program(Backend::Sequential), "seq");
+    for threads in [1, 2, 3] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let r = pool.install(|| three_colliders_program(Backend::Threads));
+        assert_lowest_pair(r, &format!("{threads} threads"));
+    }
+}
