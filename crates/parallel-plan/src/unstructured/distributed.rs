@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use collectives::{CollectiveError, Communicator, ReduceOp};
 
-use super::context::{Backend, Context, DatDecl, MapDecl, SetDecl};
+use super::context::{Backend, Context, DatDecl, GlobalDecl, MapDecl, SetDecl};
 use super::decl::Access;
 use super::error::{Result, UnstructuredError};
 use super::layout::{global_to_local, layout, localise_map, SetLayout};
@@ -306,6 +306,11 @@ impl Context {
     /// counts from `start` (before the locality renumbering). With
     /// [`DistConfig::scatter_from`], only that rank holds the mesh: it partitions it and sends
     /// every other rank its part.
+    ///
+    /// Transactional: the local maps, dats, sizes and layouts are built beside the
+    /// declarations and replace them only once every step that can fail has succeeded, so an
+    /// error leaves the declarations as they were (in the locality order, which
+    /// [`prepare`](Context::prepare) then undoes).
     pub(crate) fn distribute(&mut self, start: Instant) -> Result<()> {
         let t0 = Instant::now();
         let Backend::Distributed(rt) = &mut self.backend else {
@@ -336,8 +341,8 @@ impl Context {
         // match: ranks would index elements their peers never sent), and that no rank failed
         // to partition.
         let decl = match root {
-            None => declarations_fingerprint(&self.sets, &self.maps),
-            Some(r) => shape_fingerprint(&self.sets, &self.maps, &self.dats, r),
+            None => declarations_fingerprint(&self.sets, &self.maps, &self.dats, &self.globals),
+            Some(r) => shape_fingerprint(&self.sets, &self.maps, &self.dats, &self.globals, r),
         };
         let mine = match (&owned, root) {
             (Some(Err(_)), _) => vec![0; 3],
@@ -360,12 +365,14 @@ impl Context {
                 return Err(UnstructuredError::DistributionMismatch { what, ranks });
             }
         }
-        // From here on, global numbers are the declared ones again (layouts, owners, import
-        // and export lists), while local elements keep the locality order.
-        let order = self.order.take();
+        // The layouts, owners and import/export lists below use the declared numbers (the
+        // local elements keep the locality order).
+        let order = &self.order;
         let declared = |s: usize, g: u32| order.as_ref().map_or(g, |o| o[s][g as usize]);
         let nsets = self.sets.len();
-        let (layouts, owners, primary, edge_cut) = match owned {
+        // What replaces the declarations once nothing can fail any more: each map's local
+        // rows, each dat's local values, each set's global size.
+        let (layouts, owners, primary, edge_cut, map_values, dat_values, sizes) = match owned {
             Some((owners, primary, edge_cut)) => {
                 if let Some(root) = root {
                     // What the root holds: sizes and the plan's summary for everyone.
@@ -414,12 +421,17 @@ impl Context {
                     .zip(&self.sets)
                     .map(|(l, s)| global_to_local(s.size, l))
                     .collect();
-                for m in &mut self.maps {
-                    m.values = localise_map(m, &ls[m.from], &g2l[m.to]);
-                }
-                for d in &mut self.dats {
-                    d.data = pick_storage(&d.data, &ls[d.set].global, d.dim);
-                }
+                let map_values: Vec<Vec<u32>> = self
+                    .maps
+                    .iter()
+                    .map(|m| localise_map(m, &ls[m.from], &g2l[m.to]))
+                    .collect();
+                drop(g2l);
+                let dat_values: Vec<Storage> = self
+                    .dats
+                    .iter()
+                    .map(|d| pick_storage(&d.data, &ls[d.set].global, d.dim))
+                    .collect();
                 let mut declared_owners = owners.clone();
                 for (s, (l, o)) in ls.iter_mut().zip(&owners).enumerate() {
                     l.global.iter_mut().for_each(|g| *g = declared(s, *g));
@@ -427,7 +439,16 @@ impl Context {
                         declared_owners[s][declared(s, old as u32) as usize] = p;
                     }
                 }
-                (ls, declared_owners, primary, edge_cut)
+                let sizes = self.sets.iter().map(|s| s.size).collect();
+                (
+                    ls,
+                    declared_owners,
+                    primary,
+                    edge_cut,
+                    map_values,
+                    dat_values,
+                    sizes,
+                )
             }
             None => {
                 // A rank without the mesh: sizes and summary, then its part, from the root.
@@ -440,12 +461,13 @@ impl Context {
                 let head = recv(3 * nsets)?;
                 let mut ls = Vec::with_capacity(nsets);
                 let mut owners = Vec::with_capacity(nsets);
+                let mut sizes = Vec::with_capacity(nsets);
                 // Everything from the root is checked before it sizes an allocation or indexes
                 // anything: the element loops index through these layouts and maps unchecked.
                 let bad =
                     |detail: String| UnstructuredError::ScatterInconsistent { root, rank, detail };
                 let ranks = rt.world_size() as i64;
-                for (s, set) in self.sets.iter_mut().enumerate() {
+                for s in 0..nsets {
                     let size = summary[2 + s];
                     let (len, owned, exec) = (head[3 * s], head[3 * s + 1], head[3 * s + 2]);
                     let consistent = (0..i64::from(u32::MAX)).contains(&size)
@@ -459,7 +481,7 @@ impl Context {
                         )));
                     }
                     let (len, owned, exec) = (len as usize, owned as usize, exec as usize);
-                    set.size = size as usize;
+                    sizes.push(size as usize);
                     let v = recv(2 * len - owned)?;
                     if v.len() != 2 * len - owned
                         || v[..len].iter().any(|&g| !(0..size).contains(&g))
@@ -469,10 +491,17 @@ impl Context {
                             "set {s}: element ids or halo owners out of range"
                         )));
                     }
-                    let mut o = vec![u32::MAX; set.size];
-                    v[..owned].iter().for_each(|&g| o[g as usize] = rank as u32);
-                    for (&g, &p) in v[owned..len].iter().zip(&v[len..]) {
-                        o[g as usize] = p as u32;
+                    let mut o = vec![u32::MAX; size as usize];
+                    let halo_owners =
+                        std::iter::repeat_n(rank as i64, owned).chain(v[len..].iter().copied());
+                    for ((k, &g), p) in v[..len].iter().enumerate().zip(halo_owners) {
+                        let at = &mut o[g as usize];
+                        if *at != u32::MAX || (k >= owned && p == rank as i64) {
+                            return Err(bad(format!(
+                                "set {s}: element {g} listed twice, or in the halo and owned by this rank"
+                            )));
+                        }
+                        *at = p as u32;
                     }
                     owners.push(o);
                     ls.push(SetLayout {
@@ -481,7 +510,8 @@ impl Context {
                         exec,
                     });
                 }
-                for (i, m) in self.maps.iter_mut().enumerate() {
+                let mut map_values = Vec::with_capacity(self.maps.len());
+                for (i, m) in self.maps.iter().enumerate() {
                     let n = ls[m.from].exec * m.arity;
                     let to = ls[m.to].global.len() as i64;
                     let v = recv(n)?;
@@ -490,33 +520,37 @@ impl Context {
                             "map {i}: entries outside the target's {to} local elements"
                         )));
                     }
-                    m.values = v.into_iter().map(|t| t as u32).collect();
+                    map_values.push(v.into_iter().map(|t| t as u32).collect());
                 }
-                for d in &mut self.dats {
+                let mut dat_values = Vec::with_capacity(self.dats.len());
+                for d in &self.dats {
                     let n = ls[d.set].global.len() * d.dim;
-                    d.data = match d.data {
+                    let v = match d.data {
                         Storage::F64(_) => rt.comm.recv(root, n).map(Storage::F64),
                         Storage::I64(_) => rt.comm.recv(root, n).map(Storage::I64),
                     }
                     .map_err(|e| rt.comm_err(e))?;
+                    if v.len() != n {
+                        return Err(bad(format!("dat {}: {} values for {n}", d.name, v.len())));
+                    }
+                    dat_values.push(v);
                 }
                 let primary = usize::try_from(summary[0]).ok();
-                (ls, owners, primary, summary[1] as usize)
+                (
+                    ls,
+                    owners,
+                    primary,
+                    summary[1] as usize,
+                    map_values,
+                    dat_values,
+                    sizes,
+                )
             }
         };
         let mut exchanges = Vec::with_capacity(nsets);
         for (s, l) in layouts.iter().enumerate() {
-            let g2l = global_to_local(self.sets[s].size, l);
+            let g2l = global_to_local(sizes[s], l);
             exchanges.push(rt.exchange_lists(l, &owners[s], &g2l)?);
-        }
-        for d in &mut self.dats {
-            // Every rank's values came from the global values, so every halo is current.
-            d.dirty = false;
-        }
-        for (s, l) in self.sets.iter_mut().zip(&layouts) {
-            s.owned = l.owned;
-            s.exec = l.exec;
-            s.local = l.global.len();
         }
         let mine: Vec<i64> = layouts
             .iter()
@@ -536,6 +570,24 @@ impl Context {
             .comm
             .broadcast(vec![partition_seconds, setup_seconds], root.unwrap_or(0))
             .map_err(|e| rt.comm_err(e))?;
+        // Nothing fails from here on: the local mesh replaces the declarations. Global numbers
+        // are the declared ones again (layouts, owners, import and export lists), while local
+        // elements keep the locality order.
+        self.order = None;
+        for (m, v) in self.maps.iter_mut().zip(map_values) {
+            m.values = v;
+        }
+        for (d, v) in self.dats.iter_mut().zip(dat_values) {
+            d.data = v;
+            // Every rank's values came from the global values, so every halo is current.
+            d.dirty = false;
+        }
+        for ((s, l), size) in self.sets.iter_mut().zip(&layouts).zip(sizes) {
+            s.size = size;
+            s.owned = l.owned;
+            s.exec = l.exec;
+            s.local = l.global.len();
+        }
         rt.report = Some(PlanReport {
             ranks: nparts,
             partitioner: rt.config.partitioner.name().to_string(),
@@ -572,27 +624,68 @@ fn fnv(h: u64, words: impl IntoIterator<Item = u32>) -> u64 {
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 
-/// Fingerprint of the global declarations the distribution depends on: set sizes and maps.
-fn declarations_fingerprint(sets: &[SetDecl], maps: &[MapDecl]) -> u64 {
-    let h = fnv(FNV_OFFSET, sets.iter().map(|s| s.size as u32));
-    maps.iter().fold(h, |h, m| {
-        let h = fnv(h, [m.from as u32, m.to as u32, m.arity as u32]);
-        fnv(h, m.values.iter().copied())
+/// Fingerprint of a name (its length, then its bytes).
+fn name_words(name: &str) -> impl Iterator<Item = u32> + '_ {
+    std::iter::once(name.len() as u32).chain(name.bytes().map(u32::from))
+}
+
+/// Fingerprint of each dat's name, set, dimension and element type, then (with `values`) of
+/// its values' bits; and of each global's name, length and type.
+fn dats_fingerprint(h: u64, dats: &[DatDecl], globals: &[GlobalDecl], values: bool) -> u64 {
+    let h = fnv(h, [dats.len() as u32, globals.len() as u32]);
+    let h = dats.iter().fold(h, |h, d| {
+        let ty = matches!(d.data, Storage::F64(_)) as u32;
+        let h = fnv(
+            fnv(h, name_words(&d.name)),
+            [d.set as u32, d.dim as u32, ty],
+        );
+        if !values {
+            return h;
+        }
+        let bits = |b: u64| [b as u32, (b >> 32) as u32];
+        match &d.data {
+            Storage::F64(v) => fnv(h, v.iter().flat_map(|x| bits(x.to_bits()))),
+            Storage::I64(v) => fnv(h, v.iter().flat_map(|&x| bits(x as u64))),
+        }
+    });
+    globals.iter().fold(h, |h, g| {
+        let ty = matches!(g.data, Storage::F64(_)) as u32;
+        fnv(fnv(h, name_words(&g.name)), [g.data.len() as u32, ty])
     })
 }
 
+/// Fingerprint of the global declarations: set sizes, maps (with their values), dats (with
+/// their values) and the globals' shapes. Ranks that declared different programs, or
+/// different meshes or initial values, would otherwise exchange halos that do not fit.
+fn declarations_fingerprint(
+    sets: &[SetDecl],
+    maps: &[MapDecl],
+    dats: &[DatDecl],
+    globals: &[GlobalDecl],
+) -> u64 {
+    let h = fnv(FNV_OFFSET, sets.iter().map(|s| s.size as u32));
+    let h = maps.iter().fold(h, |h, m| {
+        let h = fnv(h, [m.from as u32, m.to as u32, m.arity as u32]);
+        fnv(h, m.values.iter().copied())
+    });
+    dats_fingerprint(h, dats, globals, true)
+}
+
 /// Fingerprint of what a scatter needs every rank to agree on: the root, and the shapes of
-/// the declarations (which sets the maps join with which arity, each dat's set, dimension and
-/// type); sizes and values come from the root.
-fn shape_fingerprint(sets: &[SetDecl], maps: &[MapDecl], dats: &[DatDecl], root: usize) -> u64 {
+/// the declarations (which sets the maps join with which arity, each dat's name, set,
+/// dimension and type, the globals' shapes); sizes and values come from the root.
+fn shape_fingerprint(
+    sets: &[SetDecl],
+    maps: &[MapDecl],
+    dats: &[DatDecl],
+    globals: &[GlobalDecl],
+    root: usize,
+) -> u64 {
     let h = fnv(FNV_OFFSET, [root as u32, sets.len() as u32]);
     let h = maps.iter().fold(h, |h, m| {
         fnv(h, [m.from as u32, m.to as u32, m.arity as u32])
     });
-    dats.iter().fold(h, |h, d| {
-        let ty = matches!(d.data, Storage::F64(_)) as u32;
-        fnv(h, [d.set as u32, d.dim as u32, ty])
-    })
+    dats_fingerprint(h, dats, globals, false)
 }
 
 /// Fingerprint of the owner of every element of every set.
@@ -601,3 +694,6 @@ fn partition_fingerprint(owners: &[Vec<u32>]) -> u64 {
         fnv(fnv(h, [o.len() as u32]), o.iter().copied())
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -119,14 +119,16 @@ pub enum UnstructuredError {
         /// The collectives error.
         source: collectives::CollectiveError,
     },
-    /// The ranks do not agree on the distribution: their declarations (set sizes, maps) or the
-    /// partition they computed differ from rank 0's (different meshes, or different
+    /// The ranks do not agree on the distribution: their declarations (set sizes, maps, dats
+    /// with their names, dimensions, types and initial values, the globals' names and
+    /// lengths; with a scatter, the shapes only) or the partition they computed differ from
+    /// rank 0's (different programs or meshes, or different
     /// [`DistConfig`](super::DistConfig)s). Every rank returns this error, naming the same
     /// ranks, before any halo list is built.
     #[cfg(feature = "distributed")]
     #[error("ranks {ranks:?} computed a different {what} from rank 0's; every rank must declare the same mesh and use the same DistConfig")]
     DistributionMismatch {
-        /// What differs: `declarations` (set sizes or maps) or `partition`.
+        /// What differs: `declarations` (sets, maps, dats, globals) or `partition`.
         what: &'static str,
         /// The ranks whose fingerprint differs from rank 0's.
         ranks: Vec<usize>,

@@ -20,9 +20,15 @@ impl Context {
         if !matches!(self.backend, Backend::Sequential) {
             self.renumber();
         }
+        // All or nothing: a failed distribution leaves the declarations as declared (it
+        // changes nothing itself, and the renumbering is undone), so that the next loop,
+        // after any further declarations, starts from the declared mesh again.
         #[cfg(feature = "distributed")]
         if let Backend::Distributed(_) = self.backend {
-            self.distribute(t)?;
+            if let Err(e) = self.distribute(t) {
+                self.undo_renumber();
+                return Err(e);
+            }
         }
         let _ = t;
         self.frozen = true;

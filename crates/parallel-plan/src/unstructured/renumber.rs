@@ -110,6 +110,17 @@ pub(crate) fn pick_rows<T: Copy>(v: &[T], rows: &[u32], dim: usize) -> Vec<T> {
         .collect()
 }
 
+/// The inverse of [`pick_rows`] for a permutation `rows`: row `k` of `v` goes to row
+/// `rows[k]` of the result.
+pub(crate) fn unpick_rows<T: Copy + Default>(v: &[T], rows: &[u32], dim: usize) -> Vec<T> {
+    let mut out = vec![T::default(); v.len()];
+    for (new, &old) in rows.iter().enumerate() {
+        let old = old as usize;
+        out[old * dim..(old + 1) * dim].copy_from_slice(&v[new * dim..(new + 1) * dim]);
+    }
+    out
+}
+
 /// [`pick_rows`] of a dat's storage.
 pub(crate) fn pick_storage(v: &Storage, rows: &[u32], dim: usize) -> Storage {
     match v {
@@ -137,17 +148,41 @@ impl Context {
         self.order = Some(order);
     }
 
+    /// Undoes [`renumber`](Self::renumber): maps and dats back in the declared numbering, no
+    /// order kept (nothing to do if the mesh was not renumbered).
+    #[cfg_attr(not(feature = "distributed"), allow(dead_code))]
+    pub(crate) fn undo_renumber(&mut self) {
+        let Some(order) = self.order.take() else {
+            return;
+        };
+        for m in &mut self.maps {
+            let (from, to) = (&order[m.from], &order[m.to]);
+            let mut values = vec![0u32; m.values.len()];
+            for (new, row) in m.values.chunks(m.arity).enumerate() {
+                let old = from[new] as usize;
+                for (v, &t) in values[old * m.arity..(old + 1) * m.arity]
+                    .iter_mut()
+                    .zip(row)
+                {
+                    *v = to[t as usize];
+                }
+            }
+            m.values = values;
+        }
+        for d in &mut self.dats {
+            d.data = match &d.data {
+                Storage::F64(v) => Storage::F64(unpick_rows(v, &order[d.set], d.dim)),
+                Storage::I64(v) => Storage::I64(unpick_rows(v, &order[d.set], d.dim)),
+            };
+        }
+    }
+
     /// A dat's values back in the declared numbering (after [`renumber`](Self::renumber)).
     pub(crate) fn unrenumber<T: Scalar>(&self, set: usize, dim: usize, local: &[T]) -> Vec<T> {
-        let Some(order) = &self.order else {
-            return local.to_vec();
-        };
-        let mut out = vec![T::default(); local.len()];
-        for (new, &old) in order[set].iter().enumerate() {
-            let old = old as usize;
-            out[old * dim..(old + 1) * dim].copy_from_slice(&local[new * dim..(new + 1) * dim]);
+        match &self.order {
+            Some(order) => unpick_rows(local, &order[set], dim),
+            None => local.to_vec(),
         }
-        out
     }
 }
 
@@ -202,6 +237,32 @@ mod tests {
     }
 
     proptest::proptest! {
+        #[test]
+        fn undoing_the_renumbering_restores_the_declarations(
+            n in 1usize..60,
+            rows in proptest::collection::vec(0u32..1000, 2..120),
+        ) {
+            use crate::unstructured::{Backend, Context};
+            let m = rows.len() / 2;
+            let mut ctx = Context::new(Backend::Threads);
+            let a = ctx.decl_set("a", n).unwrap();
+            let b = ctx.decl_set("b", m).unwrap();
+            let values: Vec<u32> = rows[..2 * m].iter().map(|&v| v % n as u32).collect();
+            ctx.decl_map("m", b, a, 2, values).unwrap();
+            ctx.decl_dat("da", a, 2, (0..2 * n).map(|v| v as f64).collect()).unwrap();
+            ctx.decl_dat("db", b, 1, (0..m as i64).collect()).unwrap();
+            let (maps, dats) = (ctx.maps.clone(), ctx.dats.clone());
+            ctx.renumber();
+            ctx.undo_renumber();
+            proptest::prop_assert!(ctx.order.is_none());
+            for (x, y) in ctx.maps.iter().zip(&maps) {
+                proptest::prop_assert_eq!(&x.values, &y.values);
+            }
+            for (x, y) in ctx.dats.iter().zip(&dats) {
+                proptest::prop_assert_eq!(&x.data, &y.data);
+            }
+        }
+
         #[test]
         fn every_set_gets_a_permutation(
             n in 1usize..60,

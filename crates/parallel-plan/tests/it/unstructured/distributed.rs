@@ -360,3 +360,176 @@ fn every_rank_names_the_sequential_pair_of_three_or_more_colliders() {
         }
     }
 }
+
+/// What [`late_coordinates_program`] returns: the first loop's failure (if any), then cell and
+/// node values in declared numbering.
+type LateOutcome = (Option<UnstructuredError>, Vec<f64>, Vec<f64>);
+
+/// On a generated grid: node values `u`; a first loop (if `fail_first`) before the node
+/// coordinates `x` are declared; then cell values from `x` and `u` through cell → 4 nodes,
+/// spread to the nodes through the edges' cells and nodes.
+fn late_coordinates_program(
+    backend: Backend,
+    g: &Grid,
+    fail_first: bool,
+) -> Result<LateOutcome, UnstructuredError> {
+    let mut ctx = Context::new(backend);
+    let nodes = ctx.decl_set("nodes", g.nnode())?;
+    let cells = ctx.decl_set("cells", g.ncell())?;
+    let edges = ctx.decl_set("edges", g.nedge())?;
+    let c2n = ctx.decl_map("c2n", cells, nodes, 4, g.cell.clone())?;
+    let e2n = ctx.decl_map("e2n", edges, nodes, 2, g.edge.clone())?;
+    let e2c = ctx.decl_map("e2c", edges, cells, 2, g.ecell.clone())?;
+    let u = ctx.decl_dat("u", nodes, 1, (0..g.nnode()).map(|k| k as f64).collect())?;
+    let c = ctx.decl_dat("c", cells, 1, vec![0.0; g.ncell()])?;
+    let s = ctx.decl_dat("s", nodes, 1, vec![0.0; g.nnode()])?;
+    let spread = |ctx: &mut Context| {
+        ctx.par_loop(
+            "spread",
+            edges,
+            &[
+                c.read_via(e2c, 0),
+                c.read_via(e2c, 1),
+                s.inc_via(e2n, 0),
+                s.inc_via(e2n, 1),
+            ],
+            |r, w| {
+                w[0][0] += r[0][0] - 0.5 * r[1][0];
+                w[1][0] += r[1][0] - 0.25 * r[0][0];
+            },
+        )
+    };
+    // Without coordinates, recursive coordinate bisection cannot partition: the first loop
+    // fails after the mesh was renumbered for locality.
+    let failure = if fail_first {
+        spread(&mut ctx).err()
+    } else {
+        None
+    };
+    let x = ctx.decl_dat("x", nodes, 2, g.x.clone())?;
+    let args: Vec<_> = (0..4)
+        .map(|k| x.read_via(c2n, k))
+        .chain((0..4).map(|k| u.read_via(c2n, k)))
+        .chain([c.write()])
+        .collect();
+    ctx.par_loop("centre", cells, &args, |r, w| {
+        w[0][0] = (0..4)
+            .map(|k| r[k][0] + 2.0 * r[k][1] + r[4 + k][0])
+            .sum::<f64>()
+            / 4.0;
+    })?;
+    spread(&mut ctx)?;
+    Ok((failure, ctx.dat_values(c)?, ctx.dat_values(s)?))
+}
+
+#[test]
+fn a_failed_first_loop_leaves_the_declared_mesh_for_the_next() {
+    // The first loop renumbers the mesh, then fails to partition it; the program declares the
+    // coordinates and goes on. The next loop must start from the declared mesh again (it
+    // used to renumber the renumbered maps and dats a second time, and the new dat once).
+    let g = Grid::generate(300, 5).unwrap();
+    let (_, want_c, want_s) = late_coordinates_program(Backend::Sequential, &g, false).unwrap();
+    for ranks in 1..=3 {
+        for o in run_local_with(&config(), ranks, |comm| {
+            let rcb = DistConfig {
+                partitioner: Partitioner::Rcb,
+                ..DistConfig::default()
+            };
+            late_coordinates_program(Backend::distributed(comm, rcb), &g, true)
+        }) {
+            let (failure, cv, sv) = o.unwrap().unwrap();
+            assert!(
+                matches!(failure, Some(UnstructuredError::InvalidDeclaration { .. })),
+                "{failure:?}"
+            );
+            assert!(rel_diff(&cv, &want_c) <= 1e-12, "{ranks} ranks: cells");
+            assert!(rel_diff(&sv, &want_s) <= 1e-12, "{ranks} ranks: nodes");
+        }
+    }
+}
+
+#[test]
+fn a_rank_that_declares_other_dats_gets_a_typed_error_on_every_rank() {
+    // The mesh (sets, maps) is the same on every rank; one rank declares an extra dat, a dat
+    // of another dimension, type or name, or other initial values. Without the dats in the
+    // declarations' fingerprint the ranks exchanged halos of different widths.
+    let n = 40u32;
+    let ring: Vec<u32> = (0..n).flat_map(|e| [e, (e + 1) % n]).collect();
+    let program = |comm: collectives::Communicator, case: usize, scatter: bool| {
+        let rank = comm.rank();
+        let odd = rank == 1 + case % 2;
+        let root = scatter.then_some(0);
+        let mut ctx = Context::new(Backend::distributed(
+            comm,
+            DistConfig {
+                partitioner: Partitioner::Graph,
+                scatter_from: root,
+                ..DistConfig::default()
+            },
+        ));
+        let size = if root.is_some_and(|r| r != rank) {
+            0
+        } else {
+            n as usize
+        };
+        let nodes = ctx.decl_set("nodes", size)?;
+        let edges = ctx.decl_set("edges", size)?;
+        let e2n = ctx.decl_map("e2n", edges, nodes, 2, ring[..2 * size].to_vec())?;
+        let dim = if odd && case == 1 { 2 } else { 1 };
+        let mut init: Vec<f64> = (0..dim * size).map(|k| k as f64).collect();
+        if odd && case == 4 && size > 0 {
+            init[3] = -1.0;
+        }
+        let name = if odd && case == 3 { "v" } else { "u" };
+        let u = ctx.decl_dat(name, nodes, dim, init)?;
+        if odd && case == 0 {
+            ctx.decl_dat("extra", edges, 1, vec![0.0; size])?;
+        }
+        if odd && case == 2 {
+            ctx.decl_dat("w", nodes, 1, vec![0i64; size])?;
+        } else {
+            ctx.decl_dat("w", nodes, 1, vec![0.0; size])?;
+        }
+        let s = ctx.decl_dat("s", nodes, 1, vec![0.0; size])?;
+        ctx.par_loop(
+            "spread",
+            edges,
+            &[
+                u.read_via(e2n, 0),
+                u.read_via(e2n, 1),
+                s.inc_via(e2n, 0),
+                s.inc_via(e2n, 1),
+            ],
+            |r, w| {
+                w[0][0] += r[1][0];
+                w[1][0] += r[0][0];
+            },
+        )
+    };
+    // Cases 0-4 as above; values (case 4) only count when every rank holds the mesh.
+    for (case, scatter) in [
+        (0, false),
+        (1, false),
+        (2, false),
+        (3, false),
+        (4, false),
+        (0, true),
+        (1, true),
+        (3, true),
+    ] {
+        let bad = 1 + case % 2;
+        let outs = run_local_with(&config(), 3, |comm| program(comm, case, scatter));
+        for (rank, o) in outs.into_iter().enumerate() {
+            match o.unwrap() {
+                Err(UnstructuredError::DistributionMismatch { what, ranks }) => {
+                    assert_eq!(
+                        (what, ranks),
+                        ("declarations", vec![bad]),
+                        "case {case}, rank {rank}"
+                    );
+                }
+                r => panic!("case {case} (scatter {scatter}), rank {rank}: {r:?}"),
+            }
+        }
+    }
+}
