@@ -54,7 +54,7 @@ pub use icl::{Icl, IclConfig};
 pub use iforest::{average_path_length, IsolationForest, IsolationForestConfig};
 pub use knn::{Knn, KnnConfig};
 pub use metrics::{auc_roc, average_precision};
-pub use neutral::{Neutral, NeutralConfig};
+pub use neutral::{Neutral, NeutralConfig, NeutralTransform};
 pub use pcl::{Pcl, PclConfig};
 
 use crate::Result;

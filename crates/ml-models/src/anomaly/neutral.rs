@@ -1,11 +1,28 @@
 //! NeuTraL-AD, neural transformation learning for anomaly detection (Qiu, Pfrommer, Kloft,
 //! Mandt & Rudolph, ICML 2021).
 //!
-//! K learnable masks `T_k(x) = sigmoid(M_k(x)) ⊙ x` (M_k an MLP d → min(d, 64) → d) and an encoder
-//! d → 96 → 64 are trained jointly with the deterministic contrastive loss: each transformed view
-//! should be close to the original's embedding and far from the other views,
+//! K learnable transformations `T_k` (MLPs d → min(d, 64) → d, residual by default:
+//! `T_k(x) = x + M_k(x)`, see [`NeutralTransform`]) and an encoder d → 96 → 64 are trained
+//! jointly with the deterministic contrastive loss: each transformed view should be close to
+//! the original's embedding and far from the other views,
 //! `Σ_k −log( h(z_k, z) / (h(z_k, z) + Σ_{l≠k} h(z_k, z_l)) )` with `h = exp(cos/τ)`. The
-//! anomaly score is this loss.
+//! anomaly score is this loss (the authors' `DCL` with `eval=True`; their constant factor
+//! `1/|K ln(1/K)|` is left out, it changes no ranking).
+//!
+//! **Two choices that decide whether it works on ADBench's min-max-scaled tables**
+//! (regression test `neutral_trains_and_ranks_magnitude_outliers_high`):
+//! - *Residual transformations* (the authors' `trans_type: residual` for every tabular set).
+//!   pardis first used the paper's multiplicative masks `sigmoid(M_k(x)) ⊙ x` with biases;
+//!   in the default 20 epochs the views then collapsed onto one embedding (training loss
+//!   ≈ K ln K, the value of identical views) and the scores ranked by how far a row breaks that
+//!   collapse, i.e. large rows lowest: WDBC AUC-ROC 0.000 on five seeds, Lymphography 0.22.
+//! - *Biases* in the transformations and the encoder (the authors' tabular configs have none).
+//!   Without biases the network is positively homogeneous (linear layers and leaky ReLU) and the
+//!   embeddings are L2-normalised, so a row's score is invariant to scaling it by any c > 0.
+//!   On data min-max-scaled to [0, 1], whose origin is a corner of the box, that makes the
+//!   detector blind to anomalies that are larger versions of normal rows (WDBC's malignant
+//!   samples; the synthetic test's outliers: AUC ≈ 0.5 without biases). PCL-AD and ICL share
+//!   that invariance (see [`super::Pcl`]).
 
 use candle_core::Tensor;
 use candle_nn::ops::sigmoid;
@@ -17,11 +34,28 @@ use super::{check_cols, Detector, Features, InputError};
 use crate::train::{ParamStore, SeededInit};
 use crate::Result;
 
+/// How a learnable transformation `M_k` (an MLP d → min(d, 64) → d) acts on a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NeutralTransform {
+    /// `T_k(x) = x + M_k(x)`: the authors' choice for every tabular set (`trans_type: residual`
+    /// in their configs, also DeepOD's default). The default.
+    Residual,
+    /// `T_k(x) = sigmoid(M_k(x)) ⊙ x`, the paper's masks. With biases and the default training
+    /// loop its views collapsed on small tables (WDBC AUC-ROC 0.000, see the module docs).
+    Multiplicative,
+}
+
 /// NeuTraL-AD hyper-parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NeutralConfig {
     /// Learnable transformations K, default 11.
     pub transforms: usize,
+    /// How the transformations act, default [`NeutralTransform::Residual`].
+    pub transform: NeutralTransform,
+    /// Biases in the transformations and the encoder, default `true` (the authors' tabular
+    /// configs have none; without them a row's score is invariant to scaling the row, see the
+    /// module docs).
+    pub bias: bool,
     /// Temperature τ, default 0.1.
     pub tau: f64,
     /// Encoder hidden width, default 96.
@@ -36,6 +70,8 @@ impl Default for NeutralConfig {
     fn default() -> Self {
         Self {
             transforms: 11,
+            transform: NeutralTransform::Residual,
+            bias: true,
             tau: 0.1,
             hidden: 96,
             rep: 64,
@@ -48,6 +84,7 @@ impl Default for NeutralConfig {
 struct Model {
     masks: Vec<Mlp>,
     encoder: Mlp,
+    transform: NeutralTransform,
     tau: f64,
 }
 
@@ -55,7 +92,11 @@ impl Model {
     fn loss(&self, x: &Tensor) -> Result<Tensor> {
         let mut views = vec![x.clone()];
         for m in &self.masks {
-            views.push((sigmoid(&m.forward(x)?)? * x)?);
+            let t = m.forward(x)?;
+            views.push(match self.transform {
+                NeutralTransform::Residual => (t + x)?,
+                NeutralTransform::Multiplicative => (sigmoid(&t)? * x)?,
+            });
         }
         let z = l2_normalise(&self.encoder.forward(&Tensor::stack(&views, 1)?)?)?;
         view_contrast_loss(&z, self.tau)
@@ -105,7 +146,7 @@ impl Detector for Neutral {
                     &mut init,
                     &format!("t{k}"),
                     &[d, h, d],
-                    true,
+                    c.bias,
                     true,
                 )
             })
@@ -115,12 +156,13 @@ impl Detector for Neutral {
             &mut init,
             "enc",
             &[d, c.hidden, c.rep],
-            true,
+            c.bias,
             true,
         )?;
         let model = Model {
             masks,
             encoder,
+            transform: c.transform,
             tau: c.tau,
         };
         let x = to_tensor(train_x)?;

@@ -31,6 +31,15 @@
 //! together with their centers `ẑ0`; the global term of a scored row is its sum over that set.
 //! A row's score therefore depends only on the row and the fitted model, and has the scale of
 //! a training batch's loss.
+//!
+//! **Scale invariance (the authors' design, kept).** Every network here is bias-free with leaky
+//! ReLU, hence positively homogeneous, and every term compares L2-normalised vectors, so
+//! `score(c·x) = score(x)` for any c > 0 (test `pcl_score_is_invariant_to_row_scale`). Under the
+//! protocol's min-max scaling the origin is a corner of the box, and anomalies that are larger
+//! versions of normal rows get normal scores: WDBC, WBC and breastw (malignant samples have larger
+//! values; the row norm alone ranks WDBC's anomalies at AUC-ROC ≥ 0.99) are PCL-AD's weakest
+//! sets. The score direction (higher = more anomalous: the per-sample loss) and the per-sample
+//! terms follow the authors' `LCL`/`GSC`.
 
 use std::collections::BTreeMap;
 
