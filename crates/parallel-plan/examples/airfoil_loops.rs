@@ -29,7 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let iters: usize = args.next().map_or(Ok(10), |a| a.parse())?;
     let which = args.next().unwrap_or_default();
     let shuffled = Grid::generate(cells, 1)?;
-    let ordered = shuffled.locality_ordered();
+    let ordered = shuffled.locality_ordered()?;
     let cfg = AirfoilConfig {
         iterations: iters,
         report_every: 0,

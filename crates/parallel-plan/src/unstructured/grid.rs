@@ -318,11 +318,89 @@ impl Grid {
         self.permute(&pn, &pc, &pe, &pb);
     }
 
+    /// Checks that the fields fit together, as [`Grid::parse`] guarantees for a file and a
+    /// hand-built grid may not: whole rows (2 coordinates per node, 4 nodes per cell, 2 nodes
+    /// and 2 cells per edge, 2 nodes, 1 cell and 1 flag per boundary edge) and every index
+    /// inside its set.
+    ///
+    /// # Errors
+    /// [`UnstructuredError::InvalidDeclaration`] naming the field whose length does not fit,
+    /// [`UnstructuredError::MapOutOfRange`] naming the first index outside its set.
+    pub fn validate(&self) -> Result<()> {
+        let lengths = [
+            ("x", self.x.len(), 2, self.x.len() / 2, "2 per node"),
+            (
+                "cell",
+                self.cell.len(),
+                4,
+                self.cell.len() / 4,
+                "4 per cell",
+            ),
+            (
+                "edge",
+                self.edge.len(),
+                2,
+                self.edge.len() / 2,
+                "2 per edge",
+            ),
+            ("ecell", self.ecell.len(), 2, self.nedge(), "2 per edge"),
+            (
+                "bedge",
+                self.bedge.len(),
+                2,
+                self.nbedge(),
+                "2 per boundary edge",
+            ),
+            (
+                "bound",
+                self.bound.len(),
+                1,
+                self.nbedge(),
+                "1 per boundary edge",
+            ),
+        ];
+        for (name, len, per, rows, what) in lengths {
+            if len != per * rows {
+                return Err(UnstructuredError::InvalidDeclaration {
+                    name: format!("grid field `{name}`"),
+                    detail: format!(
+                        "{len} values, expected {what} ({rows} rows as the other fields say)"
+                    ),
+                });
+            }
+        }
+        let maps: [(&str, &[u32], usize, &str, usize); 5] = [
+            ("cell", &self.cell, 4, "nodes", self.nnode()),
+            ("edge", &self.edge, 2, "nodes", self.nnode()),
+            ("ecell", &self.ecell, 2, "cells", self.ncell()),
+            ("bedge", &self.bedge, 2, "nodes", self.nnode()),
+            ("becell", &self.becell, 1, "cells", self.ncell()),
+        ];
+        for (name, values, arity, to, size) in maps {
+            if let Some(entry) = values.iter().position(|&v| v as usize >= size) {
+                return Err(UnstructuredError::MapOutOfRange {
+                    map: name.to_string(),
+                    entry,
+                    element: entry / arity,
+                    slot: entry % arity,
+                    value: values[entry],
+                    to: to.to_string(),
+                    to_size: size,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// The same mesh in the locality order that the threaded and distributed backends give
     /// Airfoil's declarations (`renumber`: nodes breadth-first, cells, edges and boundary
     /// edges after them), e.g. to time the sequential backend or the C loops without the
     /// cache misses of a shuffled numbering.
-    pub fn locality_ordered(&self) -> Grid {
+    ///
+    /// # Errors
+    /// As [`Grid::validate`], for a hand-built grid whose fields do not fit together.
+    pub fn locality_ordered(&self) -> Result<Grid> {
+        self.validate()?;
         let set = |name: &str, size: usize| SetDecl {
             name: name.into(),
             size,
@@ -356,7 +434,7 @@ impl Grid {
             .collect();
         let mut g = self.clone();
         g.permute(&p[0], &p[1], &p[2], &p[3]);
-        g
+        Ok(g)
     }
 
     /// Renumbers every set: old element `k` becomes `p[k]` of its set's permutation.

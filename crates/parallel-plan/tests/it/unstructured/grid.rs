@@ -101,7 +101,7 @@ fn locality_ordered_grid_is_the_same_mesh_with_near_neighbours() {
     use parallel_plan::unstructured::apps::{airfoil, AirfoilConfig};
     use parallel_plan::unstructured::{Backend, Context};
     let g = Grid::generate(2000, 5).unwrap();
-    let o = g.locality_ordered();
+    let o = g.locality_ordered().unwrap();
     assert_eq!(
         (o.nnode(), o.ncell(), o.nedge(), o.nbedge()),
         (g.nnode(), g.ncell(), g.nedge(), g.nbedge())
@@ -144,5 +144,84 @@ fn locality_ordered_grid_is_the_same_mesh_with_near_neighbours() {
     let b = airfoil(&mut Context::new(Backend::Sequential), &o, &cfg).unwrap();
     for ((_, x), (_, y)) in a.rms.iter().zip(&b.rms) {
         assert!((x - y).abs() <= 1e-12 * x.abs(), "{x} vs {y}");
+    }
+}
+
+#[test]
+fn an_inconsistent_hand_built_grid_is_a_typed_error_not_a_panic() {
+    let g = Grid::generate(200, 3).unwrap();
+    assert!(g.validate().is_ok());
+    let broken: Vec<(Grid, &str)> = vec![
+        (
+            Grid {
+                x: g.x[..g.x.len() - 1].to_vec(),
+                ..g.clone()
+            },
+            "x",
+        ),
+        (
+            Grid {
+                cell: g.cell[..g.cell.len() - 2].to_vec(),
+                ..g.clone()
+            },
+            "cell",
+        ),
+        (
+            Grid {
+                ecell: g.ecell[..g.ecell.len() - 2].to_vec(),
+                ..g.clone()
+            },
+            "ecell",
+        ),
+        (
+            Grid {
+                bedge: g.bedge[..g.bedge.len() - 2].to_vec(),
+                ..g.clone()
+            },
+            "bedge",
+        ),
+        (
+            Grid {
+                bound: vec![],
+                ..g.clone()
+            },
+            "bound",
+        ),
+        // Fewer nodes than the cells name (the last node's coordinates dropped).
+        (
+            Grid {
+                x: g.x[..g.x.len() - 2].to_vec(),
+                ..g.clone()
+            },
+            "out of range",
+        ),
+    ];
+    for (grid, field) in broken {
+        match grid.locality_ordered() {
+            Err(UnstructuredError::InvalidDeclaration { name, .. }) => {
+                assert!(name.contains(&format!("`{field}`")), "{field}: {name}")
+            }
+            Err(UnstructuredError::MapOutOfRange { to, to_size, .. }) => {
+                assert_eq!(
+                    (field, to.as_str(), to_size),
+                    ("out of range", "nodes", g.nnode() - 1)
+                )
+            }
+            other => panic!("{field}: {other:?}"),
+        }
+    }
+    let mut far = g.clone();
+    far.becell[7] = g.ncell() as u32;
+    match far.locality_ordered() {
+        Err(UnstructuredError::MapOutOfRange {
+            map,
+            element: 7,
+            slot: 0,
+            to_size,
+            ..
+        }) => {
+            assert_eq!((map.as_str(), to_size), ("becell", g.ncell()))
+        }
+        other => panic!("{other:?}"),
     }
 }
