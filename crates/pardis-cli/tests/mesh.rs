@@ -56,3 +56,86 @@ fn the_mpi_transport_without_the_mpi_feature_is_an_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("`mpi` feature"), "{err}");
 }
+
+#[test]
+fn a_mesh_scattered_from_rank_0_matches_sequential() {
+    // `--scatter`: rank 0 alone reads the mesh file and sends every other rank its part;
+    // ranks as processes (the others never open the file) and as threads.
+    let dir = std::env::temp_dir().join(format!("pardis-mesh-scatter-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("grid.dat");
+    let gen = pardis(&[
+        "mesh",
+        "gen",
+        "--cells",
+        "500",
+        "--out",
+        file.to_str().unwrap(),
+        "--force",
+    ]);
+    assert!(
+        gen.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
+    for (transport, app) in [("tcp", "airfoil"), ("local", "jacobi")] {
+        let args = [
+            "mesh",
+            "run",
+            "--app",
+            app,
+            "--mesh",
+            file.to_str().unwrap(),
+            "--backend",
+            "dist",
+            "--ranks",
+            "3",
+            "--transport",
+            transport,
+            "--partitioner",
+            "graph",
+            "--scatter",
+            "--iters",
+            "10",
+            "--check",
+            "--json",
+        ];
+        let out = pardis(&args);
+        assert!(
+            out.status.success(),
+            "pardis {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON report");
+        assert!(
+            j["check_max_rel_diff"].as_f64().expect("checked") <= 1e-12,
+            "{transport}"
+        );
+        assert_eq!(j["scatter_from"], 0, "{transport}");
+        assert_eq!(j["plan"]["ranks"], 3, "{transport}");
+        // Every rank owns a part of the mesh that only rank 0 read.
+        let owned = &j["plan"]["sets"][1]["owned"];
+        assert!(
+            owned
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|o| o.as_u64() > Some(0)),
+            "{owned}"
+        );
+        assert!(j["mesh"]["cells"].as_u64() > Some(400));
+    }
+    // Without a distributed backend there is nothing to scatter: an error, not a silent run.
+    let out = pardis(&[
+        "mesh",
+        "run",
+        "--gen",
+        "cells:100",
+        "--scatter",
+        "--iters",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--backend dist"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

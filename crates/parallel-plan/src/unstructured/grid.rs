@@ -25,8 +25,10 @@ use super::error::{Result, UnstructuredError};
 use super::renumber::{invert, locality_order};
 
 /// An Airfoil mesh: nodes with coordinates, quadrilateral cells, interior edges and boundary
-/// edges, with the maps between them (OP2's `new_grid.dat` contents).
-#[derive(Debug, Clone, PartialEq)]
+/// edges, with the maps between them (OP2's `new_grid.dat` contents). The default is the
+/// empty grid: what a rank without the mesh file passes when the mesh is scattered from
+/// another (`DistConfig::scatter_from`, feature `distributed`).
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Grid {
     /// Node coordinates, `2 × nnode`.
     pub x: Vec<f64>,

@@ -91,6 +91,10 @@ struct RunArgs {
     /// Partitioner of a distributed run.
     #[arg(long, value_enum, default_value = "metis")]
     partitioner: PartitionerArg,
+    /// Only rank 0 reads (or generates) the mesh; it partitions it and sends every other rank
+    /// its part (MARO's scatter). With ranks as processes, the others never open the file.
+    #[arg(long)]
+    scatter: bool,
     /// Threads of the threaded backend (default: rayon's).
     #[arg(long)]
     threads: Option<usize>,
@@ -195,35 +199,40 @@ fn app_in(
 fn run_app(a: RunArgs) -> anyhow::Result<()> {
     // The MPI job of `--transport mpi`, finalised when this function returns.
     let mut mpi_job: Option<Box<dyn std::any::Any>> = None;
-    let t = Instant::now();
-    let grid = match (&a.mesh, &a.gen) {
-        (Some(p), _) => Grid::read(p)?,
-        (None, g) => {
-            let spec = g.as_deref().unwrap_or("cells:20000");
-            let cells: usize = spec
-                .strip_prefix("cells:")
-                .and_then(|n| n.parse().ok())
-                .with_context(|| format!("--gen `{spec}`: expected `cells:N`"))?;
-            Grid::generate(cells, a.seed)?
-        }
+    let load_grid = || -> anyhow::Result<Grid> {
+        Ok(match (&a.mesh, &a.gen) {
+            (Some(p), _) => Grid::read(p)?,
+            (None, g) => {
+                let spec = g.as_deref().unwrap_or("cells:20000");
+                let cells: usize = spec
+                    .strip_prefix("cells:")
+                    .and_then(|n| n.parse().ok())
+                    .with_context(|| format!("--gen `{spec}`: expected `cells:N`"))?;
+                Grid::generate(cells, a.seed)?
+            }
+        })
     };
-    let load = t.elapsed();
+    if a.scatter && a.backend != BackendArg::Dist {
+        bail!("--scatter distributes the mesh from rank 0: it needs --backend dist");
+    }
+    // Scattered over processes, the mesh is read by rank 0 alone, once it knows its rank.
+    let process_scatter = a.scatter && matches!(a.transport, TransportArg::Tcp | TransportArg::Mpi);
+    let t = Instant::now();
+    let mut grid = if process_scatter {
+        Grid::default()
+    } else {
+        load_grid()?
+    };
+    let mut load = t.elapsed();
     let partitioner = match a.partitioner {
         PartitionerArg::Metis => Partitioner::Metis,
         PartitionerArg::Graph => Partitioner::Graph,
         PartitionerArg::Rcb => Partitioner::Rcb,
     };
-    let seq = || {
-        app_in(
-            &mut Context::new(Backend::Sequential),
-            a.app,
-            &grid,
-            a.iters,
-        )
-    };
+    let seq = |grid: &Grid| app_in(&mut Context::new(Backend::Sequential), a.app, grid, a.iters);
     let t = Instant::now();
     let out = match a.backend {
-        BackendArg::Seq => seq()?,
+        BackendArg::Seq => seq(&grid)?,
         BackendArg::Threads => {
             let mut b = rayon::ThreadPoolBuilder::new();
             if let Some(n) = a.threads {
@@ -240,29 +249,45 @@ fn run_app(a: RunArgs) -> anyhow::Result<()> {
                 op_timeout: Duration::from_secs(600),
                 ..Config::default()
             };
-            let body = |comm| {
+            let body = |comm: Communicator, grid: &Grid| {
                 app_in(
                     &mut Context::new(Backend::distributed(
                         comm,
                         DistConfig {
                             partitioner,
+                            scatter_from: a.scatter.then_some(0),
                             ..DistConfig::default()
                         },
                     )),
                     a.app,
-                    &grid,
+                    grid,
                     a.iters,
                 )
             };
+            // Ranks that are threads share the mesh; scattered, only rank 0 passes it.
+            let empty = Grid::default();
+            let threads_body = |comm: Communicator| {
+                let g = if a.scatter && comm.rank() != 0 {
+                    &empty
+                } else {
+                    &grid
+                };
+                body(comm, g)
+            };
             let outs = match a.transport {
-                TransportArg::Local => run_local_with(&cfg, a.ranks, body),
-                TransportArg::TcpThreads => run_tcp_local(&cfg, a.ranks, body),
+                TransportArg::Local => run_local_with(&cfg, a.ranks, threads_body),
+                TransportArg::TcpThreads => run_tcp_local(&cfg, a.ranks, threads_body),
                 TransportArg::Tcp | TransportArg::Mpi => {
                     let Some(comm) = process_rank(&a, &cfg, &mut mpi_job)? else {
                         return Ok(());
                     };
                     let rank = comm.rank();
-                    let o = body(comm)?;
+                    if process_scatter && rank == 0 {
+                        let t = Instant::now();
+                        grid = load_grid()?;
+                        load = t.elapsed();
+                    }
+                    let o = body(comm, &grid)?;
                     if rank != 0 {
                         return Ok(());
                     }
@@ -285,7 +310,7 @@ fn run_app(a: RunArgs) -> anyhow::Result<()> {
     };
     let secs = t.elapsed().as_secs_f64();
     let check = if a.check {
-        Some(max_rel_diff(&seq()?.values, &out.values))
+        Some(max_rel_diff(&seq(&grid)?.values, &out.values))
     } else {
         None
     };
@@ -295,6 +320,7 @@ fn run_app(a: RunArgs) -> anyhow::Result<()> {
             "app": format!("{:?}", a.app).to_lowercase(),
             "backend": format!("{:?}", a.backend).to_lowercase(),
             "ranks": if a.backend == BackendArg::Dist { a.ranks } else { 1 },
+            "scatter_from": a.scatter.then_some(0),
             "mesh": { "nodes": grid.nnode(), "cells": grid.ncell(), "edges": grid.nedge(), "bedges": grid.nbedge() },
             "load_seconds": load.as_secs_f64(),
             "seconds": secs,
