@@ -253,13 +253,18 @@ impl Runtime {
         Ok(out)
     }
 
-    /// The import/export lists of one set: imports grouped by owner, exports learnt from the
-    /// importers.
-    fn exchange_lists(&self, l: &SetLayout, owner: &[u32], g2l: &[u32]) -> Result<Exchange> {
+    /// The import/export lists of one set: imports grouped by owner (`halo_owners[k]` owns
+    /// local element `l.owned + k`), exports learnt from the importers. Memory: O(local
+    /// elements), nothing per global element.
+    ///
+    /// # Errors
+    /// Communication errors; [`UnstructuredError::DistributionMismatch`] (`halo lists`) if a
+    /// peer asks for an element this rank does not own (a corrupt scatter root).
+    fn exchange_lists(&self, l: &SetLayout, halo_owners: &[u32]) -> Result<Exchange> {
         let n = self.world_size();
         let mut imports: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for (i, &g) in l.global.iter().enumerate().skip(l.owned) {
-            imports[owner[g as usize] as usize].push(i as u32);
+        for (k, &p) in halo_owners.iter().enumerate() {
+            imports[p as usize].push((l.owned + k) as u32);
         }
         let counts: Vec<i64> = imports.iter().map(|v| v.len() as i64).collect();
         let theirs = self.comm.all_to_all(counts).map_err(|e| self.comm_err(e))?;
@@ -270,14 +275,37 @@ impl Runtime {
                 sends.push(self.comm.isend(ids, q).map_err(|e| self.comm_err(e))?);
             }
         }
+        // This rank's owned elements by global number, to answer the importers.
+        let mut owned: Vec<(u32, u32)> = l.global[..l.owned]
+            .iter()
+            .enumerate()
+            .map(|(i, &g)| (g, i as u32))
+            .collect();
+        owned.sort_unstable();
+        let foreign = |q: usize| UnstructuredError::DistributionMismatch {
+            what: "halo lists",
+            ranks: vec![q],
+        };
         let mut exports = Vec::new();
         for (q, &c) in theirs.iter().enumerate() {
+            if c > l.owned as i64 {
+                return Err(foreign(q));
+            }
             if c > 0 {
                 let ids = self
                     .comm
                     .recv::<i64>(q, c as usize)
                     .map_err(|e| self.comm_err(e))?;
-                exports.push((q, ids.iter().map(|&g| g2l[g as usize]).collect()));
+                let local = ids
+                    .iter()
+                    .map(|&g| {
+                        let g = u32::try_from(g).ok()?;
+                        let k = owned.binary_search_by_key(&g, |&(x, _)| x).ok()?;
+                        Some(owned[k].1)
+                    })
+                    .collect::<Option<Vec<u32>>>()
+                    .ok_or_else(|| foreign(q))?;
+                exports.push((q, local));
             }
         }
         for h in sends {
@@ -372,7 +400,7 @@ impl Context {
         let nsets = self.sets.len();
         // What replaces the declarations once nothing can fail any more: each map's local
         // rows, each dat's local values, each set's global size.
-        let (layouts, owners, primary, edge_cut, map_values, dat_values, sizes) = match owned {
+        let (layouts, halo_owners, primary, edge_cut, map_values, dat_values, sizes) = match owned {
             Some((owners, primary, edge_cut)) => {
                 if let Some(root) = root {
                     // What the root holds: sizes and the plan's summary for everyone.
@@ -432,17 +460,19 @@ impl Context {
                     .iter()
                     .map(|d| pick_storage(&d.data, &ls[d.set].global, d.dim))
                     .collect();
-                let mut declared_owners = owners.clone();
-                for (s, (l, o)) in ls.iter_mut().zip(&owners).enumerate() {
+                let halo_owners: Vec<Vec<u32>> = ls
+                    .iter()
+                    .zip(&owners)
+                    .map(|(l, o)| l.global[l.owned..].iter().map(|&g| o[g as usize]).collect())
+                    .collect();
+                drop(owners);
+                for (s, l) in ls.iter_mut().enumerate() {
                     l.global.iter_mut().for_each(|g| *g = declared(s, *g));
-                    for (old, &p) in o.iter().enumerate() {
-                        declared_owners[s][declared(s, old as u32) as usize] = p;
-                    }
                 }
                 let sizes = self.sets.iter().map(|s| s.size).collect();
                 (
                     ls,
-                    declared_owners,
+                    halo_owners,
                     primary,
                     edge_cut,
                     map_values,
@@ -460,7 +490,7 @@ impl Context {
                 let recv = |n: usize| rt.comm.recv::<i64>(root, n).map_err(|e| rt.comm_err(e));
                 let head = recv(3 * nsets)?;
                 let mut ls = Vec::with_capacity(nsets);
-                let mut owners = Vec::with_capacity(nsets);
+                let mut halo_owners = Vec::with_capacity(nsets);
                 let mut sizes = Vec::with_capacity(nsets);
                 // Everything from the root is checked before it sizes an allocation or indexes
                 // anything: the element loops index through these layouts and maps unchecked.
@@ -491,19 +521,15 @@ impl Context {
                             "set {s}: element ids or halo owners out of range"
                         )));
                     }
-                    let mut o = vec![u32::MAX; size as usize];
-                    let halo_owners =
-                        std::iter::repeat_n(rank as i64, owned).chain(v[len..].iter().copied());
-                    for ((k, &g), p) in v[..len].iter().enumerate().zip(halo_owners) {
-                        let at = &mut o[g as usize];
-                        if *at != u32::MAX || (k >= owned && p == rank as i64) {
-                            return Err(bad(format!(
-                                "set {s}: element {g} listed twice, or in the halo and owned by this rank"
-                            )));
-                        }
-                        *at = p as u32;
+                    // Nothing per global element (only this rank's part): duplicates by sorting.
+                    let mut ids = v[..len].to_vec();
+                    ids.sort_unstable();
+                    if ids.windows(2).any(|w| w[0] == w[1]) || v[len..].contains(&(rank as i64)) {
+                        return Err(bad(format!(
+                            "set {s}: an element listed twice, or in the halo and owned by this rank"
+                        )));
                     }
-                    owners.push(o);
+                    halo_owners.push(v[len..].iter().map(|&p| p as u32).collect::<Vec<u32>>());
                     ls.push(SetLayout {
                         global: v[..len].iter().map(|&g| g as u32).collect(),
                         owned,
@@ -538,7 +564,7 @@ impl Context {
                 let primary = usize::try_from(summary[0]).ok();
                 (
                     ls,
-                    owners,
+                    halo_owners,
                     primary,
                     summary[1] as usize,
                     map_values,
@@ -548,9 +574,8 @@ impl Context {
             }
         };
         let mut exchanges = Vec::with_capacity(nsets);
-        for (s, l) in layouts.iter().enumerate() {
-            let g2l = global_to_local(sizes[s], l);
-            exchanges.push(rt.exchange_lists(l, &owners[s], &g2l)?);
+        for (l, o) in layouts.iter().zip(&halo_owners) {
+            exchanges.push(rt.exchange_lists(l, o)?);
         }
         let mine: Vec<i64> = layouts
             .iter()

@@ -128,7 +128,9 @@ pub enum UnstructuredError {
     #[cfg(feature = "distributed")]
     #[error("ranks {ranks:?} computed a different {what} from rank 0's; every rank must declare the same mesh and use the same DistConfig")]
     DistributionMismatch {
-        /// What differs: `declarations` (sets, maps, dats, globals) or `partition`.
+        /// What differs: `declarations` (sets, maps, dats, globals) or `partition`; or
+        /// `halo lists` when the named peer asked this rank for elements it does not own
+        /// (after a corrupt scatter; only this rank returns it then).
         what: &'static str,
         /// The ranks whose fingerprint differs from rank 0's.
         ranks: Vec<usize>,

@@ -40,6 +40,8 @@ struct Part {
     maps: Vec<Vec<i64>>,
     /// Local values of each dat.
     dats: Vec<Vec<f64>>,
+    /// After the part: the nodes (global ids) the root asks rank 1 for, as an importer.
+    ask: Option<Vec<i64>>,
 }
 
 fn honest() -> Part {
@@ -51,6 +53,7 @@ fn honest() -> Part {
         // Edge 2 = nodes (2, 3), edge 3 = (3, 0), edge 1 = (1, 2), in local node numbers.
         maps: vec![vec![0, 1, 1, 2, 3, 0]],
         dats: vec![vec![2.0, 3.0, 0.0, 1.0], vec![0.0; 4]],
+        ask: None,
     }
 }
 
@@ -79,6 +82,12 @@ fn fake_root(comm: &Communicator, part: &Part, messages: usize) {
         }
         comm.send(v.clone(), 1).unwrap();
         sent += 1;
+    }
+    if let Some(ids) = &part.ask {
+        // The import lists of the nodes: ask rank 1 for `ids`.
+        comm.all_to_all(vec![0, ids.len() as i64]).unwrap();
+        // Rank 1 may refuse the request before receiving it.
+        let _ = comm.send(ids.clone(), 1);
     }
 }
 
@@ -188,6 +197,26 @@ fn a_corrupt_root_gives_the_receiving_rank_a_typed_error() {
                 root: 0, rank: 1, ..
             }) => {}
             other => panic!("{what}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_peer_that_asks_for_elements_this_rank_does_not_own_gets_a_typed_error() {
+    // After an honest part, the root asks rank 1 for node 0 (rank 1 owns nodes 2 and 3): rank
+    // 1 answers requests from its own elements only (a binary search, nothing per global
+    // element), so the request is a typed error, not an index out of bounds.
+    for ask in [vec![0], vec![3, 9], vec![-1], vec![2, 3, 2]] {
+        let part = Part {
+            ask: Some(ask.clone()),
+            ..honest()
+        };
+        match receive(part, usize::MAX) {
+            Err(UnstructuredError::DistributionMismatch {
+                what: "halo lists",
+                ranks,
+            }) => assert_eq!(ranks, vec![0], "{ask:?}"),
+            other => panic!("{ask:?}: {other:?}"),
         }
     }
 }
