@@ -31,6 +31,8 @@
 //!   representations `u` of the support *and* the queries (the relation is not mixed in, so
 //!   at 1-shot the cone term is not satisfied by construction), and `L_align` is the
 //!   symmetric supervised contrastive loss over instances and relations.
+//!   [`PohrlConfig::paper_losses`] switches to the paper's points and Eq. 2
+//!   ([`relation_alignment`]).
 //! - [`Method::PohrlNoCone`]: the same without `L_cone` (λ₂ = 0).
 //!
 //! Training samples episodes of the meta-training relations ([`train`]); evaluation encodes
@@ -120,6 +122,11 @@ pub struct PohrlConfig {
     pub alpha: Option<f64>,
     /// Width `p` of the projection head, default 128.
     pub proj_dim: usize,
+    /// `true`: the alignment and cone losses read the points the paper's Eqs. 2–3 read — the
+    /// support representations `u + α·r` only, with `L_align` anchored at the relations
+    /// ([`relation_alignment`]); `false` (default): the instance representations `u` of support
+    /// and queries, with the symmetric supervised contrastive loss.
+    pub paper_losses: bool,
 }
 
 impl Default for PohrlConfig {
@@ -133,6 +140,7 @@ impl Default for PohrlConfig {
             lambda_cone: 1.0,
             alpha: None,
             proj_dim: 128,
+            paper_losses: false,
         }
     }
 }
@@ -189,12 +197,25 @@ pub fn forward(
         return Ok((logits, None));
     };
     let mut loss = cross_entropy(&logits, &Tensor::new(labels, &Device::Cpu)?)?;
-    // Instances: the support (without the relation mixed in) and the queries.
-    let hu = lorentz::expmap0(&(ep.support.reshape((n * k, p))? * scale)?, c)?;
-    let inst = Tensor::cat(&[hu, hq], 0)?;
     let mut ys: Vec<u32> = (0..n as u32)
         .flat_map(|c| std::iter::repeat_n(c, k))
         .collect();
+    if cfg.paper_losses {
+        // The paper's Eqs. 2 and 3: support representations z_s = expmap0((u + α·r)/√p) only.
+        let zs = hs.reshape((n * k, p))?;
+        if cfg.lambda_align > 0.0 {
+            let l = relation_alignment(&hr, &zs, k, cfg.tau)?;
+            loss = (loss + (l * cfg.lambda_align)?)?;
+        }
+        if method == Method::Pohrl && cfg.lambda_cone > 0.0 {
+            let l = cone_loss(&hr, &zs, &ys, cfg)?;
+            loss = (loss + (l * cfg.lambda_cone)?)?;
+        }
+        return Ok((logits, Some(loss)));
+    }
+    // Instances: the support (without the relation mixed in) and the queries.
+    let hu = lorentz::expmap0(&(ep.support.reshape((n * k, p))? * scale)?, c)?;
+    let inst = Tensor::cat(&[hu, hq], 0)?;
     ys.extend_from_slice(labels);
     if cfg.lambda_align > 0.0 {
         let pts = Tensor::cat(&[inst.clone(), hr.clone()], 0)?;
@@ -208,6 +229,35 @@ pub fn forward(
         loss = (loss + (l * cfg.lambda_cone)?)?;
     }
     Ok((logits, Some(loss)))
+}
+
+/// The paper's alignment loss (Eq. 2), averaged over the relations: for each relation `r_i`
+/// `[n, p]`, `−log(Σ_k e^{cos_L(r_i, s_ik)/τ} / Σ_j Σ_k e^{cos_L(r_i, s_jk)/τ})` over the support
+/// points `[n·k, p]` (class after class, `k` each).
+pub fn relation_alignment(rel: &Tensor, support: &Tensor, k: usize, tau: f64) -> Result<Tensor> {
+    let n = rel.dim(0)?;
+    if k == 0 || support.dim(0)? != n * k {
+        return Err(MlError::InvalidInput(format!(
+            "relation alignment: {} support points for {n} relations × {k} shots",
+            support.dim(0)?
+        )));
+    }
+    let sim = (lorentz::cosine(&rel.unsqueeze(1)?, &support.unsqueeze(0)?)? / tau)?; // [n, n·k]
+    let all = log_sum_exp(&sim)?; // [n]
+    let own = sim.reshape((n, n, k))?; // [n, j, k]
+                                       // Row i's own block: own[i, i, :], row i·(n + 1) of the [n·n, k] view.
+    let idx: Vec<u32> = (0..n).map(|i| (i * (n + 1)) as u32).collect();
+    let diag = own
+        .reshape((n * n, k))?
+        .index_select(&Tensor::new(idx, &Device::Cpu)?, 0)?;
+    let pos = log_sum_exp(&diag)?;
+    Ok((all - pos)?.mean_all()?)
+}
+
+/// `log Σ exp` over the last dimension, stable.
+fn log_sum_exp(x: &Tensor) -> Result<Tensor> {
+    let m = x.max_keepdim(D::Minus1)?.detach();
+    Ok((x.broadcast_sub(&m)?.exp()?.sum_keepdim(D::Minus1)?.log()? + m)?.squeeze(D::Minus1)?)
 }
 
 /// Supervised contrastive loss over points `[M, p]` with labels: for each anchor, the mean over

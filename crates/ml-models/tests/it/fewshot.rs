@@ -300,6 +300,76 @@ fn cone_loss_is_the_papers_equation_3() {
     ));
 }
 
+/// The paper's alignment loss (Eq. 2, mean over relations) against an f64 reference, and the
+/// `paper_losses` variant of PO-HRL: finite loss, gradients reach support and relations, the
+/// queries only through the classification term, same logits as the default.
+#[test]
+fn paper_alignment_loss_matches_equation_2() {
+    use ml_models::hyperbolic::pohrl::relation_alignment;
+    let mut init = SeededInit::new(9);
+    let (n, k, p, tau) = (3, 2, 5, 0.2);
+    let rel = init.normal(&[n, p], 1.0, &Device::Cpu).unwrap();
+    let sup = init.normal(&[n * k, p], 1.0, &Device::Cpu).unwrap();
+    let got = relation_alignment(&rel, &sup, k, tau)
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap() as f64;
+    let (r, s) = (rows(&rel), rows(&sup));
+    let mut want = 0.0;
+    for (i, ri) in r.iter().enumerate() {
+        let e: Vec<f64> = s
+            .iter()
+            .map(|sj| (reference::cosine(ri, sj) / tau).exp())
+            .collect();
+        let own: f64 = e[i * k..(i + 1) * k].iter().sum();
+        want += -(own / e.iter().sum::<f64>()).ln();
+    }
+    want /= n as f64;
+    assert!((got - want).abs() < 1e-4 * (1.0 + want), "{got} vs {want}");
+    assert!(matches!(
+        relation_alignment(&rel, &sup, 3, tau),
+        Err(MlError::InvalidInput(_))
+    ));
+
+    let s = Var::from_tensor(&init.normal(&[n, k, p], 1.0, &Device::Cpu).unwrap()).unwrap();
+    let q = Var::from_tensor(&init.normal(&[6, p], 1.0, &Device::Cpu).unwrap()).unwrap();
+    let rv = Var::from_tensor(&init.normal(&[n, p], 1.0, &Device::Cpu).unwrap()).unwrap();
+    let ep = EpisodeTensors {
+        support: s.as_tensor().clone(),
+        query: q.as_tensor().clone(),
+        relations: rv.as_tensor().clone(),
+    };
+    let labels = [0u32, 0, 1, 1, 2, 2];
+    let paper = PohrlConfig {
+        paper_losses: true,
+        ..PohrlConfig::default()
+    };
+    let (logits, loss) = forward(Method::Pohrl, &paper, &ep, Some(&labels)).unwrap();
+    let (default_logits, default_loss) =
+        forward(Method::Pohrl, &PohrlConfig::default(), &ep, Some(&labels)).unwrap();
+    assert_eq!(
+        logits.to_vec2::<f32>().unwrap(),
+        default_logits.to_vec2::<f32>().unwrap()
+    );
+    let loss = loss.unwrap();
+    let v = loss.to_scalar::<f32>().unwrap();
+    assert!(v.is_finite());
+    assert_ne!(v, default_loss.unwrap().to_scalar::<f32>().unwrap());
+    let g = loss.backward().unwrap();
+    for var in [&s, &q, &rv] {
+        let n2 = g
+            .get(var.as_tensor())
+            .unwrap()
+            .sqr()
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        assert!(n2.is_finite() && n2 > 0.0);
+    }
+}
+
 /// PO-HRL's logits at K > 1 against an f64 reference: prototype = Lorentz centroid of the
 /// shots weighted by `softmax(cos_L(s, r))` (the paper's Eqs. 4–5, no temperature), logits
 /// `−d_L(q, c)²/τ`; α = 0 leaves the relation out of the support.

@@ -60,6 +60,11 @@ pub(super) struct FewrelArgs {
     /// Represent relations by their names only.
     #[arg(long)]
     no_descriptions: bool,
+    /// PO-HRL's alignment and cone losses on the points the paper uses (the support
+    /// representations u + α·r, alignment anchored at the relations) instead of the instance
+    /// representations of support and queries.
+    #[arg(long)]
+    paper_losses: bool,
     /// Seed of initialisation, training and test episodes.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -154,7 +159,10 @@ pub(super) fn run(a: FewrelArgs, roots: &DataRoots) -> anyhow::Result<()> {
         encoder_lr: a.encoder_lr.or((a.fine_tune_layers > 0).then_some(2e-5)),
         descriptions: !a.no_descriptions,
         seed: a.seed,
-        pohrl: PohrlConfig::default(),
+        pohrl: PohrlConfig {
+            paper_losses: a.paper_losses,
+            ..PohrlConfig::default()
+        },
         max_train_instances: a.max_train_instances,
         max_test_instances: a.max_test_instances,
         checkpoints: match (a.save_checkpoints.clone(), a.checkpoints.clone()) {
