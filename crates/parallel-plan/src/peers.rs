@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | Megatron-LM | TP (divisors of a node), PP, DP, sequence parallelism, distributed optimizer, Megatron-FSDP `optim_grads` / `optim_grads_params` (ZeRO-2/3) without a pipeline, recomputation none/selective/full, micro-batch size, interleaved virtual stages (2, 4) | TP inside a node and dividing the heads; layers divisible by PP (even split); 1F1B, or interleaved 1F1B when PP divides the micro-batches and the virtual stages divide each stage's layers |
 //! | DeepSpeed ZeRO | ZeRO stage 1/2/3, activation checkpointing on/off, micro-batch size | data parallel over every device |
-//! | torchtitan FSDP + TP | TP (divisors of a node), FSDP (ZeRO-3) over the rest, activation checkpointing none/selective/full and per-operator selective (`op`, priced as pointwise recomputation: norm and activation-function outputs; it also recomputes every second matmul), micro-batch size | sequence-parallel norms with TP (its TP plan); 2-D, no PP |
+//! | torchtitan FSDP + TP | TP (divisors of a node), FSDP (ZeRO-3) over the rest, activation checkpointing none/full and per-operator selective (`op`, priced as pointwise recomputation — norm and activation-function outputs — its nearest mode; it also recomputes every second matmul), micro-batch size | sequence-parallel norms with TP (its TP plan); 2-D, no PP |
 //!
 //! Not searched: uneven Megatron layer splits, context parallelism and DeepSpeed's optimizer
 //! offload (the planner's time model has no host link).
@@ -299,13 +299,9 @@ pub fn configurations(problem: &Problem, framework: Framework) -> Vec<PeerConfig
     let recomputes = problem.effective_recomputes_of(match framework {
         // DeepSpeed's activation checkpointing checkpoints whole layers.
         Framework::DeepSpeed => &[Recompute::None, Recompute::Full],
-        // torchtitan's per-operator selective checkpointing recomputes the pointwise operators.
-        Framework::Torchtitan => &[
-            Recompute::None,
-            Recompute::Selective,
-            Recompute::Pointwise,
-            Recompute::Full,
-        ],
+        // torchtitan's one selective setting (per-operator, `op`) recomputes the pointwise
+        // operators (and every second matmul): priced as pointwise, its nearest mode.
+        Framework::Torchtitan => &[Recompute::None, Recompute::Pointwise, Recompute::Full],
         // Megatron-LM has no pointwise mode: `--recompute-modules layernorm` recomputes only
         // unfused norms (with Transformer Engine's fused LayerNormLinear, its default, the
         // input norm is an `IdentityOp`; megatron/core/transformer/transformer_layer.py) and

@@ -95,11 +95,11 @@ pub type IlpSummary = IlpStats;
 
 impl Plan {
     /// The recomputation as shown in tables: the mode (`none`, `selective`, `pointwise`,
-    /// `full`), with `×k/p` when only the first `k` of `p` stages recompute.
+    /// `full`), with `(k/p stages)` when only the first `k` of `p` stages recompute.
     pub fn recompute_label(&self) -> String {
         if self.recompute != Recompute::None && self.recompute_stages < self.pipeline_stages {
             format!(
-                "{}×{}/{}",
+                "{}({}/{} stages)",
                 self.recompute, self.recompute_stages, self.pipeline_stages
             )
         } else {

@@ -321,10 +321,15 @@ fn solve_fitting(
 /// of candidates, or [`PlanError::Infeasible`] with the smallest achievable memory when none fits.
 fn evaluate_feasible(
     problem: &Problem,
+    around: Option<&Candidate>,
     needed: Needed,
     progress: Progress<'_>,
 ) -> Result<(Vec<Evaluated>, usize)> {
-    let cands = problem.candidates(None);
+    let mut cands = problem.candidates(None);
+    if let Some(base) = around {
+        let extra = problem.candidates_around(base, &cands);
+        cands.extend(extra);
+    }
     let searched = cands.len();
     let (evaluated, smallest) = evaluate_all(problem, cands, needed, progress)?;
     if evaluated.is_empty() {
@@ -389,7 +394,10 @@ pub fn plan(problem: &Problem, objective: Objective, progress: Progress<'_>) -> 
         ),
         Objective::MinTime => (0.0, Needed::Fastest(RUNNERS_UP + 1)),
     };
-    let (evaluated, searched) = evaluate_feasible(problem, needed, progress)?;
+    // The strongest peer's layout is a point of pardis's space too (sharded freely by the
+    // ILPs, with every recomputation mode).
+    let around = strongest.and_then(|s| s.config.candidate(problem).ok());
+    let (evaluated, searched) = evaluate_feasible(problem, around.as_ref(), needed, progress)?;
     let solved = evaluated.len();
     let mut fastest: Vec<Plan> = evaluated.iter().map(|e| e.fastest.clone()).collect();
     fastest.sort_by(by_time);
@@ -587,40 +595,52 @@ fn min_memory_plans(
     limit: f64,
     progress: Progress<'_>,
 ) -> Result<Vec<Plan>> {
+    // The min-time solves stop at a relative MIP gap, so a candidate whose min-time plan is
+    // up to that gap slower than the limit may still have a plan within it: it is tried too.
+    let tolerance = 1.0 + problem.solver.mip_rel_gap.max(0.0) + 1e-9;
     let eligible: Vec<&Evaluated> = evaluated
         .iter()
-        .filter(|e| e.fastest.step_time_s <= limit * (1.0 + 1e-9))
+        .filter(|e| e.fastest.step_time_s <= limit * tolerance)
         .collect();
     let total = eligible.len();
     let done = std::sync::atomic::AtomicUsize::new(0);
-    let plans: Vec<Result<Plan>> = eligible
+    let plans: Vec<Result<Option<Plan>>> = eligible
         .into_par_iter()
         .map(|e| {
-            let sols = e
-                .stages
-                .iter()
-                .zip(&e.fastest_solutions)
-                .map(|(st, fast)| {
-                    let leanest = st.space.ilp.solve_from(
-                        IlpObjective::MinMemory { time_limit: limit },
-                        &problem.solver,
-                        Some(&fast.choice),
-                    )?;
-                    // Keep the min-time solution when the ILP found nothing leaner.
-                    Ok(if leanest.memory <= fast.memory {
-                        leanest
-                    } else {
-                        fast.clone()
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let mut sols = Vec::with_capacity(e.stages.len());
+            for (st, fast) in e.stages.iter().zip(&e.fastest_solutions) {
+                let leanest = match st.space.ilp.solve_from(
+                    IlpObjective::MinMemory { time_limit: limit },
+                    &problem.solver,
+                    Some(&fast.choice),
+                ) {
+                    Ok(s) => s,
+                    // Only a candidate admitted by the tolerance can miss the limit.
+                    Err(PlanError::Infeasible { .. }) => {
+                        done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        return Ok(None);
+                    }
+                    Err(err) => return Err(err),
+                };
+                // Keep the min-time solution when the ILP found nothing leaner within the
+                // limit.
+                let fast_within = fast.time <= limit * (1.0 + 1e-9);
+                sols.push(if fast_within && leanest.memory > fast.memory {
+                    fast.clone()
+                } else {
+                    leanest
+                });
+            }
             let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
             progress(n, total, "min-memory ILPs");
-            Ok(problem.assemble("pardis", &e.cand, &e.stages, &sols))
+            Ok(Some(problem.assemble("pardis", &e.cand, &e.stages, &sols)))
         })
         .collect();
-    let mut out: Vec<Plan> = plans.into_iter().collect::<Result<_>>()?;
-    out.retain(|p| p.fits);
+    let mut out: Vec<Plan> = plans
+        .into_iter()
+        .filter_map(|p| p.transpose())
+        .collect::<Result<_>>()?;
+    out.retain(|p| p.fits && p.step_time_s <= limit * (1.0 + 1e-9));
     if out.is_empty() {
         return Err(PlanError::Solver("no candidate met the time bound".into()));
     }
@@ -630,7 +650,7 @@ fn min_memory_plans(
 /// The memory/time frontier: the min-memory plan for each slack of [`PARETO_SLACKS`].
 pub fn pareto(problem: &Problem, progress: Progress<'_>) -> Result<Vec<Plan>> {
     let slack = PARETO_SLACKS.iter().copied().fold(0.0, f64::max);
-    let (evaluated, _) = evaluate_feasible(problem, Needed::WithinSlack(slack), progress)?;
+    let (evaluated, _) = evaluate_feasible(problem, None, Needed::WithinSlack(slack), progress)?;
     let t_star = evaluated
         .iter()
         .map(|e| e.fastest.step_time_s)

@@ -209,6 +209,41 @@ impl Problem {
         out
     }
 
+    /// `base` (a peer configuration's layout: pipeline, stage mesh, micro-batches, schedule,
+    /// layer split) with every recomputation mode and leading-stage prefix the search tries,
+    /// for pardis's own ILPs to shard freely; points [`Problem::candidates`] already has are left
+    /// out. The outer search factorizes only one-axis stage meshes, so a multi-node stage
+    /// mesh with its GPU axis split (a tensor-parallel group of part of a node) enters the
+    /// search this way.
+    pub fn candidates_around(&self, base: &Candidate, known: &[Candidate]) -> Vec<Candidate> {
+        let same = |a: &Candidate, b: &Candidate| {
+            a.pp == b.pp
+                && a.stage_mesh == b.stage_mesh
+                && a.micro_batches == b.micro_batches
+                && a.layers == b.layers
+                && a.schedule == b.schedule
+                && a.recompute == b.recompute
+                && a.recompute_stages == b.recompute_stages
+        };
+        let mut out: Vec<Candidate> = Vec::new();
+        if !self.can_run(base.schedule, base.pp, base.micro_batches, &base.layers) {
+            return out;
+        }
+        for recompute in self.effective_recomputes() {
+            for recompute_stages in recompute_prefixes(recompute, base.pp) {
+                let c = Candidate {
+                    recompute,
+                    recompute_stages,
+                    ..base.clone()
+                };
+                if !known.iter().chain(&out).any(|k| same(k, &c)) {
+                    out.push(c);
+                }
+            }
+        }
+        out
+    }
+
     /// Whether `schedule` runs `pp` stages of `layers` with `m` micro-batches: interleaving
     /// needs several stages, tied layers, `pp | m` and every stage's layers divisible by its
     /// virtual stages.

@@ -197,13 +197,21 @@ pub fn build_strategy_space(
                 s.input_grad_layout(v, e.input),
             )
         }));
+        // A producer that reruns in backward for a consumer that does not (pointwise
+        // recomputation: the consumer's saved input was dropped) rebuilds that input in the
+        // consumer's layout, so the forward reshard runs twice.
+        let forward_runs = if u.recomputed && !v.recomputed {
+            2.0
+        } else {
+            1.0
+        };
         let mut cost = Vec::with_capacity(from_reps.len() * to_reps.len());
         for out in &from_reps {
             let out_grad = Layout { partial: 0, ..*out };
             for (input, grad) in &to_reps {
                 let fwd = reshard(mesh, u.output.numel, *out, *input).0;
                 let bwd = reshard(mesh, u.output.numel, *grad, out_grad).0;
-                cost.push(slots * (fwd + bwd));
+                cost.push(slots * (forward_runs * fwd + bwd));
             }
         }
         space.ilp.edges.push(StrategyEdge {

@@ -36,9 +36,10 @@
 //! `fsdp_reshard_after_forward = "never"` (ZeRO-2's memory plus the 1/dp shard, which the price
 //! leaves out), or DDP shards nothing; there is no ZeRO-1.
 //! What it gives up is listed and the configuration priced as run.
-//! torchtitan's selective checkpointing (`op`) saves matmul outputs and recomputes every other
-//! one rather than Megatron's attention core; the export prices memory-model's selective
-//! recomputation and says so in the file.
+//! torchtitan's selective checkpointing (`op`) saves matmul and attention outputs, recomputes
+//! the pointwise operators and every second matmul; the export prices memory-model's pointwise
+//! recomputation, its nearest mode (a selective plan is given up for it), and says so in the
+//! file.
 
 use memory_model::{MlpKind, PipelineSchedule, Recompute, ZeroStage};
 
@@ -98,6 +99,14 @@ pub(crate) fn nearest(
     };
     note_zero(shape, zero, &mut given_up);
     cfg.zero = super::zero_of(zero, false);
+    if cfg.recompute == Recompute::Selective {
+        // One selective setting, per operator: priced as pointwise (see `peers`).
+        cfg.recompute = Recompute::Pointwise;
+        given_up.push(GivenUp::Recompute {
+            plan: plan.recompute,
+            engine: cfg.recompute,
+        });
+    }
     if tp > 1 && !shape.sequence_parallel {
         given_up.push(GivenUp::SequenceParallel {
             plan: false,
@@ -213,18 +222,14 @@ fn job_toml(problem: &Problem, nearest: &Nearest, header: &Header) -> String {
         Recompute::None | Recompute::Full => {
             s.push_str(&format!("mode = \"{}\"\n", c.recompute));
         }
+        // `nearest` turns selective into pointwise.
         Recompute::Selective | Recompute::Pointwise => {
             s.push_str("mode = \"selective\"\n");
-            s.push_str(&format!(
-                "# torchtitan's per-operator selective checkpointing; priced as memory-model's {} \
-                 ({}); it also recomputes every second matmul, so it holds less and runs longer\n",
-                c.recompute,
-                if c.recompute == Recompute::Selective {
-                    "attention core"
-                } else {
-                    "attention core, norm and activation-function outputs"
-                }
-            ));
+            s.push_str(
+                "# torchtitan's per-operator selective checkpointing; priced as memory-model's \
+                 pointwise recomputation (norm and activation-function outputs); it also \
+                 recomputes every second matmul, so it holds less and runs longer\n",
+            );
             s.push_str("selective_ac_option = \"op\"\n");
         }
     }

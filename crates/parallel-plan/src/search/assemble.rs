@@ -200,3 +200,76 @@ pub(crate) fn operator_plan(
         collectives,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use memory_model::{ModelConfig, Recompute, MEGATRON_VOCAB_PADDING};
+
+    use crate::ilp::IlpObjective;
+    use crate::mesh::DeviceMesh;
+    use crate::search::{Candidate, Problem};
+
+    /// A candidate recomputing on its first stage only: every stage's ILP memory is the whole
+    /// memory memory-model gives that stage under its own mode, and only stage 0 saves.
+    #[test]
+    fn leading_stage_recomputation_prices_each_stage_with_its_own_mode() {
+        let mut model = ModelConfig::preset("gpt3-125m")
+            .unwrap()
+            .with_vocab_padding(MEGATRON_VOCAB_PADDING);
+        model.num_layers = 4;
+        let mesh = DeviceMesh::preset("dgx-a100-80g", 1)
+            .unwrap()
+            .stage_mesh(8)
+            .unwrap();
+        let mut p = Problem::new(model, mesh);
+        p.global_batch = 16;
+        p.setup.seq_len = 256;
+        let fastest = IlpObjective::MinTime {
+            memory_budget: None,
+        };
+        let solve = |cand: &Candidate| {
+            let stages = p.build(cand, None).unwrap();
+            p.solve("t", cand, &stages, fastest).unwrap()
+        };
+        let mut cand = Candidate::new(4, 2, p.mesh.stage_mesh(4).unwrap(), 4);
+        let none = solve(&cand);
+        cand.recompute = Recompute::Pointwise;
+        cand.recompute_stages = 1;
+        let partial = solve(&cand);
+        assert_eq!(partial.recompute_label(), "pointwise(1/2 stages)");
+        for s in &partial.stages {
+            assert_eq!(s.ilp_memory, s.memory.total(), "stage {}", s.index);
+        }
+        let activations = |plan: &crate::plan::Plan, i: usize| plan.stages[i].memory.activations;
+        assert!(activations(&partial, 0) < activations(&none, 0));
+        assert_eq!(activations(&partial, 1), activations(&none, 1));
+
+        // The rerun norm's output is resharded for the linear again in backward: the edge
+        // into `qkv_proj` costs its forward reshard twice; an edge between two operators that
+        // do not rerun costs the same as without recomputation.
+        let edge_costs = |cand: &Candidate, from: &str, to: &str| -> Vec<f64> {
+            let st = p.build(cand, None).unwrap().remove(0);
+            let ops = &st.graph.graph.ops;
+            let e = st
+                .space
+                .ilp
+                .edges
+                .iter()
+                .find(|e| ops[e.from].name == from && ops[e.to].name == to)
+                .unwrap();
+            e.cost.clone()
+        };
+        let mut plain = cand.clone();
+        plain.recompute = Recompute::None;
+        let (a, b) = (
+            edge_costs(&plain, "input_norm", "qkv_proj"),
+            edge_costs(&cand, "input_norm", "qkv_proj"),
+        );
+        assert!(a.iter().zip(&b).all(|(x, y)| y >= x));
+        assert!(a.iter().zip(&b).any(|(x, y)| y > x));
+        assert_eq!(
+            edge_costs(&plain, "out_proj", "attention_out_dropout"),
+            edge_costs(&cand, "out_proj", "attention_out_dropout")
+        );
+    }
+}

@@ -151,10 +151,13 @@ enum OptimizerArg {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum RecomputeArg {
+    /// Keep every activation.
     None,
+    /// Recompute the attention core (s×s scores; nothing with flash attention).
     Selective,
     /// Selective plus the norm and activation-function outputs that feed a linear.
     Pointwise,
+    /// Keep only each layer's input; rerun the layer in backward.
     Full,
 }
 

@@ -1,6 +1,7 @@
-# pardis plan -> torchtitan torchtitan_tp_plan.py (parallelize_module plan, torch.distributed.tensor.parallel): nearest expressible (tp2 pp2 dp4 sp zero2 rc-selective b1)
-# this configuration: 14.54 GiB per device (memory-model, peak stage), 7.445 s per step (cost model); the pardis plan: 16.89 GiB, 7.445 s
+# pardis plan -> torchtitan torchtitan_tp_plan.py (parallelize_module plan, torch.distributed.tensor.parallel): nearest expressible (tp2 pp2 dp4 sp zero2 rc-pointwise b1)
+# this configuration: 13.40 GiB per device (memory-model, peak stage), 7.578 s per step (cost model); the pardis plan: 16.89 GiB, 7.445 s
 # gave up: ZeRO-1 → ZeRO-2
+# gave up: recompute selective → pointwise
 # Module names are torchtitan's Llama; a GPT-style model needs the same names.
 from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import (
