@@ -473,3 +473,33 @@ fn pointwise_recomputation_on_leading_stages_reruns_only_pointwise_operators() {
         }
     }
 }
+
+/// A peer's layout that the outer search does not enumerate (a two-node stage whose GPU axis is
+/// split 2 × 4 for a tensor-parallel group of 4) becomes pardis candidates, one per
+/// recomputation mode, and none that the search already has.
+#[test]
+fn the_strongest_peers_layout_joins_the_search() {
+    let mut p = small_model_problem("gpt3-350m", 4, 8);
+    p.mesh = DeviceMesh::preset("dgx-a100-80g", 2).unwrap();
+    let known = p.candidates(None);
+    let cfg = peers::configurations(&p, Framework::MegatronLm)
+        .into_iter()
+        .find(|c| c.tp == 4 && c.pp == 1)
+        .expect("a tp4 Megatron-LM configuration");
+    let base = cfg.candidate(&p).unwrap();
+    assert_eq!(
+        base.stage_mesh.axes.len(),
+        3,
+        "{}",
+        base.stage_mesh.shape_string()
+    );
+    assert!(!known.iter().any(|k| k.stage_mesh == base.stage_mesh));
+    let around = p.candidates_around(&base, &known);
+    assert!(!around.is_empty());
+    assert!(around
+        .iter()
+        .all(|c| c.stage_mesh == base.stage_mesh && c.pp == 1));
+    assert!(around.iter().any(|c| c.recompute == Recompute::Pointwise));
+    // Already known points are not repeated.
+    assert!(p.candidates_around(&known[0], &known).is_empty());
+}
