@@ -1,8 +1,9 @@
 //! Small rooted collectives: microseconds per 1 KiB f32 reduce and broadcast (root 0) and, for
 //! scale, barrier and all-reduce, on 2 and 4 local ranks and 2 loopback-TCP ranks (mean of the
 //! slowest rank over 2000 iterations, three rounds so the noise shows). Measures what the
-//! agreement prefix of rooted collectives (`ceil(log2 n)` empty exchanges before the data, so
-//! that ranks disagreeing on the root get `Mismatch` instead of a wrong result) costs.
+//! agreement rounds of rooted collectives (`ceil(log2 n)` empty exchanges woven into the
+//! schedule, so that ranks disagreeing on the root get `Mismatch` instead of a wrong result)
+//! cost.
 //!
 //! `cargo run --release -p collectives-bench --example rooted_latency -- [ITERS (default 2000)]`
 

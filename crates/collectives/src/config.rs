@@ -86,6 +86,9 @@ pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(20);
 /// whole scheduler time slices on an oversubscribed machine and never let the other ranks'
 /// threads run ([`Config::validate`]).
 pub const MAX_BUSY_POLL: Duration = Duration::from_millis(1);
+/// Shortest accepted [`Config::park_interval`]: 10 µs. A zero interval makes the engine thread
+/// return from every park at once and spin ([`Config::validate`]).
+pub const MIN_PARK_INTERVAL: Duration = Duration::from_micros(10);
 /// Default [`Config::op_timeout`]: 60 s.
 pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default [`Config::deadlock_timeout`]: 2 s.
@@ -152,7 +155,8 @@ pub struct Config {
     /// busy-polling on few cores keeps it off the CPU. At most [`MAX_BUSY_POLL`] (checked by
     /// [`Config::validate`]). Default: [`DEFAULT_BUSY_POLL`].
     pub busy_poll: Duration,
-    /// Longest park; messages and submissions wake the engine earlier. Default: 5 ms.
+    /// Longest park; messages and submissions wake the engine earlier. At least
+    /// [`MIN_PARK_INTERVAL`] (checked by [`Config::validate`]). Default: 5 ms.
     pub park_interval: Duration,
     /// A collective blocked this long fails with `Timeout` (finite, so that a silently dead
     /// peer never hangs a rank). Default: 60 s.
@@ -200,6 +204,13 @@ impl Config {
                 "Config::busy_poll is {:?}, more than the largest accepted {MAX_BUSY_POLL:?} \
                  (a waiter would hold a core that long without yielding)",
                 self.busy_poll
+            )));
+        }
+        if self.park_interval < MIN_PARK_INTERVAL {
+            return Err(crate::CollectiveError::InvalidInput(format!(
+                "Config::park_interval is {:?}, less than the shortest accepted \
+                 {MIN_PARK_INTERVAL:?} (the engine thread would spin)",
+                self.park_interval
             )));
         }
         Ok(())

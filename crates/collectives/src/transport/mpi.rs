@@ -95,6 +95,9 @@ pub const DEFAULT_ZERO_COPY_SEND_BYTES: usize = 64 << 10;
 /// shuts down) before the request is abandoned.
 const LOST_SEND_GRACE: Duration = Duration::from_millis(500);
 
+/// Largest accepted [`MpiConfig::idle_spins`]: 65 536 (a receiver with nothing to do yields
+/// this many times before it sleeps; more is a spin, [`MpiConfig::validate`]).
+pub const MAX_IDLE_SPINS: u32 = 1 << 16;
 /// Default [`MpiConfig::idle_spins`]: 64.
 pub const DEFAULT_IDLE_SPINS: u32 = 64;
 /// Default [`MpiConfig::max_idle_sleep`]: 200 µs.
@@ -151,6 +154,12 @@ impl MpiConfig {
                 "MpiConfig::max_idle_sleep is {:?}, outside the accepted \
                  {MIN_IDLE_SLEEP:?}..={MAX_IDLE_SLEEP:?}",
                 self.max_idle_sleep
+            )));
+        }
+        if self.idle_spins > MAX_IDLE_SPINS {
+            return Err(CollectiveError::InvalidInput(format!(
+                "MpiConfig::idle_spins is {}, more than the largest accepted {MAX_IDLE_SPINS}",
+                self.idle_spins
             )));
         }
         Ok(())

@@ -101,7 +101,7 @@ fn mismatched_collectives_are_reported() {
 
 /// Rooted collectives whose root disagrees between ranks fail with `Mismatch` naming the root
 /// on *every* rank, never `Ok` with a wrong result and never by `Timeout`: the root travels
-/// in every frame header, and rooted collectives start with an agreement prefix whose
+/// in every frame header, and rooted collectives carry agreement rounds whose
 /// messages do not depend on the root (`schedule::agreed`). Before it, reduce on 3 ranks with
 /// roots `[1, 0, 0]` ended `Ok` on every rank with a wrong sum (every rank believed itself a
 /// sender, so no frame crossed the two views). Local (threads) and TCP transports; broadcast
@@ -180,7 +180,7 @@ fn mismatched_roots_fail_with_mismatch_on_every_rank() {
                 check(&what, out);
             }
         }
-        // The wrong result the agreement prefix prevents: with agreeing roots the same calls
+        // The wrong result the agreement rounds prevent: with agreeing roots the same calls
         // succeed, and the sum reaches the root.
         let out = run_local_with(&quick(), 3, |comm| {
             comm.reduce(vec![1.0f64; 4], ReduceOp::Sum, 1)
@@ -312,6 +312,15 @@ fn resource_bounds_are_typed_errors_before_anything_runs() {
         let out = run_tcp_local(&spinning, 2, |_| ());
         assert!(
             matches!(&out[..], [Err(CollectiveError::InvalidInput(m))] if m.contains("busy_poll")),
+            "{out:?}"
+        );
+        let never_parks = Config {
+            park_interval: std::time::Duration::ZERO,
+            ..quick()
+        };
+        let out = run_local_with(&never_parks, 2, |_| ());
+        assert!(
+            matches!(&out[..], [Err(CollectiveError::InvalidInput(m))] if m.contains("park_interval")),
             "{out:?}"
         );
     });

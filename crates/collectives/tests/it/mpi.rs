@@ -162,7 +162,7 @@ fn mpi_child() {
         assert_eq!(r.correct, 6, "rank {me} seed {seed}");
     }
     // Disagreeing roots (rank 0 names root 1, the others root 0): Mismatch on every rank,
-    // never Ok with a wrong result (the agreement prefix of rooted collectives).
+    // never Ok with a wrong result (the agreement rounds woven into rooted collectives).
     let root = usize::from(me == 0);
     match comm.reduce(vec![1.0f64; 64], ReduceOp::Sum, root) {
         Err(CollectiveError::Mismatch { detail, .. }) if detail.contains("root") => {}

@@ -54,7 +54,7 @@ pub struct NeutralConfig {
     pub transform: NeutralTransform,
     /// Biases in the transformations and the encoder, default `true` (the authors' tabular
     /// configs have none; without them a row's score is invariant to scaling the row, see the
-    /// module docs).
+    /// module docs). The default was chosen after seeing WDBC, a set of the results table.
     pub bias: bool,
     /// Temperature τ, default 0.1.
     pub tau: f64,
