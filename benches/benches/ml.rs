@@ -112,22 +112,35 @@ fn train_step(c: &mut Criterion) {
     g.finish();
 }
 
-fn minilm_forward(c: &mut Criterion) {
-    use pardis::ml::data::{pad_batch, SubwordTokenizer};
-    use pardis::ml::models::{Bert, BertConfig};
+/// The MiniLM weights' directory, its config and the benchmark sentence's word pieces; `None`
+/// (after saying so) without the weights.
+fn minilm_fixture(
+    bench: &str,
+) -> Option<(std::path::PathBuf, pardis::ml::models::BertConfig, Vec<u32>)> {
+    use pardis::ml::data::SubwordTokenizer;
+    use pardis::ml::models::BertConfig;
     let roots = pardis_datasets::DataRoots::from_env();
     let Some(dir) = roots
         .locate_path("minilm/model.safetensors")
         .and_then(|l| l.path.parent().map(std::path::Path::to_path_buf))
     else {
-        eprintln!("minilm_forward: skipped, run scripts/fetch-minilm first");
-        return;
+        eprintln!("{bench}: skipped, run scripts/fetch-minilm first");
+        return None;
     };
     let tok = SubwordTokenizer::from_file(&dir.join("tokenizer.json"), 128).unwrap();
     let cfg = BertConfig::from_file(&dir.join("config.json")).unwrap();
     let ids = tok
         .encode("The Eiffel Tower , located in Paris , was completed in 1889 by the company of Gustave Eiffel .")
         .unwrap();
+    Some((dir, cfg, ids))
+}
+
+fn minilm_forward(c: &mut Criterion) {
+    use pardis::ml::data::pad_batch;
+    use pardis::ml::models::Bert;
+    let Some((dir, cfg, ids)) = minilm_fixture("minilm_forward") else {
+        return;
+    };
     let mut g = c.benchmark_group("minilm_forward");
     g.sample_size(10)
         .measurement_time(Duration::from_secs(4))
@@ -214,21 +227,11 @@ fn pohrl_episode(c: &mut Criterion) {
 /// of a 26-word-piece sentence, forward through the whole encoder (the frozen layers build no
 /// graph), backward through the trainable layers, AdamW update. Skipped without the weights.
 fn minilm_finetune_step(c: &mut Criterion) {
-    use pardis::ml::data::{pad_batch, SubwordTokenizer};
-    use pardis::ml::models::{Bert, BertConfig};
-    let roots = pardis_datasets::DataRoots::from_env();
-    let Some(dir) = roots
-        .locate_path("minilm/model.safetensors")
-        .and_then(|l| l.path.parent().map(std::path::Path::to_path_buf))
-    else {
-        eprintln!("minilm_finetune_step: skipped, run scripts/fetch-minilm first");
+    use pardis::ml::data::pad_batch;
+    use pardis::ml::models::Bert;
+    let Some((dir, cfg, ids)) = minilm_fixture("minilm_finetune_step") else {
         return;
     };
-    let tok = SubwordTokenizer::from_file(&dir.join("tokenizer.json"), 128).unwrap();
-    let cfg = BertConfig::from_file(&dir.join("config.json")).unwrap();
-    let ids = tok
-        .encode("The Eiffel Tower , located in Paris , was completed in 1889 by the company of Gustave Eiffel .")
-        .unwrap();
     let seqs = vec![ids.as_slice(); 35];
     let (x, mask) = pad_batch(&seqs, 0, &Device::Cpu).unwrap();
     let mut g = c.benchmark_group("minilm_finetune_step");

@@ -30,7 +30,8 @@
 //!   geodesic continuing `0 → x` and the geodesic `x → y`,
 //!   `acos((y₀ + c⟨x, y⟩_L·x₀)/(‖x‖·√((c⟨x, y⟩_L)² − 1)))`,
 //!   and `y` lies in the cone of `x` (`y ⊑ x`) when the exterior angle is at most the aperture.
-//!   The violation `max(0, angle − aperture)` is the cone loss.
+//!   The violation `max(0, angle − aperture)` is the cone loss of a point that must lie in the
+//!   cone (PO-HRL's own-relation term uses `angle − aperture` unclamped, its Eq. 3).
 //!
 //! # Numerical guards (f32)
 //!

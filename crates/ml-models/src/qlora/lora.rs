@@ -224,15 +224,7 @@ impl Linear {
         init: &mut SeededInit,
     ) -> Result<Self> {
         let w = init.normal(&[out_features, in_features], std, &candle_core::Device::Cpu)?;
-        let var = store.add(format!("{name}.weight"), w, true)?;
-        Ok(Self {
-            name: name.to_string(),
-            in_features,
-            out_features,
-            base: Base::Dense(var),
-            adapter: None,
-            track: true,
-        })
+        Self::trainable(name, w, store)
     }
 
     /// A trainable layer over an existing weight `[out, in]` (a pretrained one to fine-tune),

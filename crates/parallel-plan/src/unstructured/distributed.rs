@@ -487,15 +487,22 @@ impl Context {
                     .comm
                     .broadcast(vec![0i64; 2 + nsets], root)
                     .map_err(|e| rt.comm_err(e))?;
+                // Everything from the root is range-checked before it indexes anything: the
+                // element loops index through these layouts and maps unchecked. (A receive is
+                // sized by the count the root announced, bounded only by the set's size.)
+                let bad =
+                    |detail: String| UnstructuredError::ScatterInconsistent { root, rank, detail };
+                if !(-1..nsets as i64).contains(&summary[0]) || summary[1] < 0 {
+                    return Err(bad(format!(
+                        "primary set {} of {nsets} sets, edge cut {}",
+                        summary[0], summary[1]
+                    )));
+                }
                 let recv = |n: usize| rt.comm.recv::<i64>(root, n).map_err(|e| rt.comm_err(e));
                 let head = recv(3 * nsets)?;
                 let mut ls = Vec::with_capacity(nsets);
                 let mut halo_owners = Vec::with_capacity(nsets);
                 let mut sizes = Vec::with_capacity(nsets);
-                // Everything from the root is checked before it sizes an allocation or indexes
-                // anything: the element loops index through these layouts and maps unchecked.
-                let bad =
-                    |detail: String| UnstructuredError::ScatterInconsistent { root, rank, detail };
                 let ranks = rt.world_size() as i64;
                 for s in 0..nsets {
                     let size = summary[2 + s];

@@ -134,7 +134,15 @@ fn a_corrupt_root_gives_the_receiving_rank_a_typed_error() {
     type Corrupt = fn(&mut Part) -> usize;
     // Each case corrupts one message and sends the part up to the message the receiver checks
     // it with (the count returned; a set's sizes are checked when its ids are received).
-    let cases: [(&str, Corrupt); 13] = [
+    let cases: [(&str, Corrupt); 15] = [
+        ("primary set past the sets", |p| {
+            p.summary[0] = 2;
+            0
+        }),
+        ("negative edge cut", |p| {
+            p.summary[1] = -1;
+            0
+        }),
         ("negative set size", |p| {
             p.summary[2] = -1;
             1

@@ -100,6 +100,17 @@ impl TrainCallback for Steps {
 }
 
 pub(super) fn run(a: FewrelArgs, roots: &DataRoots) -> anyhow::Result<()> {
+    if let Some(lr) = a.encoder_lr {
+        if !(lr.is_finite() && lr > 0.0) {
+            anyhow::bail!("--encoder-lr must be a positive number, not {lr}");
+        }
+        if a.encoder == "minilm" && a.fine_tune_layers == 0 {
+            anyhow::bail!(
+                "--encoder-lr trains MiniLM's layers: give --fine-tune-layers N as well \
+                 (the frozen encoder has none to train)"
+            );
+        }
+    }
     let dir = "relation-extraction/fewrel";
     let file = |rel: String| -> anyhow::Result<PathBuf> { Ok(roots.require_path(&rel)?.path) };
     let test = match a.data.as_deref() {
