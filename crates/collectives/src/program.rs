@@ -286,13 +286,18 @@ impl<T: Element> ActiveOp for StepProgram<T> {
                         payload: AlignedBuf::default(),
                     };
                     let dst = self.meta.group[peer];
-                    transport.send_slice(dst, head, data).map_err(|e| {
-                        if transport.is_lost(dst) {
-                            self.meta.lost(dst)
-                        } else {
-                            e
+                    if let Err(e) = transport.send_slice(dst, head, data) {
+                        if !transport.is_lost(dst) {
+                            return Err(e.into());
                         }
-                    })?;
+                        // A peer that failed (e.g. on a root mismatch) may have closed its
+                        // connection right after telling us why; its notice, delivered before
+                        // it was marked lost, is the cause to report.
+                        if let Some(f) = blocked_failure(&self.meta, &self.mailbox) {
+                            return Err(f);
+                        }
+                        return Err(self.meta.lost(dst).into());
+                    }
                 }
                 self.sent = true;
                 progressed = true;
