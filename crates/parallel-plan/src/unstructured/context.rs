@@ -203,17 +203,7 @@ impl Context {
                 ),
             ));
         }
-        if let Some(entry) = values.iter().position(|&v| v as usize >= t.size) {
-            return Err(UnstructuredError::MapOutOfRange {
-                map: name.to_string(),
-                entry,
-                element: entry / arity,
-                slot: entry % arity,
-                value: values[entry],
-                to: t.name,
-                to_size: t.size,
-            });
-        }
+        super::error::check_map_range(name, &values, arity, &t.name, t.size)?;
         self.maps.push(MapDecl {
             name: name.to_string(),
             from: from.0,

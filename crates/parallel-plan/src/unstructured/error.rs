@@ -160,3 +160,26 @@ pub enum UnstructuredError {
 
 /// Result alias of [`unstructured`](super).
 pub type Result<T, E = UnstructuredError> = std::result::Result<T, E>;
+
+/// [`UnstructuredError::MapOutOfRange`] for the first entry of `values` (a map `map` of arity
+/// `arity` into the set `to` of `to_size` elements) that is not below `to_size`.
+pub(crate) fn check_map_range(
+    map: &str,
+    values: &[u32],
+    arity: usize,
+    to: &str,
+    to_size: usize,
+) -> Result<()> {
+    match values.iter().position(|&v| v as usize >= to_size) {
+        Some(entry) => Err(UnstructuredError::MapOutOfRange {
+            map: map.to_string(),
+            entry,
+            element: entry / arity,
+            slot: entry % arity,
+            value: values[entry],
+            to: to.to_string(),
+            to_size,
+        }),
+        None => Ok(()),
+    }
+}

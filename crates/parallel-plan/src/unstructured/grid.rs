@@ -379,17 +379,7 @@ impl Grid {
             ("becell", &self.becell, 1, "cells", self.ncell()),
         ];
         for (name, values, arity, to, size) in maps {
-            if let Some(entry) = values.iter().position(|&v| v as usize >= size) {
-                return Err(UnstructuredError::MapOutOfRange {
-                    map: name.to_string(),
-                    entry,
-                    element: entry / arity,
-                    slot: entry % arity,
-                    value: values[entry],
-                    to: to.to_string(),
-                    to_size: size,
-                });
-            }
+            super::error::check_map_range(name, values, arity, to, size)?;
         }
         Ok(())
     }
