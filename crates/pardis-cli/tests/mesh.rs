@@ -139,3 +139,48 @@ fn a_mesh_scattered_from_rank_0_matches_sequential() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--backend dist"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_missing_mesh_on_rank_0_of_a_scatter_stops_every_rank_at_once() {
+    // `--scatter` over processes: only rank 0 opens the file. When it cannot, it tells the
+    // others, which stop with its reason instead of waiting for their parts until the
+    // timeout (600 s): the run fails fast, non-zero, naming the file on every rank.
+    let missing = std::env::temp_dir().join(format!(
+        "pardis-mesh-missing-{}/grid.dat",
+        std::process::id()
+    ));
+    let t = std::time::Instant::now();
+    let out = pardis(&[
+        "mesh",
+        "run",
+        "--mesh",
+        missing.to_str().unwrap(),
+        "--backend",
+        "dist",
+        "--ranks",
+        "3",
+        "--transport",
+        "tcp",
+        "--scatter",
+        "--iters",
+        "1",
+    ]);
+    let took = t.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    // Ranks 1 and 2 report rank 0's reason; the launcher, which ranks failed.
+    assert_eq!(
+        err.matches("rank 0 could not load the mesh").count(),
+        2,
+        "{err}"
+    );
+    assert!(
+        err.matches("grid.dat").count() >= 3,
+        "rank 0 and both others name the file: {err}"
+    );
+    assert!(
+        err.contains("ranks [0, 1, 2] of the TCP run failed"),
+        "{err}"
+    );
+    assert!(took < std::time::Duration::from_secs(60), "{took:?}");
+}

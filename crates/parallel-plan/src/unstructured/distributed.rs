@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use collectives::{CollectiveError, Communicator, ReduceOp};
+use collectives::{CollectiveError, Communicator, Element, ReduceOp};
 
 use super::context::{Backend, Context, DatDecl, GlobalDecl, MapDecl, SetDecl};
 use super::decl::Access;
@@ -97,6 +97,9 @@ pub struct Runtime {
     config: DistConfig,
     layout: Option<Layout>,
     report: Option<PlanReport>,
+    /// The first rank whose scatter failed, once one did (every rank knows it): this runtime
+    /// then refuses to distribute again, its point-to-point streams being out of step.
+    scatter_failed: Option<usize>,
 }
 
 impl Backend {
@@ -107,6 +110,7 @@ impl Backend {
             config,
             layout: None,
             report: None,
+            scatter_failed: None,
         }))
     }
 }
@@ -345,6 +349,12 @@ impl Context {
             return Ok(());
         };
         let (nparts, rank) = (rt.world_size(), rt.rank());
+        if let Some(r) = rt.scatter_failed {
+            return Err(UnstructuredError::PeerFailed {
+                rank: r,
+                step: "scatter".into(),
+            });
+        }
         let root = rt.config.scatter_from;
         if let Some(r) = root.filter(|&r| r >= nparts) {
             return Err(UnstructuredError::InvalidDeclaration {
@@ -395,191 +405,41 @@ impl Context {
         }
         // The layouts, owners and import/export lists below use the declared numbers (the
         // local elements keep the locality order).
-        let order = &self.order;
-        let declared = |s: usize, g: u32| order.as_ref().map_or(g, |o| o[s][g as usize]);
         let nsets = self.sets.len();
+        let mesh = Mesh {
+            sets: &self.sets,
+            maps: &self.maps,
+            dats: &self.dats,
+            order: self.order.as_deref(),
+        };
         // What replaces the declarations once nothing can fail any more: each map's local
         // rows, each dat's local values, each set's global size.
-        let (layouts, halo_owners, primary, edge_cut, map_values, dat_values, sizes) = match owned {
+        let part = match owned {
             Some((owners, primary, edge_cut)) => {
-                if let Some(root) = root {
-                    // What the root holds: sizes and the plan's summary for everyone.
-                    let mut summary = vec![primary.map_or(-1, |p| p as i64), edge_cut as i64];
-                    summary.extend(self.sets.iter().map(|s| s.size as i64));
-                    rt.comm
-                        .broadcast(summary, root)
-                        .map_err(|e| rt.comm_err(e))?;
-                    for r in (0..nparts).filter(|&r| r != root) {
-                        let ls = layout(&self.maps, &owners, r as u32);
-                        let g2l: Vec<Vec<u32>> = ls
-                            .iter()
-                            .zip(&self.sets)
-                            .map(|(l, s)| global_to_local(s.size, l))
-                            .collect();
-                        let send = |v: Vec<i64>| rt.comm.send(v, r).map_err(|e| rt.comm_err(e));
-                        send(
-                            ls.iter()
-                                .flat_map(|l| [l.global.len(), l.owned, l.exec])
-                                .map(|v| v as i64)
-                                .collect(),
-                        )?;
-                        for (s, l) in ls.iter().enumerate() {
-                            let ids = l.global.iter().map(|&g| declared(s, g) as i64);
-                            let halo_owners = l.global[l.owned..]
-                                .iter()
-                                .map(|&g| owners[s][g as usize] as i64);
-                            send(ids.chain(halo_owners).collect())?;
-                        }
-                        for m in &self.maps {
-                            let v = localise_map(m, &ls[m.from], &g2l[m.to]);
-                            send(v.into_iter().map(i64::from).collect())?;
-                        }
-                        for d in &self.dats {
-                            match pick_storage(&d.data, &ls[d.set].global, d.dim) {
-                                Storage::F64(v) => rt.comm.send(v, r),
-                                Storage::I64(v) => rt.comm.send(v, r),
-                            }
-                            .map_err(|e| rt.comm_err(e))?;
-                        }
-                    }
-                }
-                let mut ls = layout(&self.maps, &owners, rank as u32);
-                let g2l: Vec<Vec<u32>> = ls
-                    .iter()
-                    .zip(&self.sets)
-                    .map(|(l, s)| global_to_local(s.size, l))
-                    .collect();
-                let map_values: Vec<Vec<u32>> = self
-                    .maps
-                    .iter()
-                    .map(|m| localise_map(m, &ls[m.from], &g2l[m.to]))
-                    .collect();
-                drop(g2l);
-                let dat_values: Vec<Storage> = self
-                    .dats
-                    .iter()
-                    .map(|d| pick_storage(&d.data, &ls[d.set].global, d.dim))
-                    .collect();
-                let halo_owners: Vec<Vec<u32>> = ls
-                    .iter()
-                    .zip(&owners)
-                    .map(|(l, o)| l.global[l.owned..].iter().map(|&g| o[g as usize]).collect())
-                    .collect();
-                drop(owners);
-                for (s, l) in ls.iter_mut().enumerate() {
-                    l.global.iter_mut().for_each(|g| *g = declared(s, *g));
-                }
-                let sizes = self.sets.iter().map(|s| s.size).collect();
-                (
-                    ls,
-                    halo_owners,
-                    primary,
-                    edge_cut,
-                    map_values,
-                    dat_values,
-                    sizes,
-                )
+                let sent = match root {
+                    Some(root) => rt.send_parts(root, &mesh, &owners, primary, edge_cut),
+                    None => Ok(()),
+                };
+                sent.map(|()| mesh.own_part(rank, &owners, primary, edge_cut))
             }
             None => {
-                // A rank without the mesh: sizes and summary, then its part, from the root.
                 let root = root.expect("only a scatter leaves a rank without the mesh");
-                let summary = rt
-                    .comm
-                    .broadcast(vec![0i64; 2 + nsets], root)
-                    .map_err(|e| rt.comm_err(e))?;
-                // Everything from the root is range-checked before it indexes anything: the
-                // element loops index through these layouts and maps unchecked. (A receive is
-                // sized by the count the root announced, bounded only by the set's size.)
-                let bad =
-                    |detail: String| UnstructuredError::ScatterInconsistent { root, rank, detail };
-                if !(-1..nsets as i64).contains(&summary[0]) || summary[1] < 0 {
-                    return Err(bad(format!(
-                        "primary set {} of {nsets} sets, edge cut {}",
-                        summary[0], summary[1]
-                    )));
-                }
-                let recv = |n: usize| rt.comm.recv::<i64>(root, n).map_err(|e| rt.comm_err(e));
-                let head = recv(3 * nsets)?;
-                let mut ls = Vec::with_capacity(nsets);
-                let mut halo_owners = Vec::with_capacity(nsets);
-                let mut sizes = Vec::with_capacity(nsets);
-                let ranks = rt.world_size() as i64;
-                for s in 0..nsets {
-                    let size = summary[2 + s];
-                    let (len, owned, exec) = (head[3 * s], head[3 * s + 1], head[3 * s + 2]);
-                    let consistent = (0..i64::from(u32::MAX)).contains(&size)
-                        && 0 <= owned
-                        && owned <= exec
-                        && exec <= len
-                        && len <= size;
-                    if !consistent {
-                        return Err(bad(format!(
-                            "set {s}: size {size}, {len} local elements, {owned} owned, {exec} executed"
-                        )));
-                    }
-                    let (len, owned, exec) = (len as usize, owned as usize, exec as usize);
-                    sizes.push(size as usize);
-                    let v = recv(2 * len - owned)?;
-                    if v.len() != 2 * len - owned
-                        || v[..len].iter().any(|&g| !(0..size).contains(&g))
-                        || v[len..].iter().any(|&p| !(0..ranks).contains(&p))
-                    {
-                        return Err(bad(format!(
-                            "set {s}: element ids or halo owners out of range"
-                        )));
-                    }
-                    // Nothing per global element (only this rank's part): duplicates by sorting.
-                    let mut ids = v[..len].to_vec();
-                    ids.sort_unstable();
-                    if ids.windows(2).any(|w| w[0] == w[1]) || v[len..].contains(&(rank as i64)) {
-                        return Err(bad(format!(
-                            "set {s}: an element listed twice, or in the halo and owned by this rank"
-                        )));
-                    }
-                    halo_owners.push(v[len..].iter().map(|&p| p as u32).collect::<Vec<u32>>());
-                    ls.push(SetLayout {
-                        global: v[..len].iter().map(|&g| g as u32).collect(),
-                        owned,
-                        exec,
-                    });
-                }
-                let mut map_values = Vec::with_capacity(self.maps.len());
-                for (i, m) in self.maps.iter().enumerate() {
-                    let n = ls[m.from].exec * m.arity;
-                    let to = ls[m.to].global.len() as i64;
-                    let v = recv(n)?;
-                    if v.len() != n || v.iter().any(|&t| !(0..to).contains(&t)) {
-                        return Err(bad(format!(
-                            "map {i}: entries outside the target's {to} local elements"
-                        )));
-                    }
-                    map_values.push(v.into_iter().map(|t| t as u32).collect());
-                }
-                let mut dat_values = Vec::with_capacity(self.dats.len());
-                for d in &self.dats {
-                    let n = ls[d.set].global.len() * d.dim;
-                    let v = match d.data {
-                        Storage::F64(_) => rt.comm.recv(root, n).map(Storage::F64),
-                        Storage::I64(_) => rt.comm.recv(root, n).map(Storage::I64),
-                    }
-                    .map_err(|e| rt.comm_err(e))?;
-                    if v.len() != n {
-                        return Err(bad(format!("dat {}: {} values for {n}", d.name, v.len())));
-                    }
-                    dat_values.push(v);
-                }
-                let primary = usize::try_from(summary[0]).ok();
-                (
-                    ls,
-                    halo_owners,
-                    primary,
-                    summary[1] as usize,
-                    map_values,
-                    dat_values,
-                    sizes,
-                )
+                rt.receive_part(root, &mesh)
             }
         };
+        let part = match root {
+            Some(root) => rt.agree_on_scatter(root, part, nsets)?,
+            None => part?,
+        };
+        let Part {
+            layouts,
+            halo_owners,
+            primary,
+            edge_cut,
+            map_values,
+            dat_values,
+            sizes,
+        } = part;
         let mut exchanges = Vec::with_capacity(nsets);
         for (l, o) in layouts.iter().zip(&halo_owners) {
             exchanges.push(rt.exchange_lists(l, o)?);
@@ -644,6 +504,336 @@ impl Context {
             exchanges,
         });
         Ok(())
+    }
+}
+
+/// The most elements of one scatter message: a receiving rank grows each buffer message by
+/// message, so a count the root announces allocates nothing until the data arrives.
+const SCATTER_CHUNK: usize = 1 << 16;
+
+/// The global declarations a distribution reads (in the locality order when `order` is set:
+/// `order[set][new] = declared number`).
+struct Mesh<'a> {
+    sets: &'a [SetDecl],
+    maps: &'a [MapDecl],
+    dats: &'a [DatDecl],
+    order: Option<&'a [Vec<u32>]>,
+}
+
+/// One rank's part of the mesh: what replaces the declarations once nothing can fail any more.
+struct Part {
+    /// Per set: global numbers of the local elements (declared numbering), owned and executed
+    /// counts.
+    layouts: Vec<SetLayout>,
+    /// Per set: the owner of each halo element.
+    halo_owners: Vec<Vec<u32>>,
+    primary: Option<usize>,
+    edge_cut: usize,
+    /// Each map's local rows.
+    map_values: Vec<Vec<u32>>,
+    /// Each dat's local values.
+    dat_values: Vec<Storage>,
+    /// Each set's global size.
+    sizes: Vec<usize>,
+}
+
+impl Mesh<'_> {
+    /// The declared number of (renumbered) element `g` of set `s`.
+    fn declared(&self, s: usize, g: u32) -> u32 {
+        self.order.map_or(g, |o| o[s][g as usize])
+    }
+
+    /// The part of `rank` under the ownership `owners`.
+    fn own_part(
+        &self,
+        rank: usize,
+        owners: &[Vec<u32>],
+        primary: Option<usize>,
+        edge_cut: usize,
+    ) -> Part {
+        let mut ls = layout(self.maps, owners, rank as u32);
+        let g2l: Vec<Vec<u32>> = ls
+            .iter()
+            .zip(self.sets)
+            .map(|(l, s)| global_to_local(s.size, l))
+            .collect();
+        let map_values: Vec<Vec<u32>> = self
+            .maps
+            .iter()
+            .map(|m| localise_map(m, &ls[m.from], &g2l[m.to]))
+            .collect();
+        drop(g2l);
+        let dat_values: Vec<Storage> = self
+            .dats
+            .iter()
+            .map(|d| pick_storage(&d.data, &ls[d.set].global, d.dim))
+            .collect();
+        let halo_owners: Vec<Vec<u32>> = ls
+            .iter()
+            .zip(owners)
+            .map(|(l, o)| l.global[l.owned..].iter().map(|&g| o[g as usize]).collect())
+            .collect();
+        for (s, l) in ls.iter_mut().enumerate() {
+            l.global.iter_mut().for_each(|g| *g = self.declared(s, *g));
+        }
+        Part {
+            layouts: ls,
+            halo_owners,
+            primary,
+            edge_cut,
+            map_values,
+            dat_values,
+            sizes: self.sets.iter().map(|s| s.size).collect(),
+        }
+    }
+}
+
+impl Runtime {
+    /// Sends `v` to `dst` in messages of at most [`SCATTER_CHUNK`] elements (one message,
+    /// possibly empty, if it is no longer).
+    fn send_chunked<T: Element>(&self, v: Vec<T>, dst: usize) -> Result<()> {
+        if v.len() <= SCATTER_CHUNK {
+            return self.comm.send(v, dst).map_err(|e| self.comm_err(e));
+        }
+        for c in v.chunks(SCATTER_CHUNK) {
+            self.comm
+                .send(c.to_vec(), dst)
+                .map_err(|e| self.comm_err(e))?;
+        }
+        Ok(())
+    }
+
+    /// Receives the `n` elements that the scatter root sent with
+    /// [`send_chunked`](Self::send_chunked), message by message: the buffer grows only as
+    /// data arrives, so an announced `n` allocates nothing by itself. A message of another
+    /// length than announced is [`UnstructuredError::ScatterInconsistent`].
+    fn recv_chunked<T: Element>(&self, root: usize, n: usize) -> Result<Vec<T>> {
+        let mut out: Vec<T> = Vec::new();
+        loop {
+            let k = (n - out.len()).min(SCATTER_CHUNK);
+            let v = self.comm.recv::<T>(root, k).map_err(|e| match e {
+                CollectiveError::Mismatch { .. } => UnstructuredError::ScatterInconsistent {
+                    root,
+                    rank: self.rank(),
+                    detail: format!("a message of another length than announced ({e})"),
+                },
+                e => self.comm_err(e),
+            })?;
+            if v.len() != k {
+                return Err(UnstructuredError::ScatterInconsistent {
+                    root,
+                    rank: self.rank(),
+                    detail: format!("a message of {} elements for {k}", v.len()),
+                });
+            }
+            if v.len() == n {
+                return Ok(v);
+            }
+            out.extend_from_slice(&v);
+            if out.len() == n {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// The root of a scatter: broadcasts the sizes and the plan's summary, then sends every
+    /// other rank its part (the global numbers of its elements and the owners of its halo, its
+    /// rows of every map in local numbering, its values of every dat), each vector in messages
+    /// of at most [`SCATTER_CHUNK`] elements.
+    fn send_parts(
+        &self,
+        root: usize,
+        mesh: &Mesh<'_>,
+        owners: &[Vec<u32>],
+        primary: Option<usize>,
+        edge_cut: usize,
+    ) -> Result<()> {
+        let mut summary = vec![primary.map_or(-1, |p| p as i64), edge_cut as i64];
+        summary.extend(mesh.sets.iter().map(|s| s.size as i64));
+        self.comm
+            .broadcast(summary, root)
+            .map_err(|e| self.comm_err(e))?;
+        for r in (0..self.world_size()).filter(|&r| r != root) {
+            let ls = layout(mesh.maps, owners, r as u32);
+            let g2l: Vec<Vec<u32>> = ls
+                .iter()
+                .zip(mesh.sets)
+                .map(|(l, s)| global_to_local(s.size, l))
+                .collect();
+            self.send_chunked(
+                ls.iter()
+                    .flat_map(|l| [l.global.len(), l.owned, l.exec])
+                    .map(|v| v as i64)
+                    .collect(),
+                r,
+            )?;
+            for (s, l) in ls.iter().enumerate() {
+                let ids = l.global.iter().map(|&g| i64::from(mesh.declared(s, g)));
+                let halo_owners = l.global[l.owned..]
+                    .iter()
+                    .map(|&g| i64::from(owners[s][g as usize]));
+                self.send_chunked(ids.chain(halo_owners).collect(), r)?;
+            }
+            for m in mesh.maps {
+                let v = localise_map(m, &ls[m.from], &g2l[m.to]);
+                self.send_chunked(v.into_iter().map(i64::from).collect(), r)?;
+            }
+            for d in mesh.dats {
+                match pick_storage(&d.data, &ls[d.set].global, d.dim) {
+                    Storage::F64(v) => self.send_chunked(v, r),
+                    Storage::I64(v) => self.send_chunked(v, r),
+                }?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A rank without the mesh: the sizes and the plan's summary, then its part, from `root`.
+    /// Everything from the root is range-checked before it indexes anything (the element loops
+    /// index through these layouts and maps unchecked), and every buffer grows only as the
+    /// root's messages arrive ([`recv_chunked`](Self::recv_chunked)).
+    fn receive_part(&self, root: usize, mesh: &Mesh<'_>) -> Result<Part> {
+        let (nsets, rank, ranks) = (mesh.sets.len(), self.rank(), self.world_size() as i64);
+        let summary = self
+            .comm
+            .broadcast(vec![0i64; 2 + nsets], root)
+            .map_err(|e| self.comm_err(e))?;
+        let bad = |detail: String| UnstructuredError::ScatterInconsistent { root, rank, detail };
+        if !(-1..nsets as i64).contains(&summary[0]) || summary[1] < 0 {
+            return Err(bad(format!(
+                "primary set {} of {nsets} sets, edge cut {}",
+                summary[0], summary[1]
+            )));
+        }
+        let head = self.recv_chunked::<i64>(root, 3 * nsets)?;
+        let mut ls = Vec::with_capacity(nsets);
+        let mut halo_owners = Vec::with_capacity(nsets);
+        let mut sizes = Vec::with_capacity(nsets);
+        for s in 0..nsets {
+            let size = summary[2 + s];
+            let (len, owned, exec) = (head[3 * s], head[3 * s + 1], head[3 * s + 2]);
+            let consistent = (0..i64::from(u32::MAX)).contains(&size)
+                && 0 <= owned
+                && owned <= exec
+                && exec <= len
+                && len <= size;
+            if !consistent {
+                return Err(bad(format!(
+                    "set {s}: size {size}, {len} local elements, {owned} owned, {exec} executed"
+                )));
+            }
+            let (len, owned, exec) = (len as usize, owned as usize, exec as usize);
+            sizes.push(size as usize);
+            let v = self.recv_chunked::<i64>(root, 2 * len - owned)?;
+            if v[..len].iter().any(|&g| !(0..size).contains(&g))
+                || v[len..].iter().any(|&p| !(0..ranks).contains(&p))
+            {
+                return Err(bad(format!(
+                    "set {s}: element ids or halo owners out of range"
+                )));
+            }
+            // Nothing per global element (only this rank's part): duplicates by sorting.
+            let mut ids = v[..len].to_vec();
+            ids.sort_unstable();
+            if ids.windows(2).any(|w| w[0] == w[1]) || v[len..].contains(&(rank as i64)) {
+                return Err(bad(format!(
+                    "set {s}: an element listed twice, or in the halo and owned by this rank"
+                )));
+            }
+            halo_owners.push(v[len..].iter().map(|&p| p as u32).collect::<Vec<u32>>());
+            ls.push(SetLayout {
+                global: v[..len].iter().map(|&g| g as u32).collect(),
+                owned,
+                exec,
+            });
+        }
+        let mut map_values = Vec::with_capacity(mesh.maps.len());
+        for (i, m) in mesh.maps.iter().enumerate() {
+            let to = ls[m.to].global.len() as i64;
+            let v = self.recv_chunked::<i64>(root, ls[m.from].exec * m.arity)?;
+            if v.iter().any(|&t| !(0..to).contains(&t)) {
+                return Err(bad(format!(
+                    "map {i}: entries outside the target's {to} local elements"
+                )));
+            }
+            map_values.push(v.into_iter().map(|t| t as u32).collect());
+        }
+        let mut dat_values = Vec::with_capacity(mesh.dats.len());
+        for d in mesh.dats {
+            let n = ls[d.set].global.len() * d.dim;
+            dat_values.push(match d.data {
+                Storage::F64(_) => Storage::F64(self.recv_chunked(root, n)?),
+                Storage::I64(_) => Storage::I64(self.recv_chunked(root, n)?),
+            });
+        }
+        Ok(Part {
+            layouts: ls,
+            halo_owners,
+            primary: usize::try_from(summary[0]).ok(),
+            edge_cut: summary[1] as usize,
+            map_values,
+            dat_values,
+            sizes,
+        })
+    }
+
+    /// After a scatter, every rank (the root too) tells the others whether its part arrived
+    /// whole and how many elements of each set it owns, so that a rank's failure is every
+    /// rank's, at once, instead of a timeout in the next exchange: the rank that failed returns
+    /// its own error, the others [`UnstructuredError::PeerFailed`] (step `scatter`). Every
+    /// rank also checks that the ranks own exactly the root's announced size of each set
+    /// together (else [`UnstructuredError::ScatterInconsistent`], on every rank), which bounds
+    /// what a size allocates (`gather` allocates whole dats) by elements actually received.
+    ///
+    /// After a failure the point-to-point streams from the root are out of step (the root
+    /// sent messages that a failed rank never took), so this runtime refuses to distribute
+    /// again ([`Runtime::scatter_failed`]).
+    fn agree_on_scatter(&mut self, root: usize, part: Result<Part>, nsets: usize) -> Result<Part> {
+        if let Err(UnstructuredError::Comm {
+            source: CollectiveError::Timeout { .. },
+            ..
+        }) = &part
+        {
+            // The others are not waiting in the same step: telling them would time out again.
+            self.scatter_failed = Some(self.rank());
+            return part;
+        }
+        let mut mine = vec![i64::from(part.is_err())];
+        match &part {
+            Ok(p) => mine.extend(p.layouts.iter().map(|l| l.owned as i64)),
+            Err(_) => mine.resize(1 + nsets, 0),
+        }
+        let all = self.comm.all_gather(mine);
+        let part = match (part, all) {
+            (Err(e), _) => {
+                self.scatter_failed = Some(self.rank());
+                return Err(e);
+            }
+            (Ok(_), Err(e)) => return Err(self.comm_err(e)),
+            (Ok(p), Ok(all)) => {
+                if let Some(r) = all.chunks(1 + nsets).position(|c| c[0] != 0) {
+                    self.scatter_failed = Some(r);
+                    return Err(UnstructuredError::PeerFailed {
+                        rank: r,
+                        step: "scatter".into(),
+                    });
+                }
+                for (s, &size) in p.sizes.iter().enumerate() {
+                    let owned: i64 = all.chunks(1 + nsets).map(|c| c[1 + s]).sum();
+                    if owned != size as i64 {
+                        return Err(UnstructuredError::ScatterInconsistent {
+                            root,
+                            rank: self.rank(),
+                            detail: format!(
+                                "set {s}: the ranks own {owned} elements together, the root announced {size}"
+                            ),
+                        });
+                    }
+                }
+                p
+            }
+        };
+        Ok(part)
     }
 }
 

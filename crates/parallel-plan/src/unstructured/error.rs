@@ -136,7 +136,10 @@ pub enum UnstructuredError {
         ranks: Vec<usize>,
     },
     /// The part a rank received from the scatter root does not fit together (a size, element
-    /// id, halo owner or map entry out of range); nothing of it was used.
+    /// id, halo owner or map entry out of range, a message of another length than the root
+    /// announced), or the set sizes the root announced are not the elements the ranks own
+    /// together (then every rank returns it); nothing of it was used. The other ranks return
+    /// [`UnstructuredError::PeerFailed`] (step `scatter`) at once.
     #[cfg(feature = "distributed")]
     #[error("the part rank {rank} received from root {root} is inconsistent: {detail}")]
     ScatterInconsistent {

@@ -282,10 +282,22 @@ fn run_app(a: RunArgs) -> anyhow::Result<()> {
                         return Ok(());
                     };
                     let rank = comm.rank();
-                    if process_scatter && rank == 0 {
+                    if process_scatter {
+                        // Rank 0 reads the mesh and tells the others whether it could, so
+                        // that all stop at once instead of waiting for their parts.
                         let t = Instant::now();
-                        grid = load_grid()?;
+                        let loaded = (rank == 0).then(&load_grid);
                         load = t.elapsed();
+                        let failure = loaded.as_ref().and_then(|g| g.as_ref().err());
+                        let failure = failure.map(output::error_line).unwrap_or_default();
+                        let said = from_rank_0(&comm, failure)?;
+                        match loaded {
+                            Some(g) => grid = g?,
+                            None if !said.is_empty() => {
+                                bail!("rank 0 could not load the mesh: {said}")
+                            }
+                            None => {}
+                        }
                     }
                     let o = body(comm, &grid)?;
                     if rank != 0 {
@@ -484,6 +496,25 @@ fn mpi_world(
 #[cfg(not(feature = "mpi"))]
 fn mpi_world(_: &Config, _: &mut Option<Box<dyn std::any::Any>>) -> anyhow::Result<Communicator> {
     bail!("--transport mpi needs a pardis built with the `mpi` feature (cargo build -p pardis-cli --features mpi), run under mpirun")
+}
+
+/// Rank 0's `text` (at most 4 KiB of it), broadcast to every rank.
+fn from_rank_0(comm: &Communicator, mut text: String) -> anyhow::Result<String> {
+    if comm.rank() == 0 && text.len() > 4096 {
+        let mut end = 4096;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    let len = comm.broadcast(vec![text.len() as i64], 0)?[0].clamp(0, 4096) as usize;
+    if len == 0 {
+        return Ok(String::new());
+    }
+    let mut bytes = text.into_bytes();
+    bytes.resize(len, 0);
+    let bytes = comm.broadcast(bytes, 0)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// `max |a - b| / max |b|`: the ∞-norm relative difference (component-wise ratios are

@@ -1,10 +1,16 @@
 //! The scatter's receiving side against a corrupt root: a fake root driven by hand over the
 //! local transport sends sizes, element ids, halo owners or map entries out of range, and the
-//! receiving rank returns [`UnstructuredError::ScatterInconsistent`] (no panic, no hang).
+//! receiving rank returns [`UnstructuredError::ScatterInconsistent`] (no panic, no hang, no
+//! allocation sized by a count the root announced).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use collectives::{run_local_with, Communicator, Config};
+use collectives::{run_local_with, tcp::run_tcp_local, Communicator, Config};
+
+// The workspace's counting allocator (one owner, sparse-kernels' tests) in this test binary:
+// what a receiving rank allocates is measured, not assumed.
+#[path = "../../../../sparse-kernels/tests/it/alloc.rs"]
+mod alloc;
 
 use super::shape_fingerprint;
 use crate::unstructured::{Backend, Context, DistConfig, Partitioner, UnstructuredError};
@@ -13,17 +19,34 @@ use crate::unstructured::{Backend, Context, DistConfig, Partitioner, Unstructure
 /// `u` on the nodes, with no elements (the root holds the mesh); then a first loop, which
 /// receives this rank's part.
 fn declare(ctx: &mut Context) -> crate::unstructured::Result<()> {
-    let nodes = ctx.decl_set("nodes", 0)?;
-    let edges = ctx.decl_set("edges", 0)?;
-    let e2n = ctx.decl_map("e2n", edges, nodes, 2, vec![])?;
-    let u = ctx.decl_dat("u", nodes, 1, Vec::<f64>::new())?;
-    let s = ctx.decl_dat("s", nodes, 1, Vec::<f64>::new())?;
-    ctx.par_loop(
-        "spread",
-        edges,
-        &[u.read_via(e2n, 0), s.inc_via(e2n, 1)],
-        |r, w| w[0][0] += r[0][0],
-    )
+    declare_ring(ctx, 0)
+}
+
+/// The program of [`declare`] on a ring of `n` nodes and edges (edge `e` joins nodes `e` and
+/// `e + 1`, `u` = the node's number): what a real root declares.
+fn declare_ring(ctx: &mut Context, n: usize) -> crate::unstructured::Result<()> {
+    ring_loops(ctx, n, 1)?.remove(0)
+}
+
+/// Declares the ring program of `n` elements and runs its loop `loops` times: each run's
+/// result.
+fn ring_loops(
+    ctx: &mut Context,
+    n: usize,
+    loops: usize,
+) -> crate::unstructured::Result<Vec<crate::unstructured::Result<()>>> {
+    let nodes = ctx.decl_set("nodes", n)?;
+    let edges = ctx.decl_set("edges", n)?;
+    let ring = (0..n as u32)
+        .flat_map(|e| [e, (e + 1) % n as u32])
+        .collect();
+    let e2n = ctx.decl_map("e2n", edges, nodes, 2, ring)?;
+    let u = ctx.decl_dat("u", nodes, 1, (0..n).map(|i| i as f64).collect())?;
+    let s = ctx.decl_dat("s", nodes, 1, vec![0.0; n])?;
+    let args = [u.read_via(e2n, 0), s.inc_via(e2n, 1)];
+    Ok((0..loops)
+        .map(|_| ctx.par_loop("spread", edges, &args, |r, w| w[0][0] += r[0][0]))
+        .collect())
 }
 
 /// The messages of rank 1's part of the ring 0-1-2-3-0 (edge `e` joins nodes `e` and
@@ -58,7 +81,8 @@ fn honest() -> Part {
 }
 
 /// Rank 0 plays the root: it agrees on the declarations, then sends `part` message by
-/// message, stopping after `messages` point-to-point messages.
+/// message, stopping after `messages` point-to-point messages, and takes the scatter's
+/// agreement round (it owns two nodes and two edges).
 fn fake_root(comm: &Communicator, part: &Part, messages: usize) {
     let mut shapes = Context::new(Backend::Sequential);
     let _ = declare(&mut shapes);
@@ -68,32 +92,28 @@ fn fake_root(comm: &Communicator, part: &Part, messages: usize) {
     let ints = std::iter::once(&part.head)
         .chain(&part.sets)
         .chain(&part.maps);
-    let mut sent = 0;
-    for v in ints {
-        if sent == messages {
-            return;
+    let dats = part.dats.iter().map(|v| comm.send(v.clone(), 1));
+    let all = ints
+        .map(|v| comm.send(v.clone(), 1))
+        .chain(dats)
+        .take(messages)
+        .count();
+    // Rank 1 leaves after the message it finds wrong; the agreement round follows either way.
+    let _ = comm.all_gather(vec![0i64, 2, 2]);
+    match &part.ask {
+        Some(ids) if all == 6 => {
+            // The import lists of the nodes: ask rank 1 for `ids`.
+            comm.all_to_all(vec![0, ids.len() as i64]).unwrap();
+            // Rank 1 may refuse the request before receiving it.
+            let _ = comm.send(ids.clone(), 1);
         }
-        comm.send(v.clone(), 1).unwrap();
-        sent += 1;
-    }
-    for v in &part.dats {
-        if sent == messages {
-            return;
-        }
-        comm.send(v.clone(), 1).unwrap();
-        sent += 1;
-    }
-    if let Some(ids) = &part.ask {
-        // The import lists of the nodes: ask rank 1 for `ids`.
-        comm.all_to_all(vec![0, ids.len() as i64]).unwrap();
-        // Rank 1 may refuse the request before receiving it.
-        let _ = comm.send(ids.clone(), 1);
+        _ => {}
     }
 }
 
 /// Runs the fake root (rank 0) against a real receiving rank (rank 1); returns rank 1's
-/// result.
-fn receive(part: Part, messages: usize) -> crate::unstructured::Result<()> {
+/// result and the most bytes it held at once while taking its part.
+fn receive(part: Part, messages: usize) -> (crate::unstructured::Result<()>, usize) {
     let config = Config {
         op_timeout: Duration::from_secs(2),
         ..Config::default()
@@ -101,7 +121,7 @@ fn receive(part: Part, messages: usize) -> crate::unstructured::Result<()> {
     let mut outs = run_local_with(&config, 2, |comm| {
         if comm.rank() == 0 {
             fake_root(&comm, &part, messages);
-            return Ok(());
+            return (Ok(()), 0);
         }
         let mut ctx = Context::new(Backend::distributed(
             comm,
@@ -111,7 +131,7 @@ fn receive(part: Part, messages: usize) -> crate::unstructured::Result<()> {
                 ..DistConfig::default()
             },
         ));
-        declare(&mut ctx)
+        alloc::peak_bytes(|| declare(&mut ctx))
     });
     outs.pop()
         .expect("two ranks")
@@ -122,7 +142,7 @@ fn receive(part: Part, messages: usize) -> crate::unstructured::Result<()> {
 fn an_honest_part_is_taken_and_the_run_goes_on() {
     // The control: the fake root's honest part passes every check; rank 1 then waits for the
     // root in the next step (import/export lists), which the fake root never takes.
-    let r = receive(honest(), usize::MAX);
+    let (r, _) = receive(honest(), usize::MAX);
     assert!(
         matches!(r, Err(UnstructuredError::Comm { rank: 1, .. })),
         "{r:?}"
@@ -200,7 +220,7 @@ fn a_corrupt_root_gives_the_receiving_rank_a_typed_error() {
     for (what, corrupt) in cases {
         let mut part = honest();
         let messages = corrupt(&mut part);
-        match receive(part, messages) {
+        match receive(part, messages).0 {
             Err(UnstructuredError::ScatterInconsistent {
                 root: 0, rank: 1, ..
             }) => {}
@@ -219,12 +239,202 @@ fn a_peer_that_asks_for_elements_this_rank_does_not_own_gets_a_typed_error() {
             ask: Some(ask.clone()),
             ..honest()
         };
-        match receive(part, usize::MAX) {
+        match receive(part, usize::MAX).0 {
             Err(UnstructuredError::DistributionMismatch {
                 what: "halo lists",
                 ranks,
             }) => assert_eq!(ranks, vec![0], "{ask:?}"),
             other => panic!("{ask:?}: {other:?}"),
         }
+    }
+}
+
+#[test]
+fn announced_counts_allocate_nothing_before_the_data_arrives() {
+    // A root may announce any count up to the size it claims (below u32::MAX): a receiving
+    // rank takes each vector in messages of at most 64 Ki elements and grows its buffer as
+    // they arrive, so a huge announcement costs nothing, and the short message that follows
+    // it is a typed error. A huge size with an honest part is caught by the agreement round:
+    // the ranks own 4 nodes together, not 2^31 (else `gather` would allocate by it).
+    type Corrupt = fn(&mut Part) -> usize;
+    let cases: [(&str, Corrupt); 4] = [
+        ("a node count near u32::MAX", |p| {
+            p.summary[2] = i64::from(u32::MAX) - 1;
+            p.head[0] = i64::from(u32::MAX) - 1;
+            2
+        }),
+        ("an owned edge count near u32::MAX", |p| {
+            p.summary[3] = i64::from(u32::MAX) - 1;
+            p.head[3] = i64::from(u32::MAX) - 1;
+            p.head[4] = i64::from(u32::MAX) - 2;
+            p.head[5] = i64::from(u32::MAX) - 2;
+            3
+        }),
+        ("a node set of 2^31 elements with a part of 4", |p| {
+            p.summary[2] = 1 << 31;
+            usize::MAX
+        }),
+        ("an edge set of 2^32 - 2 elements with a part of 4", |p| {
+            p.summary[3] = i64::from(u32::MAX) - 1;
+            usize::MAX
+        }),
+    ];
+    for (what, corrupt) in cases {
+        let mut part = honest();
+        let messages = corrupt(&mut part);
+        let (r, peak) = receive(part, messages);
+        match r {
+            Err(UnstructuredError::ScatterInconsistent {
+                root: 0, rank: 1, ..
+            }) => {}
+            other => panic!("{what}: {other:?}"),
+        }
+        assert!(peak < 16 << 20, "{what}: rank 1 held {peak} bytes at once");
+    }
+}
+
+/// The launchers of the agreement tests: ranks as threads (local transport) and over loopback
+/// TCP, with a generous `op_timeout` that an agreed failure must come well before.
+fn on_both_transports<R: Send>(
+    n: usize,
+    f: impl Fn(Communicator) -> R + Send + Sync,
+) -> Vec<(&'static str, Vec<R>, Duration)> {
+    let config = Config {
+        op_timeout: Duration::from_secs(30),
+        ..Config::default()
+    };
+    let mut out = Vec::new();
+    for transport in ["local", "tcp"] {
+        let t = Instant::now();
+        let outs = match transport {
+            "local" => run_local_with(&config, n, &f),
+            _ => run_tcp_local(&config, n, &f),
+        };
+        let outs = outs
+            .into_iter()
+            .map(|o| o.expect("no rank panics"))
+            .collect();
+        out.push((transport, outs, t.elapsed()));
+    }
+    out
+}
+
+fn scatter_rank(comm: Communicator) -> Context {
+    Context::new(Backend::distributed(
+        comm,
+        DistConfig {
+            partitioner: Partitioner::Graph,
+            scatter_from: Some(0),
+            ..DistConfig::default()
+        },
+    ))
+}
+
+#[test]
+fn a_receiver_that_rejects_its_part_fails_every_rank_at_once() {
+    // Three ranks: a fake root sends rank 1 a part with an element id past its set and rank 2
+    // an empty (consistent) part. Rank 1 returns `ScatterInconsistent`, rank 2 learns it in
+    // the scatter's agreement round (`PeerFailed`, rank 1) instead of waiting in the next
+    // exchange until op_timeout; a second loop fails at once, without communicating.
+    let mut corrupt = honest();
+    corrupt.sets[0][3] = 4;
+    let empty = Part {
+        head: vec![0; 6],
+        sets: vec![vec![], vec![]],
+        maps: vec![vec![]],
+        dats: vec![vec![], vec![]],
+        ..honest()
+    };
+    let runs = on_both_transports(3, |comm| {
+        if comm.rank() != 0 {
+            return ring_loops(&mut scatter_rank(comm), 0, 2).unwrap_or_else(|e| vec![Err(e)]);
+        }
+        let mut shapes = Context::new(Backend::Sequential);
+        let _ = declare(&mut shapes);
+        let fp = shape_fingerprint(&shapes.sets, &shapes.maps, &shapes.dats, &shapes.globals, 0);
+        comm.all_gather(vec![1, fp as i64, 0]).unwrap();
+        comm.broadcast(corrupt.summary.clone(), 0).unwrap();
+        // Rank 1's part up to its corrupt ids, then all of rank 2's.
+        for v in [&corrupt.head, &corrupt.sets[0]] {
+            comm.send(v.clone(), 1).unwrap();
+        }
+        let ints = std::iter::once(&empty.head)
+            .chain(&empty.sets)
+            .chain(&empty.maps);
+        for v in ints {
+            comm.send(v.clone(), 2).unwrap();
+        }
+        for v in &empty.dats {
+            comm.send(v.clone(), 2).unwrap();
+        }
+        // The agreement round, as the root: which ranks failed.
+        let flags = comm.all_gather(vec![0i64, 2, 2]).unwrap();
+        vec![Err(UnstructuredError::PeerFailed {
+            rank: flags
+                .chunks(3)
+                .position(|c| c[0] != 0)
+                .unwrap_or(usize::MAX),
+            step: "fake root".into(),
+        })]
+    });
+    for (transport, outs, took) in runs {
+        let peer_failed = |r: &crate::unstructured::Result<()>| matches!(r, Err(UnstructuredError::PeerFailed { rank: 1, step }) if step == "scatter");
+        assert!(
+            matches!(
+                outs[0][..],
+                [Err(UnstructuredError::PeerFailed { rank: 1, .. })]
+            ),
+            "{transport}: the root saw {:?}",
+            outs[0]
+        );
+        assert!(
+            matches!(
+                outs[1][0],
+                Err(UnstructuredError::ScatterInconsistent {
+                    root: 0,
+                    rank: 1,
+                    ..
+                })
+            ) && peer_failed(&outs[1][1]),
+            "{transport}: rank 1 {:?}",
+            outs[1]
+        );
+        assert!(
+            outs[2].len() == 2 && outs[2].iter().all(peer_failed),
+            "{transport}: rank 2 {:?}",
+            outs[2]
+        );
+        assert!(took < Duration::from_secs(10), "{transport}: {took:?}");
+    }
+}
+
+#[test]
+fn a_real_root_and_receiver_learn_a_receivers_failure_at_once() {
+    // Three ranks: a real root (rank 0) holding a ring of 6 nodes, a real receiver (rank 2),
+    // and rank 1 playing a receiver that rejects the root's summary and takes the agreement
+    // round with its failure. The root and rank 2 return `PeerFailed` (rank 1, `scatter`)
+    // well before op_timeout, on threads and over TCP.
+    let runs = on_both_transports(3, |comm| match comm.rank() {
+        1 => {
+            let mut shapes = Context::new(Backend::Sequential);
+            let _ = declare(&mut shapes);
+            let fp =
+                shape_fingerprint(&shapes.sets, &shapes.maps, &shapes.dats, &shapes.globals, 0);
+            comm.all_gather(vec![1, fp as i64, 0]).unwrap();
+            comm.broadcast(vec![0i64; 4], 0).unwrap();
+            comm.all_gather(vec![1i64, 0, 0]).unwrap();
+            Ok(())
+        }
+        r => declare_ring(&mut scatter_rank(comm), if r == 0 { 6 } else { 0 }),
+    });
+    for (transport, outs, took) in runs {
+        for r in [0, 2] {
+            assert!(
+                matches!(&outs[r], Err(UnstructuredError::PeerFailed { rank: 1, step }) if step == "scatter"),
+                "{transport}: rank {r} {:?}",
+                outs[r]
+            );
+        }
+        assert!(took < Duration::from_secs(10), "{transport}: {took:?}");
     }
 }
