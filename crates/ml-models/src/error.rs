@@ -38,6 +38,15 @@ pub enum MlError {
         /// Parser message.
         reason: String,
     },
+    /// A checkpoint was written by a different configuration than the one asking for it
+    /// (e.g. a few-shot model trained with other options), or none was written for it.
+    #[error("checkpoint {path} does not fit: {reason}")]
+    CheckpointMismatch {
+        /// The checkpoint file (or the file that was looked for).
+        path: PathBuf,
+        /// What differs.
+        reason: String,
+    },
     /// A checkpoint lacks a tensor the model needs.
     #[error("checkpoint {path} has no tensor `{name}`")]
     MissingTensor {
@@ -68,6 +77,16 @@ pub enum MlError {
     #[cfg(feature = "collectives")]
     #[error("collective failed: {0}")]
     Collective(#[from] collectives::CollectiveError),
+    /// A layer cannot be made trainable as it is stored (quantized or bf16 base, a LoRA
+    /// adapter that fine-tuning the base would drop, already trainable, or a name already in
+    /// the parameter store).
+    #[error("layer `{layer}` cannot be fine-tuned: {reason}")]
+    NotFineTunable {
+        /// The layer's name (its weight is `<layer>.weight`).
+        layer: String,
+        /// Why not.
+        reason: String,
+    },
     /// A few-shot episode needs more instances of a relation than the data has.
     #[error("relation {relation} has {have} instances, an episode needs {need} (K + Q)")]
     TooFewInstances {

@@ -446,26 +446,43 @@ impl FeatureTable {
     }
 }
 
-/// FNV-1a over the tokenised instances (ids, marker positions) and the feature width.
-pub fn instance_hash(rels: &[EncodedRelation], width: usize) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |x: u64| {
+/// FNV-1a, 64 bits, fed with length-prefixed words (cache keys and checkpoint identities).
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn eat(&mut self, x: u64) {
         for b in x.to_le_bytes() {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x100_0000_01b3);
-        }
-    };
-    eat(width as u64);
-    for r in rels {
-        eat(r.instances.len() as u64);
-        for e in &r.instances {
-            eat(e.ids.len() as u64);
-            e.ids.iter().for_each(|&t| eat(t as u64));
-            eat(e.head as u64);
-            eat(e.tail as u64);
+            self.0 ^= b as u64;
+            self.0 = self.0.wrapping_mul(0x100_0000_01b3);
         }
     }
-    h
+
+    fn eat_str(&mut self, s: &str) {
+        self.eat(s.len() as u64);
+        for b in s.bytes() {
+            self.eat(b as u64);
+        }
+    }
+}
+
+/// FNV-1a over the tokenised instances (ids, marker positions) and the feature width.
+pub fn instance_hash(rels: &[EncodedRelation], width: usize) -> u64 {
+    let mut h = Fnv::new();
+    h.eat(width as u64);
+    for r in rels {
+        h.eat(r.instances.len() as u64);
+        for e in &r.instances {
+            h.eat(e.ids.len() as u64);
+            e.ids.iter().for_each(|&t| h.eat(t as u64));
+            h.eat(e.head as u64);
+            h.eat(e.tail as u64);
+        }
+    }
+    h.0
 }
 
 /// Query labels of an episode: class `i` for each of its queries.
@@ -718,8 +735,17 @@ pub enum EncoderChoice {
     },
 }
 
-/// Trained models on disk, one safetensors file per encoder, method and shape
-/// (`<dir>/<tiny|minilm>-<method>-<N>x<K>.safetensors`: the head, and the tiny encoder's weights).
+/// Trained models on disk, one safetensors file per trained model: the head, the tiny
+/// encoder's or the fine-tuned MiniLM layers' weights, and the model's training identity —
+/// every option of the [`BenchmarkConfig`] that changes training (encoder and fine-tuned
+/// layers, method, episode shape, steps, learning rates, descriptions, seed, [`PohrlConfig`]
+/// including `paper_losses`, instance cap) and a fingerprint of the training relations, as
+/// JSON in the tensor `fewshot.identity`. The file is
+/// `<dir>/<tiny|minilm|minilm-ftN>-<method>-<N>x<K>-<hash>.safetensors`, `<hash>` the FNV-1a
+/// of the identity, so runs with different options never share a file; loading refuses a file
+/// whose stored identity differs from the run's (a renamed file, or one written before
+/// checkpoints carried their identity) with [`MlError::CheckpointMismatch`] naming the
+/// differing options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Checkpoints {
     /// Write every trained model into this directory.
@@ -798,40 +824,234 @@ pub struct BenchmarkReport {
     pub relations: (usize, usize),
 }
 
-/// The checkpoint file name of `method` on `shape` with `encoder`.
-fn checkpoint_file(encoder: &EncoderChoice, method: Method, shape: EpisodeConfig) -> String {
-    let encoder_name = match encoder {
-        EncoderChoice::Tiny(_) => "tiny".to_string(),
-        EncoderChoice::MiniLm {
-            fine_tune_layers: 0,
-            ..
-        } => "minilm".to_string(),
-        EncoderChoice::MiniLm {
-            fine_tune_layers, ..
-        } => format!("minilm-ft{fine_tune_layers}"),
-    };
-    format!(
-        "{encoder_name}-{}-{}x{}.safetensors",
-        method.name(),
-        shape.n,
-        shape.k
-    )
+/// Tensor holding a checkpoint's training identity (UTF-8 JSON as u8).
+const IDENTITY_KEY: &str = "fewshot.identity";
+
+/// Everything a trained model of [`run_benchmark`] depends on (see [`Checkpoints`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+struct CheckpointIdentity {
+    encoder: String,
+    method: &'static str,
+    shape: EpisodeConfig,
+    train_steps: usize,
+    lr: f64,
+    encoder_lr: Option<f64>,
+    descriptions: bool,
+    seed: u64,
+    pohrl: PohrlConfig,
+    max_train_instances: Option<usize>,
+    /// FNV-1a of the (capped) training relations: ids, the relation texts used, tokens and
+    /// entity positions, as 16 hex digits.
+    train_data: String,
 }
 
-/// Loads `load` into `store`, or saves `store` as `file` when checkpoints are to be saved.
-fn checkpoint(
-    store: &ParamStore,
-    load: Option<&std::path::Path>,
-    mode: Option<&Checkpoints>,
-    file: &str,
-) -> Result<()> {
-    if let Some(path) = load {
-        store.load(path)?;
-    } else if let Some(Checkpoints::Save(dir)) = mode {
-        std::fs::create_dir_all(dir).map_err(|e| MlError::io(dir, e))?;
-        store.save(&dir.join(file), &[])?;
+impl CheckpointIdentity {
+    fn new(cfg: &BenchmarkConfig, method: Method, shape: EpisodeConfig, train_data: u64) -> Self {
+        let encoder = match &cfg.encoder {
+            EncoderChoice::Tiny(None) => "tiny".to_string(),
+            EncoderChoice::Tiny(Some(f)) => {
+                let b = f(0);
+                format!(
+                    "tiny(hidden {}, layers {}, heads {}, mlp {}, positions {})",
+                    b.hidden_size,
+                    b.num_hidden_layers,
+                    b.num_attention_heads,
+                    b.intermediate_size,
+                    b.max_position_embeddings
+                )
+            }
+            EncoderChoice::MiniLm {
+                fine_tune_layers, ..
+            } => format!("minilm, {fine_tune_layers} layers fine-tuned"),
+        };
+        Self {
+            encoder,
+            method: method.name(),
+            shape,
+            train_steps: cfg.train_steps,
+            lr: cfg.lr,
+            encoder_lr: cfg.encoder_lr,
+            descriptions: cfg.descriptions,
+            seed: cfg.seed,
+            pohrl: cfg.pohrl,
+            max_train_instances: cfg.max_train_instances,
+            train_data: format!("{train_data:016x}"),
+        }
     }
-    Ok(())
+
+    fn json(&self) -> Result<String> {
+        serde_json::to_string(self).map_err(|e| MlError::InvalidInput(e.to_string()))
+    }
+
+    /// `<encoder>-<method>-<N>x<K>`, the readable part of the file name.
+    fn prefix(encoder: &EncoderChoice, method: Method, shape: EpisodeConfig) -> String {
+        let encoder = match encoder {
+            EncoderChoice::Tiny(_) => "tiny".to_string(),
+            EncoderChoice::MiniLm {
+                fine_tune_layers: 0,
+                ..
+            } => "minilm".to_string(),
+            EncoderChoice::MiniLm {
+                fine_tune_layers, ..
+            } => format!("minilm-ft{fine_tune_layers}"),
+        };
+        format!("{encoder}-{}-{}x{}", method.name(), shape.n, shape.k)
+    }
+
+    /// The checkpoint file name: the readable prefix and the hash of the identity.
+    fn file(&self, cfg: &BenchmarkConfig, method: Method) -> Result<String> {
+        let mut h = Fnv::new();
+        h.eat_str(&self.json()?);
+        Ok(format!(
+            "{}-{:016x}.safetensors",
+            Self::prefix(&cfg.encoder, method, self.shape),
+            h.0
+        ))
+    }
+}
+
+/// FNV-1a of the training relations as a model sees them (see [`CheckpointIdentity`]).
+fn training_fingerprint(rels: &[crate::fewshot::RelationSet], descriptions: bool) -> u64 {
+    let mut h = Fnv::new();
+    h.eat(rels.len() as u64);
+    for r in rels {
+        h.eat_str(&r.id);
+        h.eat_str(&r.text(descriptions));
+        h.eat(r.instances.len() as u64);
+        for inst in &r.instances {
+            h.eat(inst.tokens.len() as u64);
+            inst.tokens.iter().for_each(|t| h.eat_str(t));
+            for e in [&inst.h, &inst.t] {
+                h.eat_str(&e.0);
+                h.eat(e.2.len() as u64);
+                for occ in &e.2 {
+                    h.eat(occ.len() as u64);
+                    occ.iter().for_each(|&p| h.eat(p as u64));
+                }
+            }
+        }
+    }
+    h.0
+}
+
+/// The stored identity of a checkpoint file, if it has one.
+fn stored_identity(path: &std::path::Path) -> Result<Option<serde_json::Value>> {
+    let map = crate::train::params::read_checkpoint(path, &Device::Cpu)?;
+    let Some(t) = map.get(IDENTITY_KEY) else {
+        return Ok(None);
+    };
+    let bytes = t.flatten_all()?.to_vec1::<u8>()?;
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| MlError::CorruptCheckpoint {
+            path: path.to_path_buf(),
+            reason: format!("`{IDENTITY_KEY}` is not JSON: {e}"),
+        })
+}
+
+/// Which options of `want` differ in `found` (top-level fields, then `pohrl.<field>`).
+fn identity_diff(want: &serde_json::Value, found: &serde_json::Value) -> Vec<String> {
+    let (Some(w), Some(f)) = (want.as_object(), found.as_object()) else {
+        return vec!["(not an object)".into()];
+    };
+    let mut out = Vec::new();
+    for (k, wv) in w {
+        match (wv.as_object(), f.get(k)) {
+            (Some(_), Some(fv)) if fv.is_object() => out.extend(
+                identity_diff(wv, fv)
+                    .into_iter()
+                    .map(|d| format!("{k}.{d}")),
+            ),
+            (_, Some(fv)) if fv == wv => {}
+            (_, Some(fv)) => out.push(format!("{k} ({fv} there, {wv} here)")),
+            (_, None) => out.push(format!("{k} (absent there)")),
+        }
+    }
+    out
+}
+
+/// Loads the checkpoint of `identity` from `dir` into `store` after checking that the file
+/// was written by the same training options.
+fn load_checkpoint(
+    store: &ParamStore,
+    dir: &std::path::Path,
+    file: &str,
+    prefix: &str,
+    identity: &CheckpointIdentity,
+) -> Result<()> {
+    let want: serde_json::Value = serde_json::from_str(&identity.json()?)
+        .map_err(|e| MlError::InvalidInput(e.to_string()))?;
+    let path = dir.join(file);
+    let mismatch = |path: &std::path::Path, found: Option<serde_json::Value>| {
+        let why = match found {
+            None => "it records no training options (written before checkpoints carried \
+                     them); train again"
+                .to_string(),
+            Some(v) => format!(
+                "trained with other options: {}",
+                identity_diff(&want, &v).join(", ")
+            ),
+        };
+        MlError::CheckpointMismatch {
+            path: path.to_path_buf(),
+            reason: why,
+        }
+    };
+    if !path.is_file() {
+        // Say why: a checkpoint of the same encoder, method and shape with other options.
+        let mut others: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| MlError::io(dir, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                    n.ends_with(".safetensors")
+                        && (n.starts_with(&format!("{prefix}-"))
+                            || n.starts_with(&format!("{prefix}.")))
+                })
+            })
+            .collect();
+        others.sort();
+        return match others.first() {
+            Some(other) => {
+                let e = mismatch(other, stored_identity(other)?);
+                Err(MlError::CheckpointMismatch {
+                    path,
+                    reason: format!("not found; {e}"),
+                })
+            }
+            None => Err(MlError::io(
+                &path,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no checkpoint of this name"),
+            )),
+        };
+    }
+    match stored_identity(&path)? {
+        Some(found) if found == want => {
+            store.load(&path)?;
+            Ok(())
+        }
+        found => Err(mismatch(&path, found)),
+    }
+}
+
+/// Saves `store` with `identity` as `dir/file`; never replaces an existing file.
+fn save_checkpoint(
+    store: &ParamStore,
+    dir: &std::path::Path,
+    file: &str,
+    identity: &CheckpointIdentity,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| MlError::io(dir, e))?;
+    let path = dir.join(file);
+    if path.exists() {
+        return Err(MlError::InvalidInput(format!(
+            "{} exists; choose another checkpoint directory or remove it",
+            path.display()
+        )));
+    }
+    let json = identity.json()?;
+    let id = Tensor::new(json.as_bytes(), &Device::Cpu)?;
+    store.save(&path, &[(IDENTITY_KEY.to_string(), id)])
 }
 
 /// Trains and evaluates every method × shape of `cfg` on `split`; `phase` hears what starts
@@ -843,20 +1063,6 @@ pub fn run_benchmark(
     cb: &mut dyn TrainCallback,
 ) -> Result<BenchmarkReport> {
     split.check_disjoint()?;
-    // Never replace a file in the checkpoint directory: found before any training.
-    if let Some(Checkpoints::Save(dir)) = &cfg.checkpoints {
-        for &shape in &cfg.shapes {
-            for &method in &cfg.methods {
-                let path = dir.join(checkpoint_file(&cfg.encoder, method, shape));
-                if path.exists() {
-                    return Err(MlError::InvalidInput(format!(
-                        "{} exists; choose another checkpoint directory or remove it",
-                        path.display()
-                    )));
-                }
-            }
-        }
-    }
     let cap = |rels: &[crate::fewshot::RelationSet], max: Option<usize>| {
         let mut rels = rels.to_vec();
         for r in &mut rels {
@@ -868,6 +1074,27 @@ pub fn run_benchmark(
         train: cap(&split.train, cfg.max_train_instances),
         test: cap(&split.test, cfg.max_test_instances),
     };
+    let train_data = training_fingerprint(&split.train, cfg.descriptions);
+    let identity = |method: Method, shape: EpisodeConfig| -> Result<(CheckpointIdentity, String)> {
+        let id = CheckpointIdentity::new(cfg, method, shape, train_data);
+        let file = id.file(cfg, method)?;
+        Ok((id, file))
+    };
+    // Never replace a file in the checkpoint directory: found before any training.
+    if let Some(Checkpoints::Save(dir)) = &cfg.checkpoints {
+        for &shape in &cfg.shapes {
+            for &method in &cfg.methods {
+                let path = dir.join(identity(method, shape)?.1);
+                if path.exists() {
+                    return Err(MlError::InvalidInput(format!(
+                        "{} exists (a model trained with the same options); choose another \
+                         checkpoint directory or remove it",
+                        path.display()
+                    )));
+                }
+            }
+        }
+    }
     // Every shape must fit both sides before anything trains.
     for &shape in &cfg.shapes {
         for (side, rels) in [("training", &split.train), ("test", &split.test)] {
@@ -903,13 +1130,24 @@ pub fn run_benchmark(
     };
     for &shape in &cfg.shapes {
         for &method in &cfg.methods {
-            let file = checkpoint_file(&cfg.encoder, method, shape);
-            let load = match &cfg.checkpoints {
-                Some(Checkpoints::Load(dir)) => Some(dir.join(&file)),
-                _ => None,
+            let (id, file) = identity(method, shape)?;
+            let loading = matches!(cfg.checkpoints, Some(Checkpoints::Load(_)));
+            // Loads the trained model, or saves it when asked to.
+            let checkpoint = |store: &ParamStore| -> Result<()> {
+                match &cfg.checkpoints {
+                    Some(Checkpoints::Load(dir)) => load_checkpoint(
+                        store,
+                        dir,
+                        &file,
+                        &CheckpointIdentity::prefix(&cfg.encoder, method, shape),
+                        &id,
+                    ),
+                    Some(Checkpoints::Save(dir)) => save_checkpoint(store, dir, &file, &id),
+                    None => Ok(()),
+                }
             };
             let settings = TrainSettings {
-                steps: if load.is_some() { 0 } else { cfg.train_steps },
+                steps: if loading { 0 } else { cfg.train_steps },
                 lr: cfg.lr,
                 episode: shape,
                 seed: cfg.seed,
@@ -934,7 +1172,7 @@ pub fn run_benchmark(
                         Some(train_table),
                         cb,
                     )?;
-                    checkpoint(&store, load.as_deref(), cfg.checkpoints.as_ref(), &file)?;
+                    checkpoint(&store)?;
                     phase(&format!(
                         "{} {}-way {}-shot: testing",
                         method.name(),
@@ -971,7 +1209,7 @@ pub fn run_benchmark(
                         None,
                         cb,
                     )?;
-                    checkpoint(&store, load.as_deref(), cfg.checkpoints.as_ref(), &file)?;
+                    checkpoint(&store)?;
                     phase(&format!(
                         "{} {}-way {}-shot: testing",
                         method.name(),

@@ -112,7 +112,30 @@ struct BertLayer {
     out_norm: Norm,
 }
 
+/// The checkpoint prefixes of block `l`'s two LayerNorms (attention output, block output).
+fn layer_norm_prefixes(l: usize) -> [String; 2] {
+    let p = format!("encoder.layer.{l}");
+    [format!("{p}.attention.output"), format!("{p}.output")]
+}
+
 impl BertLayer {
+    /// The six projections with their biases.
+    fn denses(&self) -> [&Dense; 6] {
+        [&self.q, &self.k, &self.v, &self.o, &self.up, &self.down]
+    }
+
+    /// [`BertLayer::denses`], mutable, in the same order.
+    fn denses_mut(&mut self) -> [&mut Dense; 6] {
+        [
+            &mut self.q,
+            &mut self.k,
+            &mut self.v,
+            &mut self.o,
+            &mut self.up,
+            &mut self.down,
+        ]
+    }
+
     fn linears_mut(&mut self) -> [(LayerKind, &mut Linear); 6] {
         [
             (LayerKind::Q, &mut self.q.lin),
@@ -406,8 +429,16 @@ impl Bert {
     /// and LayerNorms become trainable parameters in `store` under their checkpoint names
     /// (`encoder.layer.<l>.attention.self.query.weight`, ...); the embeddings and the layers
     /// below stay frozen, so the forward pass builds an autograd graph only from layer
-    /// `L − n` on. `n` larger than the depth, or a layer already quantized or trainable, is an
-    /// [`MlError::InvalidInput`].
+    /// `L − n` on.
+    ///
+    /// All or nothing: every layer is checked, and the new parameters are built in a staging
+    /// store, before the encoder or `store` changes; on an error both are as before.
+    ///
+    /// # Errors
+    /// [`MlError::InvalidInput`] when `n` exceeds the depth; [`MlError::NotFineTunable`] when a
+    /// projection among the last `n` layers is not a frozen f32 weight without adapter (NF4,
+    /// int8 or bf16 bases from [`Bert::apply_lora`], a LoRA adapter the dense update would
+    /// drop, a layer already trainable) or one of the names is already in `store`.
     pub fn unfreeze_last(&mut self, n: usize, store: &mut ParamStore) -> Result<()> {
         let depth = self.layers.len();
         if n > depth {
@@ -415,39 +446,99 @@ impl Bert {
                 "cannot fine-tune the last {n} layers of a {depth}-layer encoder"
             )));
         }
+        let first = depth - n;
+        // Check everything first.
+        for (l, layer) in self.layers.iter().enumerate().skip(first) {
+            for dense in layer.denses() {
+                let name = dense.lin.name();
+                let refuse = |reason: String| MlError::NotFineTunable {
+                    layer: name.to_string(),
+                    reason,
+                };
+                match dense.lin.base() {
+                    Base::Frozen(w) if w.dtype() == DType::F32 => {}
+                    Base::Frozen(w) => {
+                        return Err(refuse(format!(
+                            "its weight is stored as {:?}; only f32 weights fine-tune",
+                            w.dtype()
+                        )))
+                    }
+                    Base::Quantized(_) => {
+                        return Err(refuse(
+                            "its weight is block-quantized; only f32 weights fine-tune".into(),
+                        ))
+                    }
+                    Base::Dense(_) => return Err(refuse("it is already trainable".into())),
+                }
+                if dense.lin.adapter().is_some() {
+                    return Err(refuse(
+                        "it has a LoRA adapter, which fine-tuning its weight would drop".into(),
+                    ));
+                }
+                for p in [format!("{name}.weight"), format!("{name}.bias")] {
+                    if store.get(&p).is_some() {
+                        return Err(refuse(format!("parameter `{p}` is already in the store")));
+                    }
+                }
+            }
+            for prefix in layer_norm_prefixes(l) {
+                for p in [
+                    format!("{prefix}.LayerNorm.weight"),
+                    format!("{prefix}.LayerNorm.bias"),
+                ] {
+                    if store.get(&p).is_some() {
+                        return Err(MlError::NotFineTunable {
+                            layer: prefix.clone(),
+                            reason: format!("parameter `{p}` is already in the store"),
+                        });
+                    }
+                }
+            }
+        }
+        // Build the trainable layers in a staging store; nothing of `self` changes yet.
+        let mut staged = ParamStore::new();
         let var = |name: String, t: &Tensor, store: &mut ParamStore| -> Result<Tensor> {
             Ok(store.add(name, t.detach(), true)?.as_tensor().clone())
         };
-        for (l, layer) in self.layers.iter_mut().enumerate().skip(depth - n) {
-            for dense in [
-                &mut layer.q,
-                &mut layer.k,
-                &mut layer.v,
-                &mut layer.o,
-                &mut layer.up,
-                &mut layer.down,
-            ] {
+        let mut new_layers = Vec::with_capacity(n);
+        for (l, layer) in self.layers.iter().enumerate().skip(first) {
+            let mut denses = Vec::with_capacity(6);
+            for dense in layer.denses() {
                 let name = dense.lin.name().to_string();
-                let weight = match dense.lin.base() {
-                    Base::Frozen(w) => w.clone(),
-                    _ => {
-                        return Err(MlError::InvalidInput(format!(
-                            "`{name}` is not a frozen f32 weight; only a loaded encoder fine-tunes"
-                        )))
-                    }
+                let Base::Frozen(weight) = dense.lin.base() else {
+                    unreachable!("checked above: `{name}` has a frozen f32 weight");
                 };
-                dense.lin = Linear::trainable(&name, weight, store)?;
-                dense.bias = var(format!("{name}.bias"), &dense.bias, store)?;
+                let lin = Linear::trainable(&name, weight.clone(), &mut staged)?;
+                let bias = var(format!("{name}.bias"), &dense.bias, &mut staged)?;
+                denses.push(Dense { lin, bias });
             }
-            let p = format!("encoder.layer.{l}");
-            for (norm, prefix) in [
-                (&mut layer.attn_norm, format!("{p}.attention.output")),
-                (&mut layer.out_norm, format!("{p}.output")),
-            ] {
-                norm.weight = var(format!("{prefix}.LayerNorm.weight"), &norm.weight, store)?;
-                norm.bias = var(format!("{prefix}.LayerNorm.bias"), &norm.bias, store)?;
+            let mut norms = Vec::with_capacity(2);
+            for (norm, prefix) in [&layer.attn_norm, &layer.out_norm]
+                .into_iter()
+                .zip(layer_norm_prefixes(l))
+            {
+                norms.push(Norm {
+                    weight: var(
+                        format!("{prefix}.LayerNorm.weight"),
+                        &norm.weight,
+                        &mut staged,
+                    )?,
+                    bias: var(format!("{prefix}.LayerNorm.bias"), &norm.bias, &mut staged)?,
+                });
             }
+            new_layers.push((denses, norms));
         }
+        // Commit: infallible from here on.
+        for (layer, (denses, norms)) in self.layers[first..].iter_mut().zip(new_layers) {
+            let mut denses = denses.into_iter();
+            for slot in layer.denses_mut() {
+                *slot = denses.next().expect("six projections per layer");
+            }
+            let mut norms = norms.into_iter();
+            layer.attn_norm = norms.next().expect("two norms per layer");
+            layer.out_norm = norms.next().expect("two norms per layer");
+        }
+        store.append(staged);
         Ok(())
     }
 
@@ -486,7 +577,7 @@ impl Bert {
     pub fn linear_base_bytes(&self) -> usize {
         self.layers
             .iter()
-            .flat_map(|l| [&l.q, &l.k, &l.v, &l.o, &l.up, &l.down])
+            .flat_map(BertLayer::denses)
             .map(|dense| base_bytes(dense.lin.base()))
             .sum()
     }

@@ -1,7 +1,8 @@
 //! AdamW (Loshchilov & Hutter 2019) with exportable state and global-norm gradient clipping.
 //!
 //! candle-nn's `AdamW` keeps its moments private, so a resumed run would restart them; this one
-//! stores `m`, `v` and the step count in the checkpoint, making resume exact.
+//! stores `m`, `v`, the step count and the per-parameter learning-rate factors
+//! ([`AdamW::scale_lr`]) in the checkpoint, making resume exact.
 
 use std::collections::HashMap;
 
@@ -135,27 +136,49 @@ impl AdamW {
         Ok(norm)
     }
 
-    /// The optimiser state as named tensors (`adamw.m.<param>`, `adamw.v.<param>`, `adamw.t`).
+    /// The learning-rate factor of each optimised variable, in [`AdamW::vars`] order.
+    pub fn lr_scales(&self) -> &[f64] {
+        &self.lr_scale
+    }
+
+    /// The optimiser state as named tensors (`adamw.m.<param>`, `adamw.v.<param>`,
+    /// `adamw.lr_scale.<param>` (f64 `[1]`), `adamw.t`).
     pub fn state(&self) -> Result<Vec<(String, Tensor)>> {
-        let mut out = Vec::with_capacity(2 * self.vars.len() + 1);
+        let mut out = Vec::with_capacity(3 * self.vars.len() + 1);
+        let dev = self.m.first().map(|t| t.device().clone());
+        let dev = dev.unwrap_or(candle_core::Device::Cpu);
         for (i, (name, _)) in self.vars.iter().enumerate() {
             out.push((format!("adamw.m.{name}"), self.m[i].clone()));
             out.push((format!("adamw.v.{name}"), self.v[i].clone()));
+            out.push((
+                format!("adamw.lr_scale.{name}"),
+                Tensor::new(&[self.lr_scale[i]], &dev)?,
+            ));
         }
-        let dev = self.m.first().map(|t| t.device().clone());
-        let dev = dev.unwrap_or(candle_core::Device::Cpu);
         out.push(("adamw.t".to_string(), Tensor::new(&[self.t as u32], &dev)?));
         Ok(out)
     }
 
-    /// Restores state written by [`AdamW::state`].
+    /// Restores state written by [`AdamW::state`]: moments, step count and learning-rate
+    /// factors (a resumed run updates with the factors of the run that wrote the state, not
+    /// with those set on this optimiser; state written before the factors were stored has
+    /// none, and then the factors set here stay). All or nothing: on an error the optimiser is
+    /// unchanged.
+    ///
+    /// # Errors
+    /// [`MlError::MissingTensor`] / [`MlError::ShapeMismatch`] for an absent or misshaped
+    /// moment or step count, [`MlError::InvalidInput`] for a factor that is not a finite
+    /// number ≥ 0.
     pub fn load_state(&mut self, map: &HashMap<String, Tensor>) -> Result<()> {
         let missing = |name: String| MlError::MissingTensor {
             path: "<optimizer state>".into(),
             name,
         };
+        let mut m = Vec::with_capacity(self.vars.len());
+        let mut v = Vec::with_capacity(self.vars.len());
+        let mut lr_scale = self.lr_scale.clone();
         for (i, (name, var)) in self.vars.iter().enumerate() {
-            for (slot, kind) in [(&mut self.m[i], "m"), (&mut self.v[i], "v")] {
+            for (slot, kind) in [(&mut m, "m"), (&mut v, "v")] {
                 let key = format!("adamw.{kind}.{name}");
                 let t = map.get(&key).ok_or_else(|| missing(key.clone()))?;
                 if t.dims() != var.dims() {
@@ -165,13 +188,39 @@ impl AdamW {
                         found: t.dims().to_vec(),
                     });
                 }
-                *slot = t.clone();
+                slot.push(t.to_dtype(var.dtype())?);
+            }
+            let key = format!("adamw.lr_scale.{name}");
+            if let Some(t) = map.get(&key) {
+                let vals = t
+                    .flatten_all()?
+                    .to_dtype(candle_core::DType::F64)?
+                    .to_vec1::<f64>()?;
+                match vals.as_slice() {
+                    [f] if f.is_finite() && *f >= 0.0 => lr_scale[i] = *f,
+                    _ => {
+                        return Err(MlError::InvalidInput(format!(
+                            "optimizer state `{key}` holds {vals:?}, not one factor ≥ 0"
+                        )))
+                    }
+                }
             }
         }
         let t = map
             .get("adamw.t")
             .ok_or_else(|| missing("adamw.t".into()))?;
-        self.t = t.to_vec1::<u32>()?.first().copied().unwrap_or(0) as usize;
+        let t = t.flatten_all()?.to_vec1::<u32>()?;
+        let &[t] = t.as_slice() else {
+            return Err(MlError::ShapeMismatch {
+                name: "adamw.t".into(),
+                expected: vec![1],
+                found: vec![t.len()],
+            });
+        };
+        self.m = m;
+        self.v = v;
+        self.lr_scale = lr_scale;
+        self.t = t as usize;
         Ok(())
     }
 }

@@ -61,6 +61,23 @@ impl ParamStore {
         Some(self.params.remove(i))
     }
 
+    /// Moves every parameter of `other` to the end of this store, in its order (e.g. layers
+    /// built in a staging store once they all succeeded).
+    ///
+    /// # Panics
+    /// If a name of `other` is already registered here (as [`ParamStore::add`]).
+    #[track_caller]
+    pub fn append(&mut self, other: ParamStore) {
+        for p in other.params {
+            assert!(
+                self.get(&p.name).is_none(),
+                "parameter `{}` registered twice",
+                p.name
+            );
+            self.params.push(p);
+        }
+    }
+
     /// Sets the trainable flag of every parameter for which `pred(name)` holds.
     pub fn set_trainable(&mut self, trainable: bool, pred: impl Fn(&str) -> bool) {
         for p in &mut self.params {

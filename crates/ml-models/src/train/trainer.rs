@@ -164,14 +164,17 @@ impl Trainer {
     }
 
     /// Loads parameters and optimiser state from `path` (written by a run with
-    /// `checkpoint = Some(path)`), so that [`Trainer::fit`] continues where it stopped.
+    /// `checkpoint = Some(path)`), so that [`Trainer::fit`] continues where it stopped: moments,
+    /// step count (hence the warm-up schedule) and the learning-rate factors of
+    /// [`Trainer::scale_lr`] come from the checkpoint.
     pub fn resume(&mut self, store: &ParamStore, path: &std::path::Path) -> Result<()> {
         let rest = store.load(path)?;
         self.opt.load_state(&rest)
     }
 
     /// Multiplies the learning rate of the parameters whose name satisfies `pred` by `factor`
-    /// ([`AdamW::scale_lr`]); returns how many parameters it applies to.
+    /// ([`AdamW::scale_lr`]); returns how many parameters it applies to. The factors are
+    /// saved with the optimiser state; [`Trainer::resume`] restores them.
     pub fn scale_lr(&mut self, factor: f64, pred: impl Fn(&str) -> bool) -> usize {
         self.opt.scale_lr(factor, pred)
     }

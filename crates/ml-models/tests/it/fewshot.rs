@@ -460,11 +460,15 @@ fn loaded_encoder_fine_tunes_only_its_last_layers() {
         names.iter().all(|n| n.starts_with("encoder.layer.1.")),
         "{names:?}"
     );
-    // A second call would register the same layer twice: a typed error, not a panic.
-    assert!(matches!(
-        bert.unfreeze_last(1, &mut store),
-        Err(MlError::InvalidInput(_))
-    ));
+    // A second call would register the same layer twice: a typed error, not a panic; and a
+    // call reaching below it changes nothing (layer 0 is valid, layer 1 is not).
+    for n in [1, 2] {
+        assert!(matches!(
+            bert.unfreeze_last(n, &mut store),
+            Err(MlError::NotFineTunable { ref layer, .. }) if layer.starts_with("encoder.layer.1.")
+        ));
+        assert_eq!(store.params().len(), 16, "unchanged after a refused call");
+    }
 
     let ids = candle_core::Tensor::new(&[[2u32, 5, 7, 9], [3, 4, 0, 0]], &Device::Cpu).unwrap();
     let mask =
@@ -752,18 +756,29 @@ fn benchmark_checkpoints_round_trip() {
         max_test_instances: None,
         checkpoints: Some(Checkpoints::Save(dir.clone())),
     };
+    let files = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
     let trained = run_benchmark(&split, &cfg, &mut |_| {}, &mut NoCallback).unwrap();
-    assert!(dir.join("tiny-pohrl-3x1.safetensors").is_file());
+    let saved = files();
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    assert!(
+        saved[0].starts_with("tiny-pohrl-3x1-") && saved[0].ends_with(".safetensors"),
+        "{saved:?}"
+    );
+    let first = dir.join(&saved[0]);
     // Saving again into the same directory never replaces the file: refused before training.
-    let before = std::fs::read(dir.join("tiny-pohrl-3x1.safetensors")).unwrap();
+    let before = std::fs::read(&first).unwrap();
     let mut phases = 0;
     let e = run_benchmark(&split, &cfg, &mut |_| phases += 1, &mut NoCallback).unwrap_err();
     assert!(matches!(e, MlError::InvalidInput(_)), "{e}");
     assert_eq!(phases, 0);
-    assert_eq!(
-        std::fs::read(dir.join("tiny-pohrl-3x1.safetensors")).unwrap(),
-        before
-    );
+    assert_eq!(std::fs::read(&first).unwrap(), before);
     cfg.checkpoints = Some(Checkpoints::Load(dir.clone()));
     let loaded = run_benchmark(&split, &cfg, &mut |_| {}, &mut NoCallback).unwrap();
     assert_eq!(loaded.rows[0].train_steps, 0);
@@ -771,4 +786,171 @@ fn benchmark_checkpoints_round_trip() {
     cfg.methods = vec![Method::Proto];
     let e = run_benchmark(&split, &cfg, &mut |_| {}, &mut NoCallback).unwrap_err();
     assert!(matches!(e, MlError::Io { .. }), "{e}");
+    cfg.methods = vec![Method::Pohrl];
+
+    // Every option that changes training gives its own file: the paper's losses, an encoder
+    // learning rate, names only, another seed, other training data. None touches the first
+    // file, and loading with an option changed is refused, naming the option.
+    type Change = fn(&mut BenchmarkConfig, &mut MetaSplit);
+    let variants: [(&str, Change); 6] = [
+        ("pohrl.paper_losses", |c, _| c.pohrl.paper_losses = true),
+        ("encoder_lr", |c, _| c.encoder_lr = Some(1e-4)),
+        ("descriptions", |c, _| c.descriptions = false),
+        ("seed", |c, _| c.seed = 1),
+        ("train_steps", |c, _| c.train_steps = 4),
+        ("train_data", |_, s| {
+            s.train[0].instances[0].tokens[0] = "z".into()
+        }),
+    ];
+    let mut made = std::collections::HashMap::new();
+    for (option, change) in &variants {
+        let (mut c, mut sp) = (cfg.clone(), split.clone());
+        change(&mut c, &mut sp);
+        c.checkpoints = Some(Checkpoints::Load(dir.clone()));
+        match run_benchmark(&sp, &c, &mut |_| {}, &mut NoCallback) {
+            Err(MlError::CheckpointMismatch { reason, .. }) => {
+                assert!(reason.contains(option), "{option}: {reason}")
+            }
+            other => panic!("{option}: {other:?}"),
+        }
+        let old = files();
+        c.checkpoints = Some(Checkpoints::Save(dir.clone()));
+        run_benchmark(&sp, &c, &mut |_| {}, &mut NoCallback).unwrap();
+        let new: Vec<String> = files().into_iter().filter(|f| !old.contains(f)).collect();
+        assert_eq!(new.len(), 1, "{option}: one new file, {new:?}");
+        assert_eq!(std::fs::read(&first).unwrap(), before, "{option}");
+        made.insert(*option, new[0].clone());
+    }
+    // A file renamed to another run's name is refused: the stored options decide.
+    std::fs::copy(dir.join(&made["seed"]), &first).unwrap();
+    cfg.checkpoints = Some(Checkpoints::Load(dir.clone()));
+    match run_benchmark(&split, &cfg, &mut |_| {}, &mut NoCallback) {
+        Err(MlError::CheckpointMismatch { reason, .. }) => {
+            assert!(reason.contains("seed (1 there, 0 here)"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// `Bert::unfreeze_last` is all or nothing and refuses what it cannot fine-tune: bf16 or NF4
+/// bases, LoRA adapters (whose update the dense weight would drop), names already in the store.
+/// After a refusal the store and the encoder's output are as before, and the encoder still
+/// builds no gradient for its projections.
+#[test]
+fn unfreeze_last_refuses_unsupported_layers_and_changes_nothing() {
+    use ml_models::models::Bert;
+    use ml_models::qlora::{AdapterSpec, BaseFormat, LayerKind, LoraConfig, LoraRule};
+    let cfg = BertConfig::new(40, 16, 2, 2, 32, 24);
+    let dir = scratch("unfreeze-refuse");
+    let path = dir.join("bert.safetensors");
+    let mut scratch_store = ParamStore::new();
+    Bert::new(cfg, &mut scratch_store, &mut SeededInit::new(3)).unwrap();
+    scratch_store.save(&path, &[]).unwrap();
+    let ids = candle_core::Tensor::new(&[[2u32, 5, 7, 9], [3, 4, 0, 0]], &Device::Cpu).unwrap();
+    let mask =
+        candle_core::Tensor::new(&[[1f32, 1., 1., 1.], [1., 1., 0., 0.]], &Device::Cpu).unwrap();
+    let out = |bert: &Bert| -> Vec<f32> {
+        bert.forward(&ids, &mask, false)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap()
+    };
+    let names = |store: &ParamStore| -> Vec<String> {
+        store.params().iter().map(|p| p.name.clone()).collect()
+    };
+
+    // An f32 base with an adapter on the top layer's MLP only: layer 0 alone would be fine.
+    let lora_top = LoraConfig {
+        rules: vec![LoraRule {
+            kinds: vec![LayerKind::Down],
+            layers: 1..2,
+            adapter: Some(AdapterSpec {
+                rank: 2,
+                alpha: 4.0,
+            }),
+        }],
+        dropout: 0.0,
+        base: BaseFormat::F32,
+    };
+    let cases: [(&str, LoraConfig, &str); 3] = [
+        ("lora", lora_top, "encoder.layer.1.output.dense"),
+        (
+            "bf16",
+            LoraConfig::uniform(&[LayerKind::Q], 2, 4.0, BaseFormat::Bf16),
+            "encoder.layer.0.attention.self.query",
+        ),
+        (
+            "nf4",
+            LoraConfig::uniform(
+                &[],
+                2,
+                4.0,
+                BaseFormat::Nf4 {
+                    double_quant: false,
+                },
+            ),
+            "encoder.layer.0.attention.self.query",
+        ),
+    ];
+    for (what, lora, bad) in cases {
+        let mut bert = Bert::load(cfg, &path).unwrap();
+        let mut store = ParamStore::new();
+        bert.apply_lora(&lora, &mut store, &mut SeededInit::new(4))
+            .unwrap();
+        // Make the adapter's update visible, so dropping it would change the output.
+        for p in store.params() {
+            if p.name.ends_with("lora_b") {
+                p.var.set(&p.var.ones_like().unwrap()).unwrap();
+            }
+        }
+        let (before_names, before_out) = (names(&store), out(&bert));
+        match bert.unfreeze_last(2, &mut store) {
+            Err(MlError::NotFineTunable { layer, .. }) => assert_eq!(layer, bad, "{what}"),
+            other => panic!("{what}: {other:?}"),
+        }
+        assert_eq!(names(&store), before_names, "{what}: store unchanged");
+        assert_eq!(out(&bert), before_out, "{what}: encoder unchanged");
+        // Still frozen: a loss over the output reaches only the adapters' parameters.
+        let grads = bert
+            .forward(&ids, &mask, true)
+            .unwrap()
+            .sqr()
+            .unwrap()
+            .mean_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        for p in store.params() {
+            assert!(
+                p.name.contains("lora") || grads.get(p.var.as_tensor()).is_none(),
+                "{what}: {} got a gradient",
+                p.name
+            );
+        }
+    }
+
+    // A name already in the store (say, a model that registered its own copy of the top
+    // layer's LayerNorm) is refused before anything changes, not a panic.
+    let mut bert = Bert::load(cfg, &path).unwrap();
+    let mut store = ParamStore::new();
+    store
+        .add(
+            "encoder.layer.1.output.LayerNorm.bias",
+            candle_core::Tensor::zeros(16, candle_core::DType::F32, &Device::Cpu).unwrap(),
+            true,
+        )
+        .unwrap();
+    let before_out = out(&bert);
+    assert!(matches!(
+        bert.unfreeze_last(2, &mut store),
+        Err(MlError::NotFineTunable { ref layer, .. }) if layer == "encoder.layer.1.output"
+    ));
+    assert_eq!(store.params().len(), 1);
+    assert_eq!(out(&bert), before_out);
+    // No layer was half converted: with a fresh store both layers fine-tune.
+    let mut fresh = ParamStore::new();
+    bert.unfreeze_last(2, &mut fresh).unwrap();
+    assert_eq!(fresh.params().len(), 32);
 }

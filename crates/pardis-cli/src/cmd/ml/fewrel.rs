@@ -78,11 +78,13 @@ pub(super) struct FewrelArgs {
     /// data cache, `datasets/cache/`).
     #[arg(long)]
     feature_cache: Option<PathBuf>,
-    /// Write each trained model to DIR/<encoder>-<method>-<N>x<K>.safetensors (an existing file of
-    /// that name stops the command before training).
+    /// Write each trained model to DIR/<encoder>-<method>-<N>x<K>-<hash>.safetensors, the hash of
+    /// every training option and of the training data (an existing file of that name stops the
+    /// command before training).
     #[arg(long, value_name = "DIR", conflicts_with = "checkpoints")]
     save_checkpoints: Option<PathBuf>,
-    /// Skip training: evaluate the models saved by --save-checkpoints in DIR.
+    /// Skip training: evaluate the models saved by --save-checkpoints in DIR with the same
+    /// training options (a model trained with other options is refused, naming them).
     #[arg(long, value_name = "DIR")]
     checkpoints: Option<PathBuf>,
     /// Emit machine-readable JSON on stdout.
