@@ -1043,15 +1043,31 @@ fn save_checkpoint(
 ) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| MlError::io(dir, e))?;
     let path = dir.join(file);
-    if path.exists() {
-        return Err(MlError::InvalidInput(format!(
-            "{} exists; choose another checkpoint directory or remove it",
-            path.display()
-        )));
+    // Claim the name atomically: a file that appeared since the check before training (another
+    // run writing into the same directory) is not replaced.
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+    {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(MlError::InvalidInput(format!(
+                "{} exists; choose another checkpoint directory or remove it",
+                path.display()
+            )))
+        }
+        Err(e) => return Err(MlError::io(&path, e)),
     }
-    let json = identity.json()?;
-    let id = Tensor::new(json.as_bytes(), &Device::Cpu)?;
-    store.save(&path, &[(IDENTITY_KEY.to_string(), id)])
+    let saved = identity.json().and_then(|json| {
+        let id = Tensor::new(json.as_bytes(), &Device::Cpu)?;
+        store.save(&path, &[(IDENTITY_KEY.to_string(), id)])
+    });
+    if saved.is_err() {
+        // Leave no empty or partial file under the claimed name.
+        let _ = std::fs::remove_file(&path);
+    }
+    saved
 }
 
 /// Trains and evaluates every method × shape of `cfg` on `split`; `phase` hears what starts
