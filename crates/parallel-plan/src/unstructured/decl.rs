@@ -58,8 +58,10 @@ pub enum Access {
     Write,
     /// Read and written.
     ReadWrite,
-    /// Incremented: the kernel gets zeros and what it leaves there is added to the element
-    /// (order-independent, so indirect increments from many iterations are allowed).
+    /// Incremented: the kernel must only add to the values it gets (OP2's `OP_INC`; it gets
+    /// the element's values in place, or zeros that are added back when two of its `Inc`
+    /// arguments name one element, so what it finds there is unspecified). Order-independent,
+    /// so indirect increments from many iterations are allowed.
     Inc,
     /// Global minimum reduction (globals only).
     Min,

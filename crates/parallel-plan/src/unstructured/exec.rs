@@ -122,8 +122,9 @@ impl<T: Scalar> Plan<'_, T> {
     /// `Write` and `ReadWrite` dat arguments are handed to the kernel in place (a `Write`
     /// zeroed first), which is sound because validation gives such a dat no other argument
     /// and `check_exclusive` rejects maps that send two executed elements to one target; `Inc`
-    /// arguments are gathered as zeros and added back afterwards (two `Inc` arguments may
-    /// name one element).
+    /// arguments too (the kernel only adds to them; colouring keeps concurrent blocks off one
+    /// element), unless two of an element's `Inc` arguments name one element: then each gets
+    /// zeros in a scratch, added back afterwards in argument order.
     ///
     /// # Safety
     /// Every element of `elems` has a row in every map of the plan, every index that a `Loc`
@@ -154,17 +155,19 @@ impl<T: Scalar> Plan<'_, T> {
                 nv += 1;
             }
         }
-        // Written dat slots: in place (`Write`, `ReadWrite`) or through the scratch (`Inc`).
+        // Written dat slots: in place (`Write`, `ReadWrite`), `Inc` in place or through the
+        // scratch.
         let mut in_place: [(usize, *mut T, usize, usize, Gather, bool); MAX_ARGS] =
             [(0, std::ptr::null_mut(), 0, 0, Gather::DIRECT, false); MAX_ARGS];
-        let mut incs: [(usize, *mut T, usize, Gather); MAX_ARGS] =
-            [(0, std::ptr::null_mut(), 0, Gather::DIRECT); MAX_ARGS];
-        let (mut np, mut ni) = (0, 0);
-        // The kernel's written arguments: `Inc` slots in `scratch`, global slots in `acc`
-        // (accumulated in place), in-place slots rebound per element.
+        // `(slot, dat, dim, gather, offset in the scratch)`.
+        let mut incs: [(usize, *mut T, usize, Gather, usize); MAX_ARGS] =
+            [(0, std::ptr::null_mut(), 0, Gather::DIRECT, 0); MAX_ARGS];
+        let (mut np, mut ni, mut off) = (0, 0, 0);
+        // The kernel's written arguments: global slots in `acc` (accumulated in place), dat
+        // slots rebound per element.
         let mut ws: [&mut [T]; MAX_ARGS] = Default::default();
         {
-            let (mut sc, mut ac) = (&mut scratch[..], &mut acc[..]);
+            let mut ac = &mut acc[..];
             for (k, s) in self.slots.iter().enumerate() {
                 match *s {
                     Slot::Dat {
@@ -174,11 +177,9 @@ impl<T: Scalar> Plan<'_, T> {
                         mode: Access::Inc,
                         ..
                     } => {
-                        let (head, tail) = std::mem::take(&mut sc).split_at_mut(dim);
-                        ws[k] = head;
-                        sc = tail;
-                        incs[ni] = (k, ptr, dim, Gather::of(loc));
+                        incs[ni] = (k, ptr, dim, Gather::of(loc), off);
                         ni += 1;
+                        off += dim;
                     }
                     Slot::Dat {
                         ptr,
@@ -198,7 +199,22 @@ impl<T: Scalar> Plan<'_, T> {
                 }
             }
         }
+        // Pairs of `Inc` slots on one dat: they may name one element, and then go through
+        // the scratch (at most 120 pairs of 16 slots).
+        let mut pairs = [(0u8, 0u8); MAX_ARGS * (MAX_ARGS - 1) / 2];
+        let mut npairs = 0;
+        for b in 0..ni {
+            for a in 0..b {
+                if incs[a].1 == incs[b].1 {
+                    pairs[npairs] = (a as u8, b as u8);
+                    npairs += 1;
+                }
+            }
+        }
         let (varying, in_place, incs) = (&varying[..nv], &in_place[..np], &incs[..ni]);
+        let pairs = &pairs[..npairs];
+        let scratch = scratch.as_mut_ptr();
+        let mut at = [0usize; MAX_ARGS];
         for e in elems {
             for &(k, data, dim, loc) in varying {
                 // SAFETY: `e` has a row in every map of the loop, and every map entry is an
@@ -222,16 +238,38 @@ impl<T: Scalar> Plan<'_, T> {
                 }
                 ws[k] = w;
             }
-            for &(k, ..) in incs {
-                zero_small(ws[k]);
+            for (j, &(_, _, dim, loc, _)) in incs.iter().enumerate() {
+                // SAFETY: `e` has a row in the map (`run`'s contract).
+                at[j] = unsafe { loc.index(e) } * dim;
             }
-            kernel(&reads[..nr], &mut ws[..nw]);
-            for &(k, ptr, dim, loc) in incs {
-                // SAFETY: in bounds (`run`'s contract), and this call is the only writer of the
-                // element while it runs; the slice lives for this statement only.
-                let dst =
-                    unsafe { std::slice::from_raw_parts_mut(ptr.add(loc.index(e) * dim), dim) };
-                add_small(dst, ws[k]);
+            if pairs.iter().all(|&(a, b)| at[a as usize] != at[b as usize]) {
+                // Every `Inc` target of this element is a distinct dat element: the kernel
+                // adds to them in place (OP2's sequential `OP_INC`).
+                for (j, &(k, ptr, dim, ..)) in incs.iter().enumerate() {
+                    // SAFETY: in bounds (`run`'s contract); no other argument of this element
+                    // names this dat element (the pairs differ; validation gives an `Inc` dat
+                    // no other kind of argument), and no concurrent call writes it
+                    // (colouring), so this is the only reference to it while the kernel runs.
+                    ws[k] = unsafe { std::slice::from_raw_parts_mut(ptr.add(at[j]), dim) };
+                }
+                kernel(&reads[..nr], &mut ws[..nw]);
+            } else {
+                // Two `Inc` arguments name one element: each gets zeros in the scratch, added
+                // back in argument order.
+                for &(k, _, dim, _, o) in incs {
+                    // SAFETY: `o..o + dim` are this slot's own values of the scratch (the
+                    // slots' ranges are disjoint and within it).
+                    let w = unsafe { std::slice::from_raw_parts_mut(scratch.add(o), dim) };
+                    zero_small(w);
+                    ws[k] = w;
+                }
+                kernel(&reads[..nr], &mut ws[..nw]);
+                for (j, &(k, ptr, dim, ..)) in incs.iter().enumerate() {
+                    // SAFETY: in bounds (`run`'s contract), and this call is the only writer
+                    // of the element while it runs; the slice lives for this statement only.
+                    let dst = unsafe { std::slice::from_raw_parts_mut(ptr.add(at[j]), dim) };
+                    add_small(dst, ws[k]);
+                }
             }
         }
     }

@@ -133,3 +133,68 @@ proptest! {
         assert_matches(&got, &want);
     }
 }
+
+/// The reference of the `Inc` fast path (arguments incremented in place unless two slots of an
+/// element name one element, then through zeros added back): a loop of integer increments
+/// through every slot of the map into a 2-value dat on `b`, directly into a dat on `a` and into
+/// a global, run twice and computed by a plain loop.
+fn increments_by_hand(m: &RandomMesh) -> (Vec<i64>, Vec<i64>, i64) {
+    let mut jb: Vec<i64> = (0..2 * m.nb as i64).collect();
+    let mut ja = vec![5i64; m.ia.len()];
+    let mut sum = 7;
+    for _ in 0..2 {
+        for (e, &v) in m.ia.iter().enumerate() {
+            for k in 0..m.arity {
+                let t = m.map[e * m.arity + k] as usize;
+                jb[2 * t] += v * (k as i64 + 1);
+                jb[2 * t + 1] -= v;
+            }
+            ja[e] += 3 * v;
+            sum += v;
+        }
+    }
+    (jb, ja, sum)
+}
+
+fn increments(backend: Backend, m: &RandomMesh) -> Result<(Vec<i64>, Vec<i64>, i64)> {
+    let mut ctx = Context::new(backend);
+    let a = ctx.decl_set("a", m.ia.len())?;
+    let b = ctx.decl_set("b", m.nb)?;
+    let map = ctx.decl_map("a2b", a, b, m.arity, m.map.clone())?;
+    let ia = ctx.decl_dat("ia", a, 1, m.ia.clone())?;
+    let jb = ctx.decl_dat("jb", b, 2, (0..2 * m.nb as i64).collect())?;
+    let ja = ctx.decl_dat("ja", a, 1, vec![5i64; m.ia.len()])?;
+    let sum = ctx.decl_global("sum", vec![7i64])?;
+    let args: Vec<_> = std::iter::once(ia.read())
+        .chain((0..m.arity).map(|k| jb.inc_via(map, k)))
+        .chain([ja.inc(), sum.arg(Access::Inc)])
+        .collect();
+    for _ in 0..2 {
+        ctx.par_loop("increments", a, &args, |r, w| {
+            let n = w.len() - 2;
+            for (k, slot) in w[..n].iter_mut().enumerate() {
+                slot[0] += r[0][0] * (k as i64 + 1);
+                slot[1] -= r[0][0];
+            }
+            w[n][0] += 3 * r[0][0];
+            w[n + 1][0] += r[0][0];
+        })?;
+    }
+    Ok((
+        ctx.dat_values(jb)?,
+        ctx.dat_values(ja)?,
+        ctx.global_values(sum)?[0],
+    ))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn increments_match_a_plain_loop(m in random_mesh()) {
+        // Small `b` sets make rows that name one element twice common (the scratch path).
+        let want = increments_by_hand(&m);
+        prop_assert_eq!(increments(Backend::Sequential, &m).unwrap(), want.clone());
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        prop_assert_eq!(pool.install(|| increments(Backend::Threads, &m)).unwrap(), want);
+    }
+}
