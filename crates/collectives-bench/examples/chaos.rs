@@ -1,4 +1,5 @@
-//! The chaos-order workload: 8 ranks submit 8 all-reduces on 8 sub-communicators, each rank in
+//! The chaos-order workload: 8 ranks submit 8 collectives (all-reduces, broadcasts, reduces) on
+//! 8 sub-communicators, each rank in
 //! its own random order. The preemptive engine completes it; ordered mode (NCCL/MPI semantics)
 //! reports a deadlock.
 //!

@@ -37,22 +37,41 @@ fn rate(bytes: usize, distance: usize, piecewise: bool) -> f64 {
     best
 }
 
-fn list(arg: Option<String>, default: &str) -> Vec<usize> {
+/// A comma-separated list of whole numbers up to `max`, or `default`.
+fn list(arg: Option<String>, default: &str, what: &str, max: usize) -> Result<Vec<usize>, String> {
     arg.as_deref()
         .unwrap_or(default)
         .split(',')
-        .map(|s| {
-            s.trim()
-                .parse()
-                .expect("a comma-separated list of byte counts")
+        .map(|s| match s.trim().parse::<usize>() {
+            Ok(x) if x <= max => Ok(x),
+            _ => Err(format!(
+                "{what}: a comma-separated list of numbers up to {max}, not `{s}`"
+            )),
         })
         .collect()
 }
 
-fn main() {
+fn main() -> std::process::ExitCode {
     let mut args = std::env::args().skip(1);
-    let sizes = list(args.next(), "4096,16384,65536,262144,1048576,16777216");
-    let distances = list(args.next(), "0,16,32,64");
+    let lists = list(
+        args.next(),
+        "4096,16384,65536,262144,1048576,16777216",
+        "SIZES (bytes)",
+        1 << 30,
+    )
+    .and_then(|s| {
+        Ok((
+            s,
+            list(args.next(), "0,16,32,64", "DISTANCES (bytes)", 4095)?,
+        ))
+    });
+    let (sizes, distances) = match lists {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: {e}\nusage: copy_distance [SIZES] [DISTANCES]");
+            return std::process::ExitCode::from(2);
+        }
+    };
     println!("copy GB/s, best of 3; plain = copy_from_slice, pieces = collectives' copy_slice");
     println!(
         "{:>10} {:>8} {:>8} {:>8} {:>8}",
@@ -68,4 +87,5 @@ fn main() {
             );
         }
     }
+    std::process::ExitCode::SUCCESS
 }

@@ -16,8 +16,14 @@ use collectives_bench::{loopback_round_trip, run_bench, BenchConfig, BenchTransp
 fn main() -> collectives::Result<()> {
     let args: Vec<usize> = std::env::args()
         .skip(1)
-        .map(|s| s.parse().expect("numeric arguments"))
-        .collect();
+        .map(|s| {
+            s.parse().map_err(|_| {
+                collectives::CollectiveError::InvalidInput(format!(
+                    "arguments are whole numbers (BYTES RANKS ROUNDS ITERS), not `{s}`"
+                ))
+            })
+        })
+        .collect::<collectives::Result<_>>()?;
     let arg = |i: usize, d: usize| args.get(i).copied().unwrap_or(d);
     let (bytes, ranks, rounds, iters) = (arg(0, 1024), arg(1, 2), arg(2, 7).max(1), arg(3, 2000));
     let variants = [

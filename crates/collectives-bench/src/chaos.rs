@@ -1,6 +1,8 @@
-//! The chaos-order workload of the DFCCL paper: every rank submits the same all-reduces on
+//! The chaos-order workload of the DFCCL paper: every rank submits the same collectives on
 //! several sub-communicators, each rank in its own random order. Under NCCL/MPI semantics
 //! ([`Mode::Ordered`](collectives::Mode::Ordered)) this deadlocks; the preemptive engine completes it.
+//! Sub-communicator `c` runs [`chaos_op`]`(c, n)`: all-reduces, broadcasts and reduces in turn,
+//! so the rooted collectives (with their agreement rounds) are preempted and resumed too.
 
 use std::time::{Duration, Instant};
 
@@ -13,9 +15,9 @@ use collectives::{
 pub struct ChaosConfig {
     /// Ranks (threads). Default: 8.
     pub ranks: usize,
-    /// Sub-communicators, one all-reduce each. Default: 8.
+    /// Sub-communicators, one collective each ([`chaos_op`]). Default: 8.
     pub collectives: usize,
-    /// Elements (f64) per all-reduce. Default: 1024.
+    /// Elements (f64) per collective. Default: 1024.
     pub elements: usize,
     /// Seed of the per-rank permutations. Default: 0.
     pub seed: u64,
@@ -40,13 +42,13 @@ impl Default for ChaosConfig {
 pub struct ChaosRank {
     /// Rank in the world.
     pub rank: usize,
-    /// Order in which it submitted the sub-communicators' all-reduces.
+    /// Order in which it submitted the sub-communicators' collectives.
     pub order: Vec<usize>,
-    /// All-reduces that completed with the correct result.
+    /// Collectives that completed with the correct result.
     pub correct: usize,
     /// The first error, if any collective failed.
     pub first_error: Option<CollectiveError>,
-    /// Counters of each all-reduce, in submission order (default when it failed early).
+    /// Counters of each collective, in submission order (default when it failed early).
     pub ops: Vec<OpStats>,
     /// Engine counters at the end.
     pub engine: EngineStats,
@@ -71,7 +73,7 @@ pub fn permutation(seed: u64, rank: usize, n: usize) -> Vec<usize> {
     p
 }
 
-/// Most sub-communicators (all-reduces per rank) of a chaos run: 1024.
+/// Most sub-communicators (collectives per rank) of a chaos run: 1024.
 pub const MAX_CHAOS_COLLECTIVES: usize = 1024;
 /// Most bytes of all-reduce buffers a chaos run may hold at once (ranks × collectives ×
 /// elements × 8): 1 GiB. Each all-reduce needs its buffer plus messages of about the same size.
@@ -110,8 +112,38 @@ impl ChaosConfig {
     }
 }
 
+/// The collective of sub-communicator `c` in a chaos run on `n` ranks (roots are ranks of the
+/// sub-communicator, the same on every rank).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChaosOp {
+    /// All-reduce (sum).
+    AllReduce,
+    /// Broadcast from `root`.
+    Broadcast {
+        /// Root rank in the sub-communicator.
+        root: usize,
+    },
+    /// Reduce (sum) to `root`.
+    Reduce {
+        /// Root rank in the sub-communicator.
+        root: usize,
+    },
+}
+
+/// Collective of sub-communicator `c` on `n` ranks: all-reduce, broadcast and reduce in turn
+/// (`c mod 3`), roots spread over the ranks (`(3c + 1) mod n`).
+pub fn chaos_op(c: usize, n: usize) -> ChaosOp {
+    let root = (3 * c + 1) % n.max(1);
+    match c % 3 {
+        0 => ChaosOp::AllReduce,
+        1 => ChaosOp::Broadcast { root },
+        _ => ChaosOp::Reduce { root },
+    }
+}
+
 /// Runs the chaos workload on `cfg.ranks` local ranks. Sub-communicator `c` spans all ranks
-/// with a rotated rank order; rank `r` contributes `r + c` to each element of its all-reduce.
+/// with a rotated rank order (world rank `r` is rank `(r + c) mod n` in it) and runs
+/// [`chaos_op`]`(c, n)`; rank `r` contributes `r + c` to each element.
 /// Invalid parameters ([`ChaosConfig::validate`]) are an error before anything runs.
 pub fn run_chaos(cfg: &ChaosConfig) -> Result<Vec<ChaosRank>> {
     cfg.validate()?;
@@ -130,18 +162,37 @@ pub fn chaos_rank(cfg: &ChaosConfig, world: &Communicator) -> Result<ChaosRank> 
     let start = Instant::now();
     let handles = order
         .iter()
-        .map(|&c| comms[c].iall_reduce(vec![(me + c) as f64; cfg.elements], ReduceOp::Sum))
+        .map(|&c| {
+            let data = vec![(me + c) as f64; cfg.elements];
+            match chaos_op(c, n) {
+                ChaosOp::AllReduce => comms[c].iall_reduce(data, ReduceOp::Sum),
+                ChaosOp::Broadcast { root } => comms[c].ibroadcast(data, root),
+                ChaosOp::Reduce { root } => comms[c].ireduce(data, ReduceOp::Sum, root),
+            }
+        })
         .collect::<Result<Vec<_>>>()?;
     let (mut correct, mut first_error, mut ops) = (0, None, Vec::new());
     for (h, &c) in handles.into_iter().zip(&order) {
         let (r, stats) = h.wait_with_stats();
         ops.push(stats);
-        let want = (n * (n - 1) / 2 + n * c) as f64;
+        let sum = (n * (n - 1) / 2 + n * c) as f64;
+        // (value, length) every element of this rank's result must have.
+        let want = match chaos_op(c, n) {
+            ChaosOp::AllReduce => (sum, cfg.elements),
+            ChaosOp::Broadcast { root } => {
+                // World rank `w` is rank `(w + c) mod n` of sub-communicator `c`.
+                let w = (root + n - c % n) % n;
+                ((w + c) as f64, cfg.elements)
+            }
+            ChaosOp::Reduce { root } if comms[c].rank() == root => (sum, cfg.elements),
+            ChaosOp::Reduce { .. } => (0.0, 0),
+        };
         match r {
-            Ok(v) if v.iter().all(|&x| x == want) => correct += 1,
+            Ok(v) if v.len() == want.1 && v.iter().all(|&x| x == want.0) => correct += 1,
             Ok(_) => {
                 first_error.get_or_insert(CollectiveError::InvalidInput(format!(
-                    "wrong all-reduce result on sub-communicator {c}"
+                    "wrong {:?} result on sub-communicator {c}",
+                    chaos_op(c, n)
                 )));
             }
             Err(e) => {
@@ -158,4 +209,25 @@ pub fn chaos_rank(cfg: &ChaosConfig, world: &Communicator) -> Result<ChaosRank> 
         engine: world.engine_stats(),
         elapsed: start.elapsed(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chaos_ops_cover_every_kind_and_spread_roots() {
+        let ops: Vec<ChaosOp> = (0..8).map(|c| chaos_op(c, 8)).collect();
+        assert!(ops.contains(&ChaosOp::AllReduce));
+        assert!(ops.iter().any(|o| matches!(o, ChaosOp::Broadcast { .. })));
+        assert!(ops.iter().any(|o| matches!(o, ChaosOp::Reduce { .. })));
+        for n in 1..10 {
+            for c in 0..20 {
+                match chaos_op(c, n) {
+                    ChaosOp::Broadcast { root } | ChaosOp::Reduce { root } => assert!(root < n),
+                    ChaosOp::AllReduce => {}
+                }
+            }
+        }
+    }
 }

@@ -11,7 +11,7 @@ use crate::engine::{AbortHandle, EngineRef, EngineStats};
 use crate::frame::{Fingerprint, MailboxKey, OpKind};
 use crate::handle::Handle;
 use crate::inbox::Mailbox;
-use crate::program::{ActiveOp, DirectPosts, OpMeta, StepProgram};
+use crate::program::{ActiveOp, DirectPosts, OpMeta, Refused, StepProgram};
 use crate::schedule::Step;
 use crate::shm::ShmRegistry;
 use crate::{CollectiveError, Result};
@@ -142,7 +142,9 @@ impl Communicator {
                 dtype: T::DTYPE as u8,
                 reduce: plan.reduce.map_or(0, |r| r as u8),
                 algo: plan.algo,
-                root: plan.root as u32,
+                // An out-of-range root (refused, see `check_root`) still differs from every
+                // valid one.
+                root: u32::try_from(plan.root).unwrap_or(u32::MAX),
                 count: plan.count as u64,
             },
         }
@@ -207,14 +209,35 @@ impl Communicator {
         }
     }
 
-    fn check_root(&self, root: usize) -> Result<()> {
-        if root >= self.world_size() {
-            return Err(CollectiveError::InvalidInput(format!(
-                "root {root} out of range for a communicator of {} ranks",
+    /// `plan` when its root is in range; otherwise the collective is refused
+    /// ([`refuse`](Self::refuse)) and the error returned.
+    fn check_root<T: Element>(&self, plan: Plan) -> Result<Plan> {
+        if plan.root >= self.world_size() {
+            let msg = format!(
+                "root {} out of range for a communicator of {} ranks",
+                plan.root,
                 self.world_size()
-            )));
+            );
+            return Err(self.refuse::<T>(plan, msg));
         }
-        Ok(())
+        Ok(plan)
+    }
+
+    /// Refuses a collective on this rank (an argument only this rank can check): returns
+    /// [`CollectiveError::InvalidInput`] with `msg` for the caller, and still submits the
+    /// collective, as one that fails at once — it takes its sequence number like any other (the
+    /// communicator's sequence numbers stay aligned with the peers'), and the engine sends its
+    /// failure notice to every peer, so peers that started the collective fail promptly too
+    /// (with [`CollectiveError::Mismatch`] when the notice's fingerprint differs from theirs, as
+    /// it does for a root that only this rank got wrong) instead of waiting for `op_timeout`.
+    fn refuse<T: Element>(&self, plan: Plan, msg: String) -> CollectiveError {
+        let op = Refused::<T> {
+            meta: self.op_meta::<T>(&plan),
+            error: Some(CollectiveError::InvalidInput(msg.clone())),
+            completion: Completion::new(),
+        };
+        self.inner.engine.submit(Box::new(op));
+        CollectiveError::InvalidInput(msg)
     }
 
     fn blocks(&self, len: usize, what: &str) -> Result<usize> {

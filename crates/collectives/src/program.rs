@@ -367,3 +367,34 @@ impl<T: Element> ActiveOp for StepProgram<T> {
         this.completion.complete(out, stats);
     }
 }
+
+/// A collective refused on this rank before it could run (an argument only this rank can
+/// check, like an out-of-range root): it fails at its first poll, and the engine tells every
+/// peer (the failure notice carries this rank's fingerprint), so peers that started the
+/// collective fail at once instead of waiting for `op_timeout`.
+pub(crate) struct Refused<T: Element> {
+    pub(crate) meta: OpMeta,
+    pub(crate) error: Option<CollectiveError>,
+    pub(crate) completion: Arc<Completion<T>>,
+}
+
+impl<T: Element> ActiveOp for Refused<T> {
+    fn poll(&mut self, _: &dyn Transport, _: usize) -> Result<Poll, Failure> {
+        let error = self.error.take().unwrap_or_else(|| {
+            CollectiveError::InvalidInput(format!("{} refused on this rank", self.meta.kind))
+        });
+        Err(error.into())
+    }
+
+    fn waiting_on(&self) -> Vec<usize> {
+        Vec::new()
+    }
+
+    fn meta(&self) -> &OpMeta {
+        &self.meta
+    }
+
+    fn finish(self: Box<Self>, result: Result<(), CollectiveError>, stats: OpStats) {
+        self.completion.complete(result.map(|()| Vec::new()), stats);
+    }
+}

@@ -30,8 +30,8 @@ fn main() {
     let pool = o.pool();
     println!("{}", o.header());
     for spec in &o.matrices {
-        let a: CsrMatrix<f64, u32> =
-            io::read_or_generate(spec, 1).unwrap_or_else(|e| panic!("{e}"));
+        let a: CsrMatrix<f64, u32> = io::read_or_generate(spec, 1)
+            .unwrap_or_else(|e| common::fail(format!("matrix `{spec}`: {e}")));
         for &k in &o.ks {
             let (m, n) = (a.nrows(), a.ncols());
             let b = sparse_kernels::gen::dense::<f64>(n, k, 7);

@@ -22,8 +22,20 @@ mod common;
 const GATHERS: usize = 1 << 22;
 
 fn main() {
-    let o = common::parse(&[64], 3, &[], &[]);
-    let k = o.ks[0].clamp(1, 64);
+    let o = common::try_parse(std::env::args().skip(1), &[64], 3, &[], &[])
+        .unwrap_or_else(|e| common::fail(e));
+    if let Some(m) = o.matrices.first() {
+        common::fail(common::ArgError::new(format!(
+            "gather_rate takes no MATRIX (got `{m}`)"
+        )));
+    }
+    if o.ks.len() > 1 || o.ks[0] > 64 {
+        common::fail(common::ArgError::new(format!(
+            "gather_rate takes one K from 1 to 64 (got {:?})",
+            o.ks
+        )));
+    }
+    let k = o.ks[0];
     let pool = o.pool();
     let max_mib = 256;
     let mut b = AlignedVec::<f64>::zeroed((max_mib << 20) / 8);

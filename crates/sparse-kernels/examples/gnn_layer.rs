@@ -16,7 +16,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let k = args.next().transpose()?.unwrap_or(64);
     let threads = args.next().transpose()?.unwrap_or(0);
 
-    let a = gen::kronecker::<f32, u32>(scale, 1);
+    // Through the spec parser: a scale beyond the generator's limits is an error, not a panic.
+    let a = gen::from_spec::<f32, u32>(&format!("kron:{scale}"), 1)?;
     let stats = RowStats::of(&a);
     println!(
         "Kronecker scale {scale}: {} rows, {} nonzeros, mean {:.1}, cv {:.2}, longest row {} ({})",

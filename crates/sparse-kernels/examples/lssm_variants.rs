@@ -27,7 +27,8 @@ use std::time::Instant;
 #[path = "common/mod.rs"]
 mod common;
 
-/// An LSSM configuration from `lssm:stream+chunk=N`; `None` for a setting it does not know.
+/// An LSSM configuration from `lssm:stream+chunk=N`; `None` for a setting it does not know or
+/// a malformed value (`block=0` included: the block size must be positive).
 fn lssm_config(settings: &str) -> Option<LssmConfig> {
     let mut c = LssmConfig::default();
     for s in settings.split('+').filter(|s| !s.is_empty()) {
@@ -40,7 +41,7 @@ fn lssm_config(settings: &str) -> Option<LssmConfig> {
             "nopf" => c.prefetch = Some(false),
             "pfd" => c.prefetch_distance = num()?,
             "chunk" => c.row_chunk_work = num()?,
-            "block" => c.block_nnz = Some(num()?),
+            "block" => c.block_nnz = Some(num().filter(|&b| b > 0)?),
             "panel" => c.k_panel = Some(num()?),
             "serial" => c.serial_work = num()?,
             _ => return None,
@@ -56,6 +57,42 @@ enum Contender {
     Sprs,
 }
 
+/// What a variant name asks for, checked before any matrix is loaded.
+enum Variant {
+    Lssm(LssmConfig),
+    Kernel(Kernel),
+    Sprs,
+}
+
+/// Parses a variant name (`lssm:stream+chunk=N`, `merge`, `sprs`, with an optional `@avx2`).
+fn variant(name: &str) -> Result<Variant, String> {
+    let name = name.trim_end_matches("@avx2");
+    let (kernel, settings) = name.split_once(':').unwrap_or((name, ""));
+    match kernel {
+        "sprs" if settings.is_empty() => Ok(Variant::Sprs),
+        "lssm" => lssm_config(settings).map(Variant::Lssm).ok_or_else(|| {
+            format!(
+                "variant `{name}`: unknown or malformed LSSM setting (stream, nostream, pf, \
+                 nopf, pfd=N, chunk=N, block=N ≥ 1, panel=N, serial=N, joined by +)"
+            )
+        }),
+        other if settings.is_empty() => {
+            Kernel::from_name(other)
+                .map(Variant::Kernel)
+                .ok_or_else(|| {
+                    format!(
+                        "variant `{name}`: unknown kernel `{other}` (lssm, row, merge, rode, \
+                     reference, sprs)"
+                    )
+                })
+        }
+        _ => Err(format!("variant `{name}`: only lssm takes settings")),
+    }
+}
+
+/// Bad arguments (options, variants) exit with status 2 and a message before anything runs; a
+/// matrix that cannot be loaded or run is reported on stderr and skipped, and the exit
+/// status is 2.
 fn main() {
     let o = common::parse(&[64], 9, &["variants"], &["flush", "align-c"]);
     let names: Vec<String> = o
@@ -65,18 +102,33 @@ fn main() {
         .split(',')
         .map(str::to_string)
         .collect();
+    for name in &names {
+        if let Err(e) = variant(name) {
+            common::fail(common::ArgError::new(e));
+        }
+    }
     let pool = o.pool();
     println!("{}, flush {}", o.header(), o.extra.contains_key("flush"));
-    pool.install(|| {
+    let failed = pool.install(|| {
+        let mut failed = 0;
         for spec in &o.matrices {
-            let a: CsrMatrix<f64, u32> =
-                io::read_or_generate(spec, 1).unwrap_or_else(|e| panic!("{e}"));
-            let sprs_a: sprs::CsMatI<f64, u32> = a.clone().into();
-            for &k in &o.ks {
-                run(&o, spec, &a, &sprs_a, k, &names);
+            let r = io::read_or_generate::<f64, u32>(spec, 1)
+                .map_err(|e| e.to_string())
+                .and_then(|a| {
+                    let sprs_a: sprs::CsMatI<f64, u32> = a.clone().into();
+                    o.ks.iter()
+                        .try_for_each(|&k| run(&o, spec, &a, &sprs_a, k, &names))
+                });
+            if let Err(e) = r {
+                eprintln!("lssm_variants: matrix `{spec}`: {e}");
+                failed += 1;
             }
         }
+        failed
     });
+    if failed > 0 {
+        std::process::exit(2);
+    }
 }
 
 fn run(
@@ -86,7 +138,7 @@ fn run(
     sprs_a: &sprs::CsMatI<f64, u32>,
     k: usize,
     names: &[String],
-) {
+) -> Result<(), String> {
     let (m, n) = (a.nrows(), a.ncols());
     let b = sparse_kernels::gen::dense::<f64>(n, k, 7);
     let bref = DenseRef::contiguous(&b, n, k);
@@ -110,21 +162,13 @@ fn run(
     let contenders: Vec<Contender> = names
         .iter()
         .map(|name| {
-            let name = name.trim_end_matches("@avx2");
-            let (kernel, settings) = name.split_once(':').unwrap_or((name, ""));
-            match kernel {
-                "sprs" => Contender::Sprs,
-                "lssm" => {
-                    let config = lssm_config(settings)
-                        .unwrap_or_else(|| panic!("unknown LSSM setting in `{name}`"));
-                    Contender::Plan(Box::new(SpmmPlan::new(a, k, &config)))
-                }
-                other => Contender::Kernel(
-                    Kernel::from_name(other).unwrap_or_else(|| panic!("unknown kernel `{other}`")),
-                ),
-            }
+            Ok(match variant(name)? {
+                Variant::Sprs => Contender::Sprs,
+                Variant::Lssm(config) => Contender::Plan(Box::new(SpmmPlan::new(a, k, &config))),
+                Variant::Kernel(kernel) => Contender::Kernel(kernel),
+            })
         })
-        .collect();
+        .collect::<Result<_, String>>()?;
     let b_nd = ndarray::ArrayView2::from_shape((n, k), &b[..]).expect("shape");
     let mut c_nd = ndarray::Array2::<f64>::from_elem((m, k), 0.0);
     let flush_bytes = if o.extra.contains_key("flush") {
@@ -147,24 +191,27 @@ fn run(
             set_simd_limit(limits[i]);
             let s = Instant::now();
             match contender {
-                Contender::Plan(plan) => plan.execute(a, bref, cm, Par::Current).expect("run"),
-                Contender::Kernel(kernel) => kernel.run(a, bref, cm, Par::Current).expect("run"),
+                Contender::Plan(plan) => plan.execute(a, bref, cm, Par::Current),
+                Contender::Kernel(kernel) => kernel.run(a, bref, cm, Par::Current),
                 Contender::Sprs => {
                     c_nd.fill(0.0);
                     sprs::prod::csr_mulacc_dense_rowmaj(sprs_a.view(), b_nd, c_nd.view_mut());
+                    Ok(())
                 }
             }
+            .map_err(|e| format!("{}, K {k}: {e}", names[i]))?;
             let t = s.elapsed().as_secs_f64();
             if round == 0 && !matches!(contender, Contender::Sprs) {
                 let err = sparse_kernels::max_relative_error(
                     DenseRef::contiguous(c, m, k),
                     DenseRef::contiguous(&expected, m, k),
                 );
-                assert!(
-                    err < 1e-10,
-                    "{} differs from the reference: {err}",
-                    names[i]
-                );
+                if err >= 1e-10 {
+                    return Err(format!(
+                        "{}, K {k}: differs from the reference by {err:e} (relative)",
+                        names[i]
+                    ));
+                }
             }
             if round > 0 {
                 times[i].push(t);
@@ -185,4 +232,5 @@ fn run(
             min * 1e3
         );
     }
+    Ok(())
 }

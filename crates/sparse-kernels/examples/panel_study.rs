@@ -25,12 +25,19 @@ fn main() {
         .get("panels")
         .map_or("8,16,32", String::as_str)
         .split(',')
-        .map(|w| w.parse().expect("--panels 8,16"))
+        .map(|w| {
+            w.parse().unwrap_or_else(|_| {
+                common::fail(common::ArgError::new(format!(
+                    "--panels takes widths like 8,16, not `{w}`"
+                )))
+            })
+        })
         .collect();
     let pool = o.pool();
     pool.install(|| {
         for spec in &o.matrices {
-            let a: CsrMatrix<f64, u32> = gen::from_spec(spec, 1).expect("generator spec");
+            let a: CsrMatrix<f64, u32> = gen::from_spec(spec, 1)
+                .unwrap_or_else(|e| common::fail(format!("`{spec}` is not a generator spec: {e}")));
             for &k in &o.ks {
                 let b = gen::dense::<f64>(a.ncols(), k, 7);
                 let huge = o.extra.contains_key("hugepages").then(|| {

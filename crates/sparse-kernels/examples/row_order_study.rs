@@ -108,13 +108,18 @@ fn main() {
         .get("caches")
         .map_or("2,8,32", String::as_str)
         .split(',')
-        .map(|m| m.parse().expect("--caches 2,8,32 (MiB)"))
+        .map(|m| match m.parse() {
+            Ok(mib @ 1..=4096) => mib,
+            _ => common::fail(common::ArgError::new(format!(
+                "--caches takes sizes from 1 to 4096 MiB like 2,8,32, not `{m}`"
+            ))),
+        })
         .collect();
     let pool = o.pool();
     println!("{}", o.header());
     for spec in &o.matrices {
-        let a: CsrMatrix<f64, u32> =
-            io::read_or_generate(spec, 1).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        let a: CsrMatrix<f64, u32> = io::read_or_generate(spec, 1)
+            .unwrap_or_else(|e| common::fail(format!("matrix `{spec}`: {e}")));
         let (m, n, k) = (a.nrows(), a.ncols(), o.ks[0]);
         let row_bytes = k * 8;
         let a_bytes = a.nnz() * 12 + (m + 1) * 4;

@@ -266,21 +266,23 @@ fn load<T: Scalar>(spec: &str) -> Result<(String, CsrMatrix<T, u32>), String> {
     }
 }
 
-fn dump<T: Scalar>(dir: &Path, name: &str, a: &CsrMatrix<T, u32>) -> String {
+fn dump<T: Scalar>(dir: &Path, name: &str, a: &CsrMatrix<T, u32>) -> Result<String, String> {
     let stem = name.replace(['/', ':', '.'], "_");
-    let write_u32 = |ext: &str, v: &[u32]| {
-        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-        std::fs::write(dir.join(format!("{stem}.{ext}")), bytes).expect("write dump");
+    let write = |ext: &str, bytes: Vec<u8>| {
+        let path = dir.join(format!("{stem}.{ext}"));
+        std::fs::write(&path, bytes).map_err(|e| format!("--dump: writing {}: {e}", path.display()))
     };
-    write_u32("indptr.u32", a.offsets());
-    write_u32("indices.u32", a.indices());
+    let write_u32 =
+        |ext: &str, v: &[u32]| write(ext, v.iter().flat_map(|x| x.to_le_bytes()).collect());
+    write_u32("indptr.u32", a.offsets())?;
+    write_u32("indices.u32", a.indices())?;
     let data: Vec<u8> = a
         .values()
         .iter()
         .flat_map(|v| v.to_f64().to_le_bytes())
         .collect();
-    std::fs::write(dir.join(format!("{stem}.data.f64")), data).expect("write dump");
-    stem
+    write("data.f64", data)?;
+    Ok(stem)
 }
 
 /// Native MKL against LSSM on one matrix and K: MKL's inspector (create + hint + optimize) is
@@ -384,6 +386,7 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(
         .extra
         .get("dump")
         .map(|d| dump(Path::new(d), &name, &a))
+        .transpose()?
         .unwrap_or_default();
     let sprs_a: sprs::CsMatI<T, u32> = a.clone().into();
     for &k in &o.ks {

@@ -38,15 +38,15 @@ fn thread_cpu_seconds() -> Option<f64> {
 
 /// Wall seconds of `f`, or with `cpu` (serial runs on a loaded machine) the CPU seconds of the
 /// calling thread, which do not count the time other processes hold the core.
-fn seconds(cpu: bool, f: impl FnOnce()) -> f64 {
+fn seconds(cpu: bool, f: impl FnOnce() -> sparse_kernels::Result<()>) -> Result<f64, String> {
     // Wake the pool's workers first (after a serial run they may be asleep).
     rayon::broadcast(|_| ());
     let (s, c) = (Instant::now(), thread_cpu_seconds().filter(|_| cpu));
-    f();
-    match (c, thread_cpu_seconds()) {
+    f().map_err(|e| e.to_string())?;
+    Ok(match (c, thread_cpu_seconds()) {
         (Some(c0), Some(c1)) => c1 - c0,
         _ => s.elapsed().as_secs_f64(),
-    }
+    })
 }
 
 /// Bytes written between two timed runs, more than the last-level cache (32 MiB on the test
@@ -60,8 +60,10 @@ fn flush_caches(buf: &mut [u8]) {
     std::hint::black_box(buf);
 }
 
-fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str) {
-    let a: CsrMatrix<T, u32> = io::read_or_generate(spec, 1).unwrap_or_else(|e| panic!("{e}"));
+/// Sweeps K on one matrix; an error names what failed (the matrix cannot be loaded, a kernel
+/// refused it, or a result differs from the reference).
+fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str) -> Result<(), String> {
+    let a: CsrMatrix<T, u32> = io::read_or_generate(spec, 1).map_err(|e| e.to_string())?;
     let stats = RowStats::of(&a);
     let sprs_a: sprs::CsMatI<T, u32> = a.clone().into();
     let cpu = o.extra.contains_key("cpu") && o.threads == 1;
@@ -97,24 +99,30 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str) {
                 flush_caches(&mut flush);
                 let cm = DenseMut::contiguous(&mut c, m, k);
                 let t = match *name {
-                    "lssm" => seconds(cpu, || plan.execute(&a, bref, cm, par).expect("run")),
-                    "lssm-pf" => seconds(cpu, || plan_pf.execute(&a, bref, cm, par).expect("run")),
-                    "lssm-nt" => seconds(cpu, || plan_nt.execute(&a, bref, cm, par).expect("run")),
+                    "lssm" => seconds(cpu, || plan.execute(&a, bref, cm, par)),
+                    "lssm-pf" => seconds(cpu, || plan_pf.execute(&a, bref, cm, par)),
+                    "lssm-nt" => seconds(cpu, || plan_nt.execute(&a, bref, cm, par)),
                     "sprs" => seconds(cpu, || {
                         c_nd.fill(T::ZERO);
                         sprs::prod::csr_mulacc_dense_rowmaj(sprs_a.view(), b_nd, c_nd.view_mut());
+                        Ok(())
                     }),
                     other => {
-                        let kernel = Kernel::from_name(other).expect("kernel name");
-                        seconds(cpu, || kernel.run(&a, bref, cm, par).expect("run"))
+                        let kernel = Kernel::from_name(other).expect("NAMES are kernel names");
+                        seconds(cpu, || kernel.run(&a, bref, cm, par))
                     }
-                };
+                }
+                .map_err(|e| format!("{name}, K {k}: {e}"))?;
                 if *name != "sprs" {
                     let err = sparse_kernels::max_relative_error(
                         DenseRef::contiguous(&c, m, k),
                         DenseRef::contiguous(&expected, m, k),
                     );
-                    assert!(err < 1e-4, "{name} differs from the reference: {err}");
+                    if err >= 1e-4 {
+                        return Err(format!(
+                            "{name}, K {k}: differs from the reference by {err:e} (relative)"
+                        ));
+                    }
                 }
                 if round > 0 {
                     times[i].push(t); // round 0 warms up
@@ -149,19 +157,31 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str) {
             ratios.join(" "),
         );
     }
+    Ok(())
 }
 
+/// Bad arguments exit with status 2 and a message; a matrix that cannot be loaded or run is
+/// reported on stderr and skipped (the others still run), and the exit status is 2.
 fn main() {
     let o = common::parse(&[16, 32, 64, 128, 256], 7, &[], &["cpu"]);
     let pool = o.pool();
     println!("{}", o.header());
-    pool.install(|| {
+    let failed = pool.install(|| {
+        let mut failed = 0;
         for m in &o.matrices {
-            if o.f32 {
-                run_matrix::<f32>(&o, m);
+            let r = if o.f32 {
+                run_matrix::<f32>(&o, m)
             } else {
-                run_matrix::<f64>(&o, m);
+                run_matrix::<f64>(&o, m)
+            };
+            if let Err(e) = r {
+                eprintln!("spmm_sweep: matrix `{m}`: {e}");
+                failed += 1;
             }
         }
+        failed
     });
+    if failed > 0 {
+        std::process::exit(2);
+    }
 }

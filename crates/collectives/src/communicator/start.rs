@@ -111,7 +111,9 @@ impl Communicator {
     }
 
     /// Starts a broadcast of `root`'s `data` with the configured algorithm; other ranks pass a
-    /// vector of the same length.
+    /// vector of the same length. A `root` out of range is [`CollectiveError::InvalidInput`]
+    /// here, and the peers' broadcast fails at once with [`CollectiveError::Mismatch`] (the
+    /// refused collective still takes its sequence number and tells them).
     pub fn ibroadcast<T: Element>(&self, data: Vec<T>, root: usize) -> Result<Handle<T>> {
         self.ibroadcast_with(data, root, self.config().broadcast)
     }
@@ -123,7 +125,6 @@ impl Communicator {
         root: usize,
         algo: BroadcastAlgorithm,
     ) -> Result<Handle<T>> {
-        self.check_root(root)?;
         let (n, me, count) = (self.world_size(), self.rank(), data.len());
         let cfg = self.config();
         let bytes = count * std::mem::size_of::<T>();
@@ -132,44 +133,45 @@ impl Communicator {
             BroadcastAlgorithm::Binomial => false,
             BroadcastAlgorithm::Pipelined => true,
         };
-        let (steps, code) = if pipelined {
-            let pieces = bytes
-                .div_ceil(cfg.pipeline_chunk_bytes.max(1))
-                .clamp(1, count.max(1));
-            (schedule::pipelined_broadcast(n, me, root, count, pieces), 3)
-        } else {
-            (schedule::binomial_broadcast(n, me, root, count), 0)
-        };
-        // No rank ends unless all agree on the root (`schedule::agreed`).
-        let steps = schedule::agreed(n, me, steps);
         let plan = Plan {
             output: Some(0..count),
             root,
-            algo: code,
-            ..Self::plan(OpKind::Broadcast, steps, count)
+            algo: if pipelined { 3 } else { 0 },
+            ..Self::plan(OpKind::Broadcast, Vec::new(), count)
         };
+        let mut plan = self.check_root::<T>(plan)?;
+        let steps = if pipelined {
+            let pieces = bytes
+                .div_ceil(cfg.pipeline_chunk_bytes.max(1))
+                .clamp(1, count.max(1));
+            schedule::pipelined_broadcast(n, me, root, count, pieces)
+        } else {
+            schedule::binomial_broadcast(n, me, root, count)
+        };
+        // No rank ends unless all agree on the root (`schedule::agreed`).
+        plan.steps = schedule::agreed(n, me, steps);
         Ok(self.submit(data, plan))
     }
 
     /// Starts a reduce to `root`; the root gets the reduced vector, the others an empty one.
+    /// A `root` out of range fails as in [`ibroadcast`](Self::ibroadcast).
     pub fn ireduce<T: Element>(
         &self,
         data: Vec<T>,
         op: ReduceOp,
         root: usize,
     ) -> Result<Handle<T>> {
-        self.check_root(root)?;
         let count = data.len();
         let (n, me) = (self.world_size(), self.rank());
-        // No rank ends unless all agree on the root (`schedule::agreed`).
-        let steps = schedule::agreed(n, me, schedule::binomial_reduce(n, me, root, count));
-        let output = (me == root).then_some(0..count);
         let plan = Plan {
-            output,
+            output: (me == root).then_some(0..count),
             root,
             reduce: Some(op),
-            ..Self::plan(OpKind::Reduce, steps, count)
+            ..Self::plan(OpKind::Reduce, Vec::new(), count)
         };
+        let mut plan = self.check_root::<T>(plan)?;
+        // No rank ends unless all agree on the root (`schedule::agreed`).
+        plan.steps = schedule::agreed(n, me, schedule::binomial_reduce(n, me, root, count));
         Ok(self.submit(data, plan))
     }
 

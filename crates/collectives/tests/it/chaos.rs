@@ -1,5 +1,6 @@
-//! The chaos-order workload, a 3-communicator cycle and host synchronisation between
-//! collectives: complete in preemptive mode, reported as deadlock in ordered mode.
+//! The chaos-order workload (all-reduces, broadcasts and reduces on 8 sub-communicators), a
+//! 3-communicator cycle and host synchronisation between collectives: complete in preemptive
+//! mode, reported as deadlock in ordered mode.
 
 use std::time::Duration;
 
@@ -15,8 +16,9 @@ fn ordered() -> Config {
     }
 }
 
-/// Runs the chaos workload (8 ranks × 8 all-reduces of 256 f64) for `seed` on `engine` and
-/// checks every rank: no error, all 8 results correct, and the ranks' orders differ.
+/// Runs the chaos workload (8 ranks × 8 collectives of 256 f64: 3 all-reduces, 3 broadcasts,
+/// 2 reduces, `chaos_op`) for `seed` on `engine` and checks every rank: no error, all 8
+/// results correct, and the ranks' orders differ.
 fn chaos_run(seed: u64, engine: &Config) -> Vec<collectives_bench::chaos::ChaosRank> {
     let cfg = ChaosConfig {
         seed,
@@ -59,7 +61,8 @@ fn chaos_order_completes_preemptive_over_many_seeds() {
 /// became rare (default settings: preemption in 27 of 100 runs at load 34, none in 24 runs in 3
 /// of 9 suite runs at load ~16; the test used to need up to 480 seeds). With a threshold of 2
 /// the head is preempted in the round in which it first blocks 3 times (every one of 150 runs
-/// preempted, 70 preemptions a run). Checked: every result, and at least one preemption.
+/// preempted, 70 preemptions a run, before broadcasts and reduces joined the workload). Checked:
+/// every result, at least one preemption, and at least one of a broadcast or reduce.
 #[test]
 fn chaos_order_preempts_blocked_collectives() {
     with_timeout(Duration::from_secs(60), || {
@@ -67,15 +70,26 @@ fn chaos_order_preempts_blocked_collectives() {
             initial_threshold: 2,
             ..Config::default()
         };
-        let mut switches = 0;
+        let (mut switches, mut rooted) = (0, 0);
         for seed in 0..8 {
             for r in chaos_run(seed, &engine) {
                 switches += r.engine.context_switches;
+                rooted += r
+                    .ops
+                    .iter()
+                    .filter(|o| o.op == "broadcast" || o.op == "reduce")
+                    .map(|o| o.context_switches)
+                    .sum::<u64>();
             }
         }
         assert!(
             switches > 0,
             "the engine never preempted a blocked collective in 8 runs"
+        );
+        // The rooted collectives (agreement rounds woven in) are preempted and resumed too.
+        assert!(
+            rooted > 0,
+            "no broadcast or reduce was preempted in 8 runs ({switches} preemptions)"
         );
     });
 }

@@ -189,6 +189,86 @@ fn mismatched_roots_fail_with_mismatch_on_every_rank() {
     });
 }
 
+/// A root out of range on only some ranks fails there with `InvalidInput` and on every other
+/// rank promptly with a root `Mismatch` — not by `Timeout` after `op_timeout` (10 s here):
+/// the refusing rank submits the collective as a refused one, whose failure notice reaches the
+/// peers. The communicator stays usable afterwards (sequence numbers stay aligned). Local
+/// threads and TCP; reduce and both broadcasts; every rank out of range, too.
+#[test]
+fn out_of_range_root_on_some_ranks_fails_promptly_on_every_rank() {
+    use collectives::tcp::run_tcp_local;
+    use collectives::{BroadcastAlgorithm, Communicator, Result};
+    with_timeout(Duration::from_secs(120), || {
+        let check = |what: &str, roots: &[usize], out: Vec<Result<Result<Vec<f64>>>>| {
+            let n = roots.len();
+            for (r, o) in out.into_iter().enumerate() {
+                match o.unwrap() {
+                    Err(CollectiveError::InvalidInput(m))
+                        if roots[r] >= n && m.contains("out of range") => {}
+                    Err(CollectiveError::Mismatch { detail, .. })
+                        if roots[r] < n && detail.contains("root") => {}
+                    other => panic!("{what} rank {r}: got {other:?}"),
+                }
+            }
+        };
+        type Body = Box<dyn Fn(&Communicator, usize) -> Result<Vec<f64>> + Sync>;
+        let ops: Vec<(&str, Body)> = vec![
+            (
+                "reduce",
+                Box::new(|comm, root| comm.reduce(vec![1.0; 1000], ReduceOp::Sum, root)),
+            ),
+            (
+                "broadcast binomial",
+                Box::new(|comm, root| {
+                    comm.ibroadcast_with(vec![1.0; 1000], root, BroadcastAlgorithm::Binomial)?
+                        .wait()
+                }),
+            ),
+            (
+                "broadcast pipelined",
+                Box::new(|comm, root| {
+                    comm.ibroadcast_with(vec![1.0; 1000], root, BroadcastAlgorithm::Pipelined)?
+                        .wait()
+                }),
+            ),
+        ];
+        let cases: [&[usize]; 6] = [
+            &[0, 2],
+            &[5, 1],
+            &[0, 0, 3],
+            &[usize::MAX, 1, 1],
+            &[1, 4, 1, 4],
+            &[7, 7],
+        ];
+        for (name, body) in &ops {
+            for roots in cases {
+                for tcp in [false, true] {
+                    let what = format!("{} {name} roots {roots:?}", ["local", "tcp"][tcp as usize]);
+                    let start = Instant::now();
+                    let rank = |comm: Communicator| {
+                        let r = body(&comm, roots[comm.rank()]);
+                        // Still usable: the next collective lines up on every rank.
+                        let sum = comm.all_reduce(vec![1i32; 3], ReduceOp::Sum).unwrap();
+                        assert_eq!(sum, vec![roots.len() as i32; 3]);
+                        r
+                    };
+                    let out = if tcp {
+                        run_tcp_local(&quick(), roots.len(), rank)
+                    } else {
+                        run_local_with(&quick(), roots.len(), rank)
+                    };
+                    assert!(
+                        start.elapsed() < Duration::from_secs(3),
+                        "{what}: {:?}, op_timeout is 10 s",
+                        start.elapsed()
+                    );
+                    check(&what, roots, out);
+                }
+            }
+        }
+    });
+}
+
 #[test]
 fn abort_from_another_thread_ends_pending_operations() {
     with_timeout(Duration::from_secs(20), || {

@@ -168,6 +168,20 @@ fn mpi_child() {
         Err(CollectiveError::Mismatch { detail, .. }) if detail.contains("root") => {}
         other => panic!("rank {me}: reduce with disagreeing roots gave {other:?}"),
     }
+    // A root out of range on rank 0 only: InvalidInput there, a root Mismatch on the others,
+    // promptly (the refused collective's notice) rather than after op_timeout (60 s).
+    let start = Instant::now();
+    let root = if me == 0 { n } else { 0 };
+    match (me, comm.reduce(vec![1.0f64; 64], ReduceOp::Sum, root)) {
+        (0, Err(CollectiveError::InvalidInput(m))) if m.contains("out of range") => {}
+        (1.., Err(CollectiveError::Mismatch { detail, .. })) if detail.contains("root") => {}
+        (_, other) => panic!("rank {me}: reduce with root {root} gave {other:?}"),
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "rank {me}: out-of-range root took {:?}",
+        start.elapsed()
+    );
     comm.barrier().unwrap();
     println!("RANK {me} OK");
 

@@ -24,9 +24,10 @@ pub(crate) struct Args {
 enum Sub {
     /// Bandwidth and latency of one collective over a size sweep (nccl-tests algbw/busbw).
     Bench(BenchArgs),
-    /// Ranks submit all-reduces on sub-communicators in random orders: deadlock or not?
+    /// Ranks submit collectives (all-reduce, broadcast, reduce) on sub-communicators in random
+    /// orders: deadlock or not?
     ///
-    /// Exit status 0 when every rank completed every all-reduce correctly; 1 otherwise —
+    /// Exit status 0 when every rank completed every collective correctly; 1 otherwise —
     /// including ordered mode's deadlock, unless `--expect-deadlock` says it is expected.
     Chaos(ChaosArgs),
 }
@@ -97,7 +98,7 @@ struct ChaosArgs {
     /// Number of ranks.
     #[arg(long, default_value_t = 8)]
     ranks: usize,
-    /// Number of sub-communicators (one all-reduce each).
+    /// Number of sub-communicators (one collective each: all-reduce, broadcast, reduce in turn).
     #[arg(long, default_value_t = 8)]
     collectives: usize,
     /// Engine mode: `ordered` is NCCL/MPI semantics and deadlocks.
@@ -106,7 +107,7 @@ struct ChaosArgs {
     /// Seed of the per-rank submission orders.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// f64 elements per all-reduce.
+    /// f64 elements per collective.
     #[arg(long, default_value_t = 1024)]
     elements: usize,
     /// Ordered mode: report a deadlock after this many milliseconds without progress (≥ 1).
@@ -114,7 +115,7 @@ struct ChaosArgs {
     deadlock_timeout_ms: u64,
     /// Exit with status 0 when the ranks that did not finish stopped on a reported deadlock
     /// (ordered mode's expected outcome: NCCL/MPI semantics). Without it, any rank that does
-    /// not complete every all-reduce correctly makes the exit status 1.
+    /// not complete every collective correctly makes the exit status 1.
     #[arg(long)]
     expect_deadlock: bool,
 }
@@ -310,7 +311,7 @@ fn run_chaos(a: &ChaosArgs, json: bool) -> anyhow::Result<()> {
         || (a.expect_deadlock && reported && finished + stopped_by_deadlock == ranks.len());
     let verdict = if finished == ranks.len() {
         format!(
-            "all {} ranks completed {} all-reduces with correct results: no deadlock",
+            "all {} ranks completed {} collectives with correct results: no deadlock",
             ranks.len(),
             a.collectives
         )
@@ -373,7 +374,7 @@ fn run_chaos(a: &ChaosArgs, json: bool) -> anyhow::Result<()> {
         ]);
     }
     println!(
-        "chaos order: {} ranks × {} all-reduces on {} sub-communicators, {:?} mode, seed {}",
+        "chaos order: {} ranks × {} collectives on {} sub-communicators, {:?} mode, seed {}",
         a.ranks, a.collectives, a.collectives, a.mode, a.seed
     );
     println!("{t}");

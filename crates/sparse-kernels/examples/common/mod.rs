@@ -14,13 +14,34 @@ pub(crate) struct Args {
     pub(crate) matrices: Vec<String>,
 }
 
+/// A bad command line: what is wrong, and the example's options.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}\nusage: [--threads N] [--k K1,K2,..] [--reps N] [--precision f32|f64] [the example's options] MATRIX...")]
+pub(crate) struct ArgError(String);
+
+impl ArgError {
+    /// An error about the command line, worded by the example.
+    #[allow(dead_code)] // not every example checks its own options
+    pub(crate) fn new(msg: impl Into<String>) -> Self {
+        Self(msg.into())
+    }
+}
+
+/// Prints `error: {e}` to stderr and exits with status 2: the examples' answer to bad input
+/// (a command line, a matrix that cannot be loaded), instead of a panic.
+pub(crate) fn fail(e: impl std::fmt::Display) -> ! {
+    eprintln!("error: {e}");
+    std::process::exit(2)
+}
+
 impl Args {
-    /// The rayon pool of `--threads` threads every example runs its kernels in.
+    /// The rayon pool of `--threads` threads every example runs its kernels in (exits with a
+    /// message when the threads cannot be started).
     pub(crate) fn pool(&self) -> rayon::ThreadPool {
         rayon::ThreadPoolBuilder::new()
             .num_threads(self.threads)
             .build()
-            .expect("thread pool")
+            .unwrap_or_else(|e| fail(format!("starting {} threads: {e}", self.threads)))
     }
 
     /// `threads N, R rounds, load …` (the load average from `/proc/loadavg`, empty elsewhere).
@@ -36,8 +57,37 @@ impl Args {
     }
 }
 
-/// Parses the process arguments; `valued` and `switches` name the example's own options.
+/// Most threads, K and rounds the examples accept (a typo, not a measurement, beyond them).
+const MAX_THREADS: usize = 4096;
+const MAX_K: usize = 1 << 16;
+const MAX_REPS: usize = 1 << 20;
+
+/// Parses the process arguments; `valued` and `switches` name the example's own options. Bad
+/// input (an unknown option, a missing or malformed value, no matrix) is reported on stderr
+/// with the usage line, and the process exits with status 2.
+#[allow(dead_code)] // gather_rate takes no matrix and calls `try_parse`
 pub(crate) fn parse(ks: &[usize], reps: usize, valued: &[&str], switches: &[&str]) -> Args {
+    let o = try_parse(std::env::args().skip(1), ks, reps, valued, switches);
+    match o {
+        Ok(o) if o.matrices.is_empty() => fail(ArgError(
+            "no MATRIX: give a file (.mtx, .mtx.gz, .smtx) or a generator spec (kron:18, \
+             stencil27:64, ...)"
+                .into(),
+        )),
+        Ok(o) => o,
+        Err(e) => fail(e),
+    }
+}
+
+/// [`parse`] over any argument list, returning the error instead of exiting (no MATRIX is not
+/// an error here: for the examples that take none).
+pub(crate) fn try_parse(
+    args: impl IntoIterator<Item = String>,
+    ks: &[usize],
+    reps: usize,
+    valued: &[&str],
+    switches: &[&str],
+) -> Result<Args, ArgError> {
     let mut o = Args {
         threads: 2,
         ks: ks.to_vec(),
@@ -46,31 +96,63 @@ pub(crate) fn parse(ks: &[usize], reps: usize, valued: &[&str], switches: &[&str
         extra: HashMap::new(),
         matrices: Vec::new(),
     };
-    let mut args = std::env::args().skip(1);
+    let number = |opt: &str, v: &str, max: usize| -> Result<usize, ArgError> {
+        match v.parse::<usize>() {
+            Ok(x) if (1..=max).contains(&x) => Ok(x),
+            _ => Err(ArgError(format!(
+                "{opt} takes a whole number from 1 to {max}, not `{v}`"
+            ))),
+        }
+    };
+    let mut args = args.into_iter();
     while let Some(a) = args.next() {
-        let mut value = || args.next().unwrap_or_else(|| panic!("{a} needs a value"));
+        let mut value = || {
+            args.next()
+                .ok_or_else(|| ArgError(format!("{a} needs a value")))
+        };
         match a.as_str() {
-            "--threads" => o.threads = value().parse().expect("--threads N"),
+            "--threads" => o.threads = number("--threads", &value()?, MAX_THREADS)?,
             "--k" => {
-                o.ks = value()
+                o.ks = value()?
                     .split(',')
-                    .map(|k| k.parse().expect("--k 16,64"))
-                    .collect()
+                    .map(|k| number("--k", k, MAX_K))
+                    .collect::<Result<_, _>>()?
             }
-            "--reps" => o.reps = value().parse().expect("--reps N"),
-            "--precision" => o.f32 = value() == "f32",
-            s if valued.contains(&s.trim_start_matches('-')) => {
-                let v = value();
+            "--reps" => o.reps = number("--reps", &value()?, MAX_REPS)?,
+            "--precision" => {
+                o.f32 = match value()?.as_str() {
+                    "f32" => true,
+                    "f64" => false,
+                    p => return Err(ArgError(format!("--precision f32 or f64, not `{p}`"))),
+                }
+            }
+            s if valued.contains(&s.trim_start_matches('-')) && s.starts_with("--") => {
+                let v = value()?;
                 o.extra.insert(s.trim_start_matches('-').to_string(), v);
             }
-            s if switches.contains(&s.trim_start_matches('-')) => {
+            s if switches.contains(&s.trim_start_matches('-')) && s.starts_with("--") => {
                 o.extra
                     .insert(s.trim_start_matches('-').to_string(), String::new());
+            }
+            s if s.starts_with("--") => {
+                let own: Vec<String> = valued
+                    .iter()
+                    .map(|v| format!("--{v} VALUE"))
+                    .chain(switches.iter().map(|s| format!("--{s}")))
+                    .collect();
+                return Err(ArgError(format!(
+                    "unknown option `{s}` (this example's own: {})",
+                    if own.is_empty() {
+                        "none".to_string()
+                    } else {
+                        own.join(", ")
+                    }
+                )));
             }
             _ => o.matrices.push(a),
         }
     }
-    o
+    Ok(o)
 }
 
 /// Sums `count` rows of `k` (at most 64) elements of `b`, each picked at random by an
