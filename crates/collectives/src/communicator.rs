@@ -240,12 +240,24 @@ impl Communicator {
         CollectiveError::InvalidInput(msg)
     }
 
-    fn blocks(&self, len: usize, what: &str) -> Result<usize> {
+    /// `len / world_size` when `len` divides into blocks, one per rank; otherwise the
+    /// collective (`kind`, with `reduce`) is refused ([`refuse`](Self::refuse): its peers are
+    /// told, and fail at once instead of waiting for `op_timeout`) and the error returned.
+    fn blocks<T: Element>(
+        &self,
+        len: usize,
+        kind: OpKind,
+        reduce: Option<ReduceOp>,
+    ) -> Result<usize> {
         let n = self.world_size();
         if !len.is_multiple_of(n) {
-            return Err(CollectiveError::InvalidInput(format!(
-                "{what}: buffer of {len} elements is not divisible by the {n} ranks"
-            )));
+            let msg = format!("{kind}: buffer of {len} elements is not divisible by the {n} ranks");
+            // The whole length where peers send their block length: a different fingerprint.
+            let plan = Plan {
+                reduce,
+                ..Self::plan(kind, Vec::new(), len)
+            };
+            return Err(self.refuse::<T>(plan, msg));
         }
         Ok(len / n)
     }

@@ -80,7 +80,7 @@ impl Communicator {
 
     /// Starts a reduce-scatter: `data` holds `world_size` blocks; rank `r` gets reduced block `r`.
     pub fn ireduce_scatter<T: Element>(&self, data: Vec<T>, op: ReduceOp) -> Result<Handle<T>> {
-        let block = self.blocks(data.len(), "reduce-scatter")?;
+        let block = self.blocks::<T>(data.len(), OpKind::ReduceScatter, Some(op))?;
         let (n, me) = (self.world_size(), self.rank());
         let steps = schedule::ring(
             n,
@@ -178,7 +178,7 @@ impl Communicator {
     /// Starts an all-to-all: block `j` of `data` goes to rank `j`; the result holds the block
     /// from each rank in rank order.
     pub fn iall_to_all<T: Element>(&self, data: Vec<T>) -> Result<Handle<T>> {
-        let block = self.blocks(data.len(), "all-to-all")?;
+        let block = self.blocks::<T>(data.len(), OpKind::AllToAll, None)?;
         let (n, me, len) = (self.world_size(), self.rank(), data.len());
         let mut buf = data;
         buf.resize(2 * len, T::ZERO);

@@ -269,6 +269,55 @@ fn out_of_range_root_on_some_ranks_fails_promptly_on_every_rank() {
     });
 }
 
+/// A buffer that does not divide into blocks on one rank only (reduce-scatter, all-to-all):
+/// `InvalidInput` there, an element-count `Mismatch` on the others at once (the refused
+/// collective's notice), and the communicator usable afterwards. Local threads and TCP.
+#[test]
+fn indivisible_buffer_on_one_rank_fails_promptly_on_every_rank() {
+    use collectives::tcp::run_tcp_local;
+    use collectives::{Communicator, Result};
+    with_timeout(Duration::from_secs(60), || {
+        type Body = fn(&Communicator, usize) -> Result<Vec<i32>>;
+        let ops: [(&str, Body); 2] = [
+            ("reduce-scatter", |comm, len| {
+                comm.reduce_scatter(vec![1; len], ReduceOp::Sum)
+            }),
+            ("all-to-all", |comm, len| comm.all_to_all(vec![1; len])),
+        ];
+        for (name, body) in ops {
+            for tcp in [false, true] {
+                let start = Instant::now();
+                let rank = |comm: Communicator| {
+                    let len = if comm.rank() == 2 { 7 } else { 6 };
+                    let r = body(&comm, len);
+                    let sum = comm.all_reduce(vec![1i32; 3], ReduceOp::Sum).unwrap();
+                    assert_eq!(sum, vec![3; 3]);
+                    r
+                };
+                let out = if tcp {
+                    run_tcp_local(&quick(), 3, rank)
+                } else {
+                    run_local_with(&quick(), 3, rank)
+                };
+                assert!(
+                    start.elapsed() < Duration::from_secs(3),
+                    "{name} tcp {tcp}: {:?}, op_timeout is 10 s",
+                    start.elapsed()
+                );
+                for (r, o) in out.into_iter().enumerate() {
+                    match o.unwrap() {
+                        Err(CollectiveError::InvalidInput(m))
+                            if r == 2 && m.contains("divisible") => {}
+                        Err(CollectiveError::Mismatch { detail, .. })
+                            if r < 2 && detail.contains("element count") => {}
+                        other => panic!("{name} tcp {tcp} rank {r}: got {other:?}"),
+                    }
+                }
+            }
+        }
+    });
+}
+
 #[test]
 fn abort_from_another_thread_ends_pending_operations() {
     with_timeout(Duration::from_secs(20), || {

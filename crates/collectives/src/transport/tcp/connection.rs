@@ -71,10 +71,62 @@ fn write_frame(s: &mut TcpStream, header: &[u8], data: &[u8]) -> std::io::Result
     Ok(())
 }
 
+/// Bytes a reader thread reads ahead per system call (see [`FrameReader`]).
+const READ_AHEAD_BYTES: usize = 16 << 10;
+
+/// The read side of a connection with a small read-ahead buffer: one `read` system call
+/// usually brings a small frame's header and payload together (and often the next frame),
+/// where reading exactly the header and then exactly the payload took two; reads of at least
+/// the buffer's size go straight into their destination once the buffered bytes are used up.
+struct FrameReader {
+    s: TcpStream,
+    buf: Box<[u8]>,
+    at: usize,
+    end: usize,
+}
+
+impl FrameReader {
+    fn new(s: TcpStream) -> Self {
+        Self {
+            s,
+            buf: vec![0; READ_AHEAD_BYTES].into_boxed_slice(),
+            at: 0,
+            end: 0,
+        }
+    }
+
+    /// Fills `out` with the next `out.len()` bytes of the stream (`UnexpectedEof` at its end).
+    fn read_exact(&mut self, out: &mut [u8]) -> std::io::Result<()> {
+        let mut done = 0;
+        loop {
+            let n = (self.end - self.at).min(out.len() - done);
+            crate::copy::copy_slice(&mut out[done..done + n], &self.buf[self.at..self.at + n]);
+            self.at += n;
+            done += n;
+            if done == out.len() {
+                return Ok(());
+            }
+            if out.len() - done >= self.buf.len() {
+                return self.s.read_exact(&mut out[done..]);
+            }
+            let k = loop {
+                match self.s.read(&mut self.buf) {
+                    Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                    Ok(k) => break k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            };
+            (self.at, self.end) = (0, k);
+        }
+    }
+}
+
 /// Reader thread: until the connection ends, reads each frame's payload straight into its
 /// collective's working buffer where a receive slot is posted for it
 /// ([direct receive](crate::direct)), else into a pooled buffer sorted into its mailbox.
-fn read_frames(mut s: TcpStream, peer: usize, lost: &[AtomicBool], inbox: &Inbox) {
+fn read_frames(s: TcpStream, peer: usize, lost: &[AtomicBool], inbox: &Inbox) {
+    let mut s = FrameReader::new(s);
     let mut header = [0u8; HEADER_BYTES];
     let mut scratch = vec![0u64; SCRATCH_BYTES / 8];
     loop {
@@ -157,5 +209,55 @@ impl Drop for TcpTransport {
         for w in self.writers.iter().flatten() {
             let _ = w.lock().map(|s| s.shutdown(Shutdown::Write));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// Frames of every size around the buffer's, split at odd points by the writer, come out
+    /// of the reader byte for byte.
+    #[test]
+    fn frame_reader_returns_the_stream_in_any_pieces() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let sizes = [
+            0usize,
+            1,
+            56,
+            1000,
+            READ_AHEAD_BYTES - 1,
+            READ_AHEAD_BYTES,
+            READ_AHEAD_BYTES + 7,
+            3 * READ_AHEAD_BYTES + 5,
+            100,
+        ];
+        let stream: Vec<u8> = (0..sizes.iter().sum::<usize>())
+            .map(|i| (i * 7 + i / 251) as u8)
+            .collect();
+        let sent = stream.clone();
+        let writer = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            for chunk in sent.chunks(4093) {
+                s.write_all(chunk).unwrap();
+            }
+        });
+        let (s, _) = listener.accept().unwrap();
+        let mut r = FrameReader::new(s);
+        let mut at = 0;
+        for n in sizes {
+            let mut out = vec![0u8; n];
+            r.read_exact(&mut out).unwrap();
+            assert_eq!(out, stream[at..at + n], "piece of {n} at {at}");
+            at += n;
+        }
+        writer.join().unwrap();
+        let mut one = [0u8; 1];
+        assert_eq!(
+            r.read_exact(&mut one).unwrap_err().kind(),
+            std::io::ErrorKind::UnexpectedEof
+        );
     }
 }
