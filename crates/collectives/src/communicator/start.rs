@@ -79,6 +79,8 @@ impl Communicator {
     }
 
     /// Starts a reduce-scatter: `data` holds `world_size` blocks; rank `r` gets reduced block `r`.
+    /// A length not divisible by `world_size` is [`CollectiveError::InvalidInput`] here, and
+    /// the peers' reduce-scatter fails at once with [`CollectiveError::Mismatch`].
     pub fn ireduce_scatter<T: Element>(&self, data: Vec<T>, op: ReduceOp) -> Result<Handle<T>> {
         let block = self.blocks::<T>(data.len(), OpKind::ReduceScatter, Some(op))?;
         let (n, me) = (self.world_size(), self.rank());
@@ -176,7 +178,8 @@ impl Communicator {
     }
 
     /// Starts an all-to-all: block `j` of `data` goes to rank `j`; the result holds the block
-    /// from each rank in rank order.
+    /// from each rank in rank order. A length not divisible by `world_size` fails as in
+    /// [`ireduce_scatter`](Self::ireduce_scatter).
     pub fn iall_to_all<T: Element>(&self, data: Vec<T>) -> Result<Handle<T>> {
         let block = self.blocks::<T>(data.len(), OpKind::AllToAll, None)?;
         let (n, me, len) = (self.world_size(), self.rank(), data.len());
