@@ -144,8 +144,7 @@ impl<T: Scalar> Plan<'_, T> {
         let mut reads: [&[T]; MAX_ARGS] = [&[]; MAX_ARGS];
         let (nr, nw) = (self.reads.len(), self.slots.len());
         // Reads that depend on the element (the others, globals, are bound here once).
-        let mut varying: [(usize, &[T], usize, Gather); MAX_ARGS] =
-            [(0, &[], 0, Gather::DIRECT); MAX_ARGS];
+        let mut varying: [Varying<'_, T>; MAX_ARGS] = [(0, &[], 0, Gather::DIRECT); MAX_ARGS];
         let mut nv = 0;
         for (k, r) in self.reads.iter().enumerate() {
             if let Loc::Global = r.loc {
@@ -211,19 +210,26 @@ impl<T: Scalar> Plan<'_, T> {
                 }
             }
         }
-        let (varying, in_place, incs) = (&varying[..nv], &in_place[..np], &incs[..ni]);
+        let (in_place, incs) = (&in_place[..np], &incs[..ni]);
         let pairs = &pairs[..npairs];
         let scratch = scratch.as_mut_ptr();
         let mut at = [0usize; MAX_ARGS];
         for e in elems {
-            for &(k, data, dim, loc) in varying {
-                // SAFETY: `e` has a row in every map of the loop, and every map entry is an
-                // element of its dat (`run`'s contract).
-                reads[k] = unsafe {
-                    let i = loc.index(e);
-                    debug_assert!((i + 1) * dim <= data.len());
-                    data.get_unchecked(i * dim..(i + 1) * dim)
-                };
+            // The reads that depend on the element, with the count a constant for the common
+            // counts (an unrolled binding instead of a loop over a runtime-length slice).
+            // SAFETY: (every arm) `e` has a row in every map of the loop, and every map entry
+            // is an element of its dat (`run`'s contract).
+            unsafe {
+                match nv {
+                    0 => {}
+                    1 => bind::<T, 1>(&mut reads, &varying, e),
+                    2 => bind::<T, 2>(&mut reads, &varying, e),
+                    3 => bind::<T, 3>(&mut reads, &varying, e),
+                    4 => bind::<T, 4>(&mut reads, &varying, e),
+                    5 => bind::<T, 5>(&mut reads, &varying, e),
+                    6 => bind::<T, 6>(&mut reads, &varying, e),
+                    _ => bind_n(&mut reads, &varying[..nv], e),
+                }
             }
             for &(k, ptr, len, dim, loc, zero) in in_place {
                 // SAFETY: `e` has a row in the map (`run`'s contract).
@@ -272,6 +278,40 @@ impl<T: Scalar> Plan<'_, T> {
                 }
             }
         }
+    }
+}
+
+/// A read argument that depends on the element: `(position among the reads, data, dim,
+/// gather)`.
+type Varying<'a, T> = (usize, &'a [T], usize, Gather);
+
+/// Binds the first `N` varying reads for element `e` (`N` a constant: unrolled).
+///
+/// # Safety
+/// As [`bind_n`].
+#[inline(always)]
+unsafe fn bind<'a, T, const N: usize>(
+    reads: &mut [&'a [T]; MAX_ARGS],
+    varying: &[Varying<'a, T>; MAX_ARGS],
+    e: usize,
+) {
+    // SAFETY: the caller's contract.
+    unsafe { bind_n(reads, &varying[..N], e) }
+}
+
+/// Binds each varying read's values for element `e` into `reads`.
+///
+/// # Safety
+/// `e` has a row in every map of `varying`, and every map entry is an element of its dat.
+#[inline(always)]
+unsafe fn bind_n<'a, T>(reads: &mut [&'a [T]; MAX_ARGS], varying: &[Varying<'a, T>], e: usize) {
+    for &(k, data, dim, loc) in varying {
+        // SAFETY: the caller's contract.
+        reads[k] = unsafe {
+            let i = loc.index(e);
+            debug_assert!((i + 1) * dim <= data.len());
+            data.get_unchecked(i * dim..(i + 1) * dim)
+        };
     }
 }
 
