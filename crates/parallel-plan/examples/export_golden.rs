@@ -68,4 +68,5 @@ const TP_PP_CASE: PeerConfig = PeerConfig {
     micro_batch_size: 1,
     micro_batches: 64,
     schedule: PipelineSchedule::OneFOneB,
+    offload_optimizer: false,
 };

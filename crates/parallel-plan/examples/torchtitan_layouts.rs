@@ -34,6 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         micro_batch_size: 1,
         micro_batches: 4,
         schedule: PipelineSchedule::OneFOneB,
+        offload_optimizer: false,
     };
     let splits = [
         LinearSplit::Column,

@@ -15,7 +15,9 @@
 //!   memory-bound and charged their bytes read and written at the device's sustained
 //!   memory bandwidth ([`DeviceMesh::memory_bandwidth_bytes_per_s`]).
 //! - Tensor- and sequence-parallel collectives (resharding between operators) do not overlap
-//!   computation; the backward pass repeats each forward resharding once (its conjugate).
+//!   computation; the backward pass repeats each forward resharding once (its conjugate), and
+//!   once more the forward resharding of every operator whose forward reruns (recomputation).
+//! - Optimizer offload adds [`offload_step_time`] to a stage (host link and CPU optimizer).
 //! - Data-parallel gradient synchronisation and ZeRO's per-micro-batch collectives overlap the
 //!   operator's own computation when [`DeviceMesh::overlap_grad_reduce`] is set (bucketed
 //!   reduction during the backward pass, prefetched ZeRO-3 gathers): an operator is charged only
@@ -117,6 +119,54 @@ pub fn exposed(mesh: &DeviceMesh, comm: f64, window: f64) -> f64 {
     }
 }
 
+/// One device's optimizer partition kept on the host (ZeRO-Offload), for
+/// [`offload_step_time`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OffloadedPartition {
+    /// Parameters in the device's optimizer partition.
+    pub elements: u64,
+    /// Host bytes of its fp32 gradients.
+    pub gradient_bytes: u64,
+    /// Host bytes of its optimizer states (fp32 master weights and moments).
+    pub state_bytes: u64,
+    /// Bytes per element of the gradients the device sends (its gradient precision).
+    pub sent_gradient_element_bytes: u64,
+    /// Bytes per element of the parameters the host sends back (the parameter precision).
+    pub parameter_element_bytes: u64,
+}
+
+/// Time optimizer offload adds to a step on one device, seconds (ZeRO-Offload, Ren et al.
+/// 2021, as DeepSpeed runs it by default: no delayed parameter update).
+///
+/// - Every micro-batch the device sends its partition's gradients to the host
+///   (`m · elements · gradient bytes` over [`crate::mesh::HostSide::link_bytes_per_s`]); with
+///   [`DeviceMesh::overlap_grad_reduce`] that overlaps the backward pass of `backward_s`
+///   seconds, and only the excess counts.
+/// - After the last backward pass the host's CPU optimizer updates the partitions of all
+///   [`crate::mesh::HostSide::devices_per_host`] devices of its node at its streaming memory
+///   bandwidth: it reads the fp32 gradients and states, writes the states and the 16-bit
+///   parameters. It sends the updated parameters back while it works on the next chunk
+///   (DeepSpeedCPUAdam's fused copy), so the step pays the longer of the two.
+pub fn offload_step_time(
+    mesh: &DeviceMesh,
+    part: &OffloadedPartition,
+    micro_batches: u64,
+    backward_s: f64,
+) -> f64 {
+    if part.elements == 0 {
+        return 0.0;
+    }
+    let host = &mesh.host;
+    let sent = (micro_batches * part.elements * part.sent_gradient_element_bytes) as f64
+        / host.link_bytes_per_s;
+    let cpu_bytes =
+        part.gradient_bytes + 2 * part.state_bytes + part.elements * part.parameter_element_bytes;
+    let update =
+        (host.devices_per_host as u64 * cpu_bytes) as f64 / host.memory_bandwidth_bytes_per_s;
+    let back = (part.elements * part.parameter_element_bytes) as f64 / host.link_bytes_per_s;
+    update.max(back) + exposed(mesh, sent, backward_s)
+}
+
 /// Time to stream `bytes` through device memory once (read or write), seconds.
 pub fn memory_bound_time(mesh: &DeviceMesh, bytes: f64) -> f64 {
     bytes / mesh.memory_bandwidth_bytes_per_s
@@ -147,6 +197,35 @@ mod tests {
         assert!(rate(1e15) > 0.999);
         assert!(rate(1e8) < 0.1);
         assert_eq!(compute_time(&mesh, 0.0), 0.0);
+    }
+
+    #[test]
+    fn offload_pays_the_host_update_and_the_unhidden_gradient_traffic() {
+        let mut mesh = DeviceMesh::preset("dgx-a100-80g", 1).unwrap();
+        // 100 M parameters per device, mixed-precision Adam: 4 B fp32 gradient + 12 B states on
+        // the host; the CPU streams 4 + 2·12 + 2 = 30 B per parameter for 8 devices.
+        let part = OffloadedPartition {
+            elements: 100_000_000,
+            gradient_bytes: 400_000_000,
+            state_bytes: 1_200_000_000,
+            sent_gradient_element_bytes: 2,
+            parameter_element_bytes: 2,
+        };
+        let update = 8.0 * 30e8 / mesh.host.memory_bandwidth_bytes_per_s;
+        let sent = 4.0 * 2e8 / mesh.host.link_bytes_per_s;
+        let t = offload_step_time(&mesh, &part, 4, 1e3);
+        assert!((t - update).abs() < 1e-12, "{t} vs {update}");
+        assert!((offload_step_time(&mesh, &part, 4, 0.0) - update - sent).abs() < 1e-12);
+        mesh.overlap_grad_reduce = false;
+        assert!((offload_step_time(&mesh, &part, 4, 1e3) - update - sent).abs() < 1e-12);
+        // A slow link makes sending the parameters back the longer part.
+        mesh.host.link_bytes_per_s = 1e8;
+        let back = 2e8 / 1e8;
+        assert!(offload_step_time(&mesh, &part, 1, 0.0) >= back + 2.0);
+        assert_eq!(
+            offload_step_time(&mesh, &OffloadedPartition::default(), 4, 0.0),
+            0.0
+        );
     }
 
     #[test]

@@ -83,7 +83,7 @@ pub use export::{export, Engine, Export};
 pub use graph::ComputationGraph;
 pub use ilp::{IlpStats, SolveStatus, SolverConfig};
 pub use memory_model::ZeroStage;
-pub use mesh::DeviceMesh;
+pub use mesh::{DeviceMesh, HostSide};
 pub use peers::{Framework, PeerConfig};
 pub use plan::{OperatorPlan, Plan, StagePlan};
 pub use planner::{pareto, plan, Objective, PeerPlan, PlanReport, TimeReference};

@@ -65,6 +65,62 @@ pub const H100_GEMM_HALF_FLOPS: f64 = 4.8e9;
 /// The same for RTX 4090.
 pub const RTX4090_GEMM_HALF_FLOPS: f64 = 0.8e9;
 
+/// DGX A100 host link per GPU when every GPU of the node transfers at once: each A100 has a
+/// PCIe 4.0 x16 link (about 25 GB/s reached) to a PCIe switch it shares with a second GPU, and
+/// the switch's one x16 uplink to the CPU carries both (NVIDIA DGX A100 system architecture:
+/// four switches, two GPUs each), so about 12.5 GB/s per GPU.
+pub const DGX_A100_HOST_LINK_BYTES_PER_S: f64 = 12.5 * GB_PER_S;
+/// DGX A100 host memory bandwidth a streaming CPU optimizer sustains: 2 × AMD EPYC 7742 with
+/// eight DDR4-3200 channels each (409.6 GB/s peak), of which STREAM-like kernels reach about
+/// 70 %.
+pub const DGX_A100_HOST_MEMORY_BYTES_PER_S: f64 = 0.7 * 409.6 * GB_PER_S;
+/// DGX H100 host link per GPU with every GPU transferring: PCIe 5.0 x16 (about 50 GB/s
+/// reached), assumed shared by two GPUs per switch uplink as on DGX A100.
+pub const DGX_H100_HOST_LINK_BYTES_PER_S: f64 = 25.0 * GB_PER_S;
+/// DGX H100 host memory bandwidth sustained: 2 × Intel Xeon Platinum 8480C with eight
+/// DDR5-4800 channels each (614.4 GB/s peak), 70 % reached.
+pub const DGX_H100_HOST_MEMORY_BYTES_PER_S: f64 = 0.7 * 614.4 * GB_PER_S;
+/// Host link per GPU of an 8 × RTX 4090 PCIe 4.0 server with every GPU transferring: two GPUs
+/// per x16 switch uplink (assumed), about 12.5 GB/s.
+pub const PCIE_4090_HOST_LINK_BYTES_PER_S: f64 = 12.5 * GB_PER_S;
+/// Host memory bandwidth of a one-socket server (eight DDR4-3200 channels, 204.8 GB/s peak),
+/// 70 % reached.
+pub const PCIE_4090_HOST_MEMORY_BYTES_PER_S: f64 = 0.7 * 204.8 * GB_PER_S;
+
+/// DGX A100 system memory: 1 TB (2 TB is an option).
+pub const DGX_A100_HOST_MEMORY_BYTES: u64 = 1 << 40;
+/// DGX H100 system memory: 2 TB.
+pub const DGX_H100_HOST_MEMORY_BYTES: u64 = 2 << 40;
+/// System memory of an 8 × RTX 4090 server (assumed): 512 GiB.
+pub const PCIE_4090_HOST_MEMORY_BYTES: u64 = 512 * GIB;
+
+/// The host side of a node, for optimizer offload (ZeRO-Offload: the CPU updates the optimizer
+/// partitions of every device of its node; see [`crate::cost_model::offload_step_time`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct HostSide {
+    /// Devices sharing one host (its CPUs and memory).
+    pub devices_per_host: usize,
+    /// Device ↔ host bandwidth per device when all devices of the host transfer at once,
+    /// bytes/s (one direction).
+    pub link_bytes_per_s: f64,
+    /// Host memory bandwidth a streaming CPU optimizer sustains, bytes/s for the whole host.
+    pub memory_bandwidth_bytes_per_s: f64,
+    /// Host memory, bytes: what the devices of the host may offload together.
+    pub memory_bytes: u64,
+}
+
+impl Default for HostSide {
+    /// A DGX A100 node.
+    fn default() -> Self {
+        HostSide {
+            devices_per_host: 8,
+            link_bytes_per_s: DGX_A100_HOST_LINK_BYTES_PER_S,
+            memory_bandwidth_bytes_per_s: DGX_A100_HOST_MEMORY_BYTES_PER_S,
+            memory_bytes: DGX_A100_HOST_MEMORY_BYTES,
+        }
+    }
+}
+
 /// One axis of the mesh.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MeshAxis {
@@ -106,6 +162,9 @@ pub struct DeviceMesh {
     /// overlaps costs time. Default true.
     #[serde(default = "default_true")]
     pub overlap_grad_reduce: bool,
+    /// The host side of a node (optimizer offload). Default a DGX A100 node.
+    #[serde(default)]
+    pub host: HostSide,
 }
 
 fn default_true() -> bool {
@@ -125,7 +184,7 @@ impl DeviceMesh {
     ///
     /// A single node gives a 1-axis mesh; more nodes give `[node, gpu]`.
     pub fn preset(name: &str, nodes: usize) -> Result<Self> {
-        let (node_bw, node_lat, gpu_bw, gpu_lat, mem, flops, half, hbm) = match name {
+        let (node_bw, node_lat, gpu_bw, gpu_lat, mem, flops, half, hbm, host) = match name {
             "dgx-a100-80g" => (
                 DGX_A100_IB_BYTES_PER_S / 8.0,
                 IB_LATENCY_S,
@@ -135,6 +194,12 @@ impl DeviceMesh {
                 A100_PEAK_FLOPS,
                 A100_GEMM_HALF_FLOPS,
                 A100_HBM_BYTES_PER_S,
+                HostSide {
+                    devices_per_host: 8,
+                    link_bytes_per_s: DGX_A100_HOST_LINK_BYTES_PER_S,
+                    memory_bandwidth_bytes_per_s: DGX_A100_HOST_MEMORY_BYTES_PER_S,
+                    memory_bytes: DGX_A100_HOST_MEMORY_BYTES,
+                },
             ),
             "dgx-h100" => (
                 DGX_H100_IB_BYTES_PER_S / 8.0,
@@ -145,6 +210,12 @@ impl DeviceMesh {
                 H100_PEAK_FLOPS,
                 H100_GEMM_HALF_FLOPS,
                 H100_HBM_BYTES_PER_S,
+                HostSide {
+                    devices_per_host: 8,
+                    link_bytes_per_s: DGX_H100_HOST_LINK_BYTES_PER_S,
+                    memory_bandwidth_bytes_per_s: DGX_H100_HOST_MEMORY_BYTES_PER_S,
+                    memory_bytes: DGX_H100_HOST_MEMORY_BYTES,
+                },
             ),
             "pcie-4090" => (
                 ETH_100G_BYTES_PER_S / 8.0,
@@ -155,6 +226,12 @@ impl DeviceMesh {
                 RTX4090_PEAK_FLOPS,
                 RTX4090_GEMM_HALF_FLOPS,
                 RTX4090_HBM_BYTES_PER_S,
+                HostSide {
+                    devices_per_host: 8,
+                    link_bytes_per_s: PCIE_4090_HOST_LINK_BYTES_PER_S,
+                    memory_bandwidth_bytes_per_s: PCIE_4090_HOST_MEMORY_BYTES_PER_S,
+                    memory_bytes: PCIE_4090_HOST_MEMORY_BYTES,
+                },
             ),
             other => {
                 return Err(PlanError::UnknownMesh {
@@ -195,6 +272,7 @@ impl DeviceMesh {
             gemm_half_flops: half,
             memory_bandwidth_bytes_per_s: hbm,
             overlap_grad_reduce: true,
+            host,
         };
         mesh.validate()?;
         Ok(mesh)
@@ -256,6 +334,17 @@ impl DeviceMesh {
         }
         if !(self.gemm_half_flops >= 0.0 && self.gemm_half_flops.is_finite()) {
             return bad("gemm_half_flops must be finite and ≥ 0".into());
+        }
+        let host = &self.host;
+        if host.devices_per_host == 0
+            || host.memory_bytes == 0
+            || !(host.link_bytes_per_s > 0.0 && host.link_bytes_per_s.is_finite())
+            || !(host.memory_bandwidth_bytes_per_s > 0.0
+                && host.memory_bandwidth_bytes_per_s.is_finite())
+        {
+            return bad(
+                "host: devices_per_host, memory_bytes and both bandwidths must be positive".into(),
+            );
         }
         Ok(())
     }

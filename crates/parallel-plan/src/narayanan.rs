@@ -177,6 +177,7 @@ pub fn predict(r: &PublishedRow, problem: &Problem) -> Result<Prediction> {
             micro_batch_size: b,
             micro_batches: r.batch / (b * dp),
             schedule: PipelineSchedule::OneFOneB,
+            offload_optimizer: false,
         };
         let plan = peers::evaluate(problem, &config)?;
         let tflops = step_flops(r) / (plan.step_time_s * r.gpus as f64) / 1e12;

@@ -5,15 +5,17 @@
 //! | framework | knobs searched | rules |
 //! |---|---|---|
 //! | Megatron-LM | TP (divisors of a node), PP, DP, sequence parallelism, distributed optimizer, Megatron-FSDP `optim_grads` / `optim_grads_params` (ZeRO-2/3) without a pipeline, recomputation none/selective/full, micro-batch size, interleaved virtual stages (2, 4) | TP inside a node and dividing the heads; layers divisible by PP (even split); 1F1B, or interleaved 1F1B when PP divides the micro-batches and the virtual stages divide each stage's layers |
-//! | DeepSpeed ZeRO | ZeRO stage 1/2/3, activation checkpointing on/off, micro-batch size | data parallel over every device |
+//! | DeepSpeed ZeRO | ZeRO stage 1/2/3, optimizer offload to the CPU (ZeRO-Offload) on/off, activation checkpointing on/off, micro-batch size | data parallel over every device; offload priced by [`crate::cost_model::offload_step_time`] |
 //! | torchtitan FSDP + TP | TP (divisors of a node), FSDP (ZeRO-3) over the rest, activation checkpointing none/full and per-operator selective (`op`, priced as pointwise recomputation — norm and activation-function outputs — its nearest mode; it also recomputes every second matmul), micro-batch size | sequence-parallel norms with TP (its TP plan); 2-D, no PP |
 //!
-//! Not searched: uneven Megatron layer splits, context parallelism and DeepSpeed's optimizer
-//! offload (the planner's time model has no host link).
+//! Not searched: uneven Megatron layer splits (`pardis memory` cannot express per-stage layer
+//! counts, so such rows could not be checked against it), context parallelism (pardis's
+//! plans do not split the sequence across attention either), parameter offload (ZeRO-Infinity)
+//! and NVMe offload.
 
 use memory_model::{
-    layers_per_stage, Dim as MmDim, Parallelism, PipelineSchedule, Recompute, TrainingSetup,
-    ZeroStage,
+    layers_per_stage, Dim as MmDim, OffloadTarget, Parallelism, PipelineSchedule, Recompute,
+    TrainingSetup, ZeroStage,
 };
 use serde::{Deserialize, Serialize};
 
@@ -89,6 +91,11 @@ pub struct PeerConfig {
     pub micro_batches: u64,
     /// Pipeline schedule.
     pub schedule: PipelineSchedule,
+    /// Optimizer states, fp32 master weights and gradients on the host, updated by the CPU
+    /// (DeepSpeed's `zero_optimization.offload_optimizer.device = "cpu"`); when false, the
+    /// problem's own offload setting applies.
+    #[serde(default)]
+    pub offload_optimizer: bool,
 }
 
 impl PeerConfig {
@@ -112,7 +119,18 @@ impl PeerConfig {
         setup.num_microbatches = self.micro_batches;
         setup.recompute = self.recompute;
         setup.parallel = self.parallelism();
+        setup.offload.optimizer = self.offload_target(problem);
         setup
+    }
+
+    /// Where this configuration keeps its optimizer states in `problem`: the host with
+    /// [`PeerConfig::offload_optimizer`], else where the problem's setup says.
+    pub fn offload_target(&self, problem: &Problem) -> OffloadTarget {
+        if self.offload_optimizer {
+            OffloadTarget::Cpu
+        } else {
+            problem.setup.offload.optimizer
+        }
     }
 
     /// A short description: `tp8 pp2 dp4 sp dist-opt rc-full b2`.
@@ -136,6 +154,9 @@ impl PeerConfig {
             z => Some(format!("zero{}", z.number())),
         };
         parts.extend(zero);
+        if self.offload_optimizer {
+            parts.push("offload".into());
+        }
         if self.recompute != Recompute::None {
             parts.push(format!("rc-{}", self.recompute));
         }
@@ -338,6 +359,11 @@ pub fn configurations(problem: &Problem, framework: Framework) -> Vec<PeerConfig
                 Framework::DeepSpeed => &[ZeroStage::Zero1, ZeroStage::Zero2, ZeroStage::Zero3],
                 Framework::Torchtitan => &[ZeroStage::Zero3],
             };
+            // ZeRO-Offload moves the optimizer to the host (DeepSpeed, every ZeRO stage).
+            let offloads: &[bool] = match framework {
+                Framework::DeepSpeed => &[false, true],
+                _ => &[false],
+            };
             let per_replica = problem.global_batch / dp;
             if per_replica == 0 || !problem.global_batch.is_multiple_of(dp) {
                 continue;
@@ -361,18 +387,21 @@ pub fn configurations(problem: &Problem, framework: Framework) -> Vec<PeerConfig
                         for &zero in zeros {
                             for &recompute in &recomputes {
                                 for &schedule in &schedules {
-                                    out.push(PeerConfig {
-                                        framework,
-                                        tp,
-                                        pp,
-                                        dp,
-                                        sequence_parallel,
-                                        zero,
-                                        recompute,
-                                        micro_batch_size: b,
-                                        micro_batches: m,
-                                        schedule,
-                                    });
+                                    for &offload_optimizer in offloads {
+                                        out.push(PeerConfig {
+                                            framework,
+                                            tp,
+                                            pp,
+                                            dp,
+                                            sequence_parallel,
+                                            zero,
+                                            recompute,
+                                            micro_batch_size: b,
+                                            micro_batches: m,
+                                            schedule,
+                                            offload_optimizer,
+                                        });
+                                    }
                                 }
                             }
                         }
@@ -481,6 +510,16 @@ fn evaluate_pinned(
     cand: Candidate,
     layout: Option<LinearLayout>,
 ) -> Result<Plan> {
+    // The configuration's optimizer offload.
+    let owned;
+    let problem = if problem.setup.offload.optimizer == cfg.offload_target(problem) {
+        problem
+    } else {
+        let mut p = problem.clone();
+        p.setup.offload.optimizer = cfg.offload_target(problem);
+        owned = p;
+        &owned
+    };
     let pinned = *cfg;
     let pin = move |g: &TransformerGraph, op: usize, s: &Sharding, mesh: &DeviceMesh| {
         s == &pinned.sharding_with_layout(g, op, mesh, layout.as_ref())

@@ -197,14 +197,16 @@ pub fn build_strategy_space(
                 s.input_grad_layout(v, e.input),
             )
         }));
-        // A producer that reruns in backward for a consumer that does not (pointwise
-        // recomputation: the consumer's saved input was dropped) rebuilds that input in the
-        // consumer's layout, so the forward reshard runs twice.
-        let forward_runs = if u.recomputed && !v.recomputed {
-            2.0
-        } else {
-            1.0
-        };
+        // A producer whose forward reruns in backward rebuilds its output, and the reshard
+        // into the consumer's layout runs again: inside a recomputed region (full
+        // recomputation's layer, selective's attention core) the consumer reruns too, and under
+        // pointwise recomputation the consumer's saved input was dropped. A consumer that
+        // reruns from a kept producer's tensor reads the input it saved (after the reshard:
+        // the checkpointed function's inputs), so that reshard runs once. Conservative where a
+        // kept input follows a rerun producer (selective's core → output projection, the
+        // checkpoint between two fully recomputed layers): layouts that agree there, as the
+        // engines' do, reshard nothing.
+        let forward_runs = if u.recomputed { 2.0 } else { 1.0 };
         let mut cost = Vec::with_capacity(from_reps.len() * to_reps.len());
         for out in &from_reps {
             let out_grad = Layout { partial: 0, ..*out };

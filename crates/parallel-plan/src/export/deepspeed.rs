@@ -130,7 +130,7 @@ pub(crate) fn config_json(problem: &Problem, nearest: &Nearest) -> Value {
         OffloadTarget::Cpu => Some("cpu"),
         OffloadTarget::Nvme => Some("nvme"),
     };
-    if let Some(d) = device(problem.setup.offload.optimizer) {
+    if let Some(d) = device(c.offload_target(problem)) {
         zero["offload_optimizer"] = json!({ "device": d });
     }
     if let Some(d) = device(problem.setup.offload.parameters).filter(|_| stage == 3) {

@@ -34,7 +34,7 @@ pub mod megatron;
 pub(crate) mod shape;
 pub mod torchtitan;
 
-use memory_model::{PipelineSchedule, Recompute, ZeroStage};
+use memory_model::{OffloadTarget, PipelineSchedule, Recompute, ZeroStage};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{PlanError, Result};
@@ -547,7 +547,14 @@ pub(crate) fn base_config(
         recompute: plan.recompute,
         micro_batch_size: b,
         micro_batches: m,
-        schedule: plan.schedule,
+        // No pipeline, no interleaving.
+        schedule: if pp > 1 {
+            plan.schedule
+        } else {
+            PipelineSchedule::OneFOneB
+        },
+        offload_optimizer: framework == Framework::DeepSpeed
+            && problem.setup.offload.optimizer == OffloadTarget::Cpu,
     })
 }
 

@@ -34,6 +34,7 @@ fn peer(framework: Framework, tp: u64, pp: u64, dp: u64, zero: ZeroStage) -> Pee
         micro_batch_size: 2,
         micro_batches: 8 / (2 * dp),
         schedule: PipelineSchedule::OneFOneB,
+        offload_optimizer: false,
     }
 }
 

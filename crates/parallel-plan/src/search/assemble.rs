@@ -1,9 +1,13 @@
 //! Turning stage solutions into a reported [`Plan`]: memory by category recomputed with
 //! memory-model, per-operator shardings and the collectives they insert.
 
-use memory_model::{stage_memory, PlacedOperator, StageTensors, TrainingSetup};
+use memory_model::{
+    host_memory_per_node, stage_memory, HostConfig, PlacedOperator, StageMemory, StageTensors,
+    TrainingSetup,
+};
 
 use super::{Candidate, Problem, StageProblem};
+use crate::cost_model::{offload_step_time, OffloadedPartition, BACKWARD_FLOP_FACTOR};
 use crate::error::Result;
 use crate::graph::ComputationGraph;
 use crate::ilp::{IlpObjective, IlpSolution};
@@ -31,7 +35,8 @@ impl Problem {
     /// Per-device memory of one stage under the strategy `choice`: memory-model's
     /// [`stage_memory`] of the stage's operators under their chosen shardings, with the stage
     /// boundary and logits tensors as laid out by those shardings. A sharding memory-model
-    /// rejects (never one the ILP kept) counts as an empty operator.
+    /// rejects (never one the ILP kept) counts as an empty operator. The host bytes are what
+    /// one device offloads.
     pub(crate) fn stage_memory(
         &self,
         cand: &Candidate,
@@ -39,7 +44,7 @@ impl Problem {
         choice: &[usize],
         in_flight: u64,
         setup: &TrainingSetup,
-    ) -> DeviceBreakdown {
+    ) -> StageMemory {
         let mesh = &cand.stage_mesh;
         let g = &st.graph;
         let shardings: Vec<&Sharding> = choice
@@ -63,13 +68,13 @@ impl Problem {
             pipeline_boundary_bytes: boundary,
             logits_bytes: logits,
         };
-        match stage_memory(setup, &placed, &tensors) {
-            Ok(m) => m.device,
-            Err(_) => DeviceBreakdown {
+        stage_memory(setup, &placed, &tensors).unwrap_or_else(|_| StageMemory {
+            device: DeviceBreakdown {
                 overhead: setup.overhead_bytes,
                 ..Default::default()
             },
-        }
+            ..Default::default()
+        })
     }
 
     /// Turns stage solutions into a [`Plan`], recomputing every stage's memory by category with
@@ -85,6 +90,7 @@ impl Problem {
         let mesh = &cand.stage_mesh;
         let keys = self.stage_keys(cand);
         let mut stage_plans = Vec::new();
+        let mut host_bytes = Vec::new();
         for ((st, sol), key) in stages.iter().zip(solutions).zip(&keys) {
             let mut ops = Vec::new();
             for i in 0..sol.choice.len() {
@@ -98,13 +104,25 @@ impl Problem {
             }
             let setup = self.stage_setup(cand, key.index);
             let mem = self.stage_memory(cand, st, &sol.choice, key.in_flight, &setup);
+            // Optimizer offload: the host's update and the gradient traffic come on top of
+            // the ILP's time (a fixed cost of the partition, not of the layout's choice).
+            let part = OffloadedPartition {
+                elements: mem.host.gradients / 4,
+                gradient_bytes: mem.host.gradients,
+                state_bytes: mem.host.optimizer_states,
+                sent_gradient_element_bytes: setup.grad_bytes(),
+                parameter_element_bytes: setup.precision.param_bytes(),
+            };
+            let backward = sol.time * BACKWARD_FLOP_FACTOR / (1.0 + BACKWARD_FLOP_FACTOR);
+            let offload = offload_step_time(&self.mesh, &part, cand.micro_batches, backward);
+            host_bytes.push(mem.host.total());
             stage_plans.push(StagePlan {
                 index: st.key_index,
                 layers: st.layers,
                 operators: ops,
-                memory: mem,
+                memory: mem.device,
                 ilp_memory: sol.memory,
-                time_s: sol.time,
+                time_s: sol.time + offload,
                 ilp: sol.stats.clone(),
             });
         }
@@ -114,6 +132,17 @@ impl Problem {
             .max_by_key(|m| m.total())
             .unwrap_or_default();
         let time = stage_plans.iter().map(|s| s.time_s).fold(0.0, f64::max);
+        // Offload must also fit the host, whose devices all offload alike (memory-model's
+        // host rule, its buffer factor included; the fp32 start-up copies are left out).
+        let host_per_node = host_memory_per_node(
+            host_bytes.into_iter().max().unwrap_or(0),
+            0,
+            &HostConfig {
+                gpus_per_node: (self.mesh.host.devices_per_host as u64)
+                    .min(self.mesh.num_devices() as u64),
+                ..self.setup.host
+            },
+        );
         Plan {
             name: name.to_string(),
             pipeline_stages: cand.pp,
@@ -126,7 +155,8 @@ impl Problem {
             layers_per_stage: cand.layers.clone(),
             per_device_memory: peak,
             step_time_s: time,
-            fits: peak.total() <= self.mesh.device_memory_bytes,
+            fits: peak.total() <= self.mesh.device_memory_bytes
+                && host_per_node <= self.mesh.host.memory_bytes,
             ilp: IlpSummary::summary_of(stage_plans.iter().map(|s| &s.ilp)),
             stages: stage_plans,
         }
@@ -271,5 +301,17 @@ mod tests {
             edge_costs(&plain, "out_proj", "attention_out_dropout"),
             edge_costs(&cand, "out_proj", "attention_out_dropout")
         );
+
+        // Full recomputation reruns the whole layer: the forward reshards inside it (the row-
+        // parallel output projection's partial sums, all-reduced for the dropout) run again.
+        let mut full = cand.clone();
+        full.recompute = Recompute::Full;
+        full.recompute_stages = full.pp;
+        let (a, b) = (
+            edge_costs(&plain, "out_proj", "attention_out_dropout"),
+            edge_costs(&full, "out_proj", "attention_out_dropout"),
+        );
+        assert!(a.iter().zip(&b).all(|(x, y)| y >= x));
+        assert!(a.iter().zip(&b).any(|(x, y)| y > x));
     }
 }

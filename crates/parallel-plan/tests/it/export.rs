@@ -154,6 +154,7 @@ const TP_PP_CASE: PeerConfig = PeerConfig {
     micro_batch_size: 1,
     micro_batches: 64,
     schedule: PipelineSchedule::OneFOneB,
+    offload_optimizer: false,
 };
 
 #[test]
@@ -216,6 +217,7 @@ fn megatron_formula_agrees_with_memory_model() {
             micro_batch_size: 1,
             micro_batches: 128,
             schedule: PipelineSchedule::OneFOneB,
+            offload_optimizer: false,
         };
         let plan = peers::evaluate(&p, &cfg).unwrap();
         let c = megatron::cross_check(&p, &cfg, &[p.model.num_layers], &plan);

@@ -299,6 +299,51 @@ fn peer_searches_follow_their_rules() {
     assert!(report.memory_saving().unwrap() >= 0.0);
 }
 
+/// DeepSpeed's ZeRO-Offload twin of a configuration holds no gradients or optimizer states
+/// on the device, pays the host's update and the link in step time, and must fit the host.
+#[test]
+fn deepspeed_optimizer_offload_trades_device_memory_for_host_time() {
+    let mut p = small_model_problem("gpt3-350m", 4, 8);
+    let configs = peers::configurations(&p, Framework::DeepSpeed);
+    let plain = *configs
+        .iter()
+        .find(|c| c.zero == memory_model::ZeroStage::Zero2 && !c.offload_optimizer)
+        .unwrap();
+    let twin = peers::PeerConfig {
+        offload_optimizer: true,
+        ..plain
+    };
+    assert!(configs.contains(&twin));
+    assert!(twin.label().contains("offload"));
+    let (a, b) = (
+        peers::evaluate(&p, &plain).unwrap(),
+        peers::evaluate(&p, &twin).unwrap(),
+    );
+    let (ma, mb) = (a.per_device_memory, b.per_device_memory);
+    assert!(ma.optimizer_states > 0 && mb.optimizer_states == 0 && mb.gradients == 0);
+    assert_eq!(ma.parameters, mb.parameters);
+    assert_eq!(ma.activations, mb.activations);
+    assert!(b.step_time_s > a.step_time_s);
+    // The extra time is at least the host's streaming update of the node's partitions:
+    // 8 devices × (4 + 2·12 + 2) bytes per parameter of each one's 1/8.
+    let params = memory_model::estimate(&p.model, &plain.training_setup(&p))
+        .unwrap()
+        .cluster
+        .unique
+        .parameters
+        / 2;
+    let update = 30.0 * params as f64 / p.mesh.host.memory_bandwidth_bytes_per_s;
+    assert!(
+        b.step_time_s - a.step_time_s >= update * 0.99,
+        "{a:?} {b:?}"
+    );
+    assert!(a.fits && b.fits);
+    // A host too small for the node's offloaded states: the twin no longer fits.
+    p.mesh.host.memory_bytes = 1 << 20;
+    assert!(!peers::evaluate(&p, &twin).unwrap().fits);
+    assert!(peers::evaluate(&p, &plain).unwrap().fits);
+}
+
 /// Full recomputation is a choice of the search: when no plan without it fits, the planner
 /// recomputes (and its memory still agrees with memory-model's).
 #[test]

@@ -154,6 +154,9 @@ fn memory_command(cfg: &PeerConfig, problem: &Problem) -> String {
         ZeroStage::DistributedOptimizer => flags.push("--distributed-optimizer".into()),
         z => flags.push(format!("--zero {}", z.number())),
     }
+    if cfg.offload_optimizer {
+        flags.push("--offload-optimizer cpu".into());
+    }
     if cfg.recompute != Recompute::None {
         flags.push(format!("--recompute {}", cfg.recompute));
     }
