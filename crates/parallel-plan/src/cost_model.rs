@@ -136,17 +136,21 @@ pub struct OffloadedPartition {
 }
 
 /// Time optimizer offload adds to a step on one device, seconds (ZeRO-Offload, Ren et al.
-/// 2021, as DeepSpeed runs it by default: no delayed parameter update).
+/// 2021, as DeepSpeed's ZeRO stage 2 runs it: `deepspeed/runtime/zero/stage_1_and_2.py`, no
+/// delayed parameter update).
 ///
-/// - Every micro-batch the device sends its partition's gradients to the host
-///   (`m · elements · gradient bytes` over [`crate::mesh::HostSide::link_bytes_per_s`]); with
-///   [`DeviceMesh::overlap_grad_reduce`] that overlaps the backward pass of `backward_s`
-///   seconds, and only the excess counts.
+/// - Gradients to the host: each of the `m − 1` accumulating micro-batches sends the device's
+///   partition in its gradient precision, the last one in fp32
+///   (`async_inplace_copy_grad_to_fp32_buffer_from_gpu`); with
+///   [`DeviceMesh::overlap_grad_reduce`] (`overlap_comm`) that overlaps the backward passes of
+///   `backward_s` seconds, and only the excess counts.
 /// - After the last backward pass the host's CPU optimizer updates the partitions of all
-///   [`crate::mesh::HostSide::devices_per_host`] devices of its node at its streaming memory
-///   bandwidth: it reads the fp32 gradients and states, writes the states and the 16-bit
-///   parameters. It sends the updated parameters back while it works on the next chunk
-///   (DeepSpeedCPUAdam's fused copy), so the step pays the longer of the two.
+///   devices of its node ([`crate::mesh::HostSide::devices_per_host`], at most the mesh's
+///   devices) at its streaming memory bandwidth: it reads the fp32 gradients and states and
+///   writes the states, then converts the fp32 master weights to the parameter precision in a
+///   second pass (read 4, write the parameter bytes).
+/// - Then the parameters go back to the device, after the update (DeepSpeed's fused copy is
+///   disabled), so the three parts add up.
 pub fn offload_step_time(
     mesh: &DeviceMesh,
     part: &OffloadedPartition,
@@ -157,14 +161,16 @@ pub fn offload_step_time(
         return 0.0;
     }
     let host = &mesh.host;
-    let sent = (micro_batches * part.elements * part.sent_gradient_element_bytes) as f64
-        / host.link_bytes_per_s;
-    let cpu_bytes =
-        part.gradient_bytes + 2 * part.state_bytes + part.elements * part.parameter_element_bytes;
-    let update =
-        (host.devices_per_host as u64 * cpu_bytes) as f64 / host.memory_bandwidth_bytes_per_s;
+    let per_host = host.devices_per_host.min(mesh.num_devices()) as u64;
+    let sent_bytes = (micro_batches.saturating_sub(1) * part.sent_gradient_element_bytes + 4)
+        * part.elements;
+    let sent = sent_bytes as f64 / host.link_bytes_per_s;
+    let cpu_bytes = part.gradient_bytes
+        + 2 * part.state_bytes
+        + part.elements * (4 + part.parameter_element_bytes);
+    let update = (per_host * cpu_bytes) as f64 / host.memory_bandwidth_bytes_per_s;
     let back = (part.elements * part.parameter_element_bytes) as f64 / host.link_bytes_per_s;
-    update.max(back) + exposed(mesh, sent, backward_s)
+    update + back + exposed(mesh, sent, backward_s)
 }
 
 /// Time to stream `bytes` through device memory once (read or write), seconds.
@@ -203,7 +209,8 @@ mod tests {
     fn offload_pays_the_host_update_and_the_unhidden_gradient_traffic() {
         let mut mesh = DeviceMesh::preset("dgx-a100-80g", 1).unwrap();
         // 100 M parameters per device, mixed-precision Adam: 4 B fp32 gradient + 12 B states on
-        // the host; the CPU streams 4 + 2·12 + 2 = 30 B per parameter for 8 devices.
+        // the host; the CPU streams 4 + 2·12 + (4 + 2) = 34 B per parameter for 8 devices, and
+        // 2 B per parameter go back.
         let part = OffloadedPartition {
             elements: 100_000_000,
             gradient_bytes: 400_000_000,
@@ -211,21 +218,23 @@ mod tests {
             sent_gradient_element_bytes: 2,
             parameter_element_bytes: 2,
         };
-        let update = 8.0 * 30e8 / mesh.host.memory_bandwidth_bytes_per_s;
-        let sent = 4.0 * 2e8 / mesh.host.link_bytes_per_s;
-        let t = offload_step_time(&mesh, &part, 4, 1e3);
-        assert!((t - update).abs() < 1e-12, "{t} vs {update}");
-        assert!((offload_step_time(&mesh, &part, 4, 0.0) - update - sent).abs() < 1e-12);
+        let update = 8.0 * 34e8 / mesh.host.memory_bandwidth_bytes_per_s;
+        let back = 2e8 / mesh.host.link_bytes_per_s;
+        // 4 micro-batches: three 16-bit sends and one fp32.
+        let sent = (3.0 * 2e8 + 4e8) / mesh.host.link_bytes_per_s;
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9 * b;
+        assert!(close(offload_step_time(&mesh, &part, 4, 1e3), update + back));
+        assert!(close(offload_step_time(&mesh, &part, 4, 0.0), update + back + sent));
         mesh.overlap_grad_reduce = false;
-        assert!((offload_step_time(&mesh, &part, 4, 1e3) - update - sent).abs() < 1e-12);
-        // A slow link makes sending the parameters back the longer part.
-        mesh.host.link_bytes_per_s = 1e8;
-        let back = 2e8 / 1e8;
-        assert!(offload_step_time(&mesh, &part, 1, 0.0) >= back + 2.0);
-        assert_eq!(
-            offload_step_time(&mesh, &OffloadedPartition::default(), 4, 0.0),
-            0.0
-        );
+        assert!(close(offload_step_time(&mesh, &part, 4, 1e3), update + back + sent));
+        // A host shared by fewer devices than a node updates fewer partitions.
+        let small = DeviceMesh::preset("dgx-a100-80g", 1)
+            .unwrap()
+            .stage_mesh(2)
+            .unwrap();
+        let update2 = 2.0 * 34e8 / small.host.memory_bandwidth_bytes_per_s;
+        assert!(close(offload_step_time(&small, &part, 1, 1e3), update2 + back));
+        assert_eq!(offload_step_time(&mesh, &OffloadedPartition::default(), 4, 0.0), 0.0);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! | framework | knobs searched | rules |
 //! |---|---|---|
 //! | Megatron-LM | TP (divisors of a node), PP, DP, sequence parallelism, distributed optimizer, Megatron-FSDP `optim_grads` / `optim_grads_params` (ZeRO-2/3) without a pipeline, recomputation none/selective/full, micro-batch size, interleaved virtual stages (2, 4) | TP inside a node and dividing the heads; layers divisible by PP (even split); 1F1B, or interleaved 1F1B when PP divides the micro-batches and the virtual stages divide each stage's layers |
-//! | DeepSpeed ZeRO | ZeRO stage 1/2/3, optimizer offload to the CPU (ZeRO-Offload) on/off, activation checkpointing on/off, micro-batch size | data parallel over every device; offload priced by [`crate::cost_model::offload_step_time`] |
+//! | DeepSpeed ZeRO | ZeRO stage 1/2/3, optimizer offload to the CPU (ZeRO-Offload, stages 2 and 3) on/off, activation checkpointing on/off, micro-batch size | data parallel over every device; offload priced by [`crate::cost_model::offload_step_time`] |
 //! | torchtitan FSDP + TP | TP (divisors of a node), FSDP (ZeRO-3) over the rest, activation checkpointing none/full and per-operator selective (`op`, priced as pointwise recomputation — norm and activation-function outputs — its nearest mode; it also recomputes every second matmul), micro-batch size | sequence-parallel norms with TP (its TP plan); 2-D, no PP |
 //!
 //! Not searched: uneven Megatron layer splits (`pardis memory` cannot express per-stage layer
@@ -359,10 +359,14 @@ pub fn configurations(problem: &Problem, framework: Framework) -> Vec<PeerConfig
                 Framework::DeepSpeed => &[ZeroStage::Zero1, ZeroStage::Zero2, ZeroStage::Zero3],
                 Framework::Torchtitan => &[ZeroStage::Zero3],
             };
-            // ZeRO-Offload moves the optimizer to the host (DeepSpeed, every ZeRO stage).
-            let offloads: &[bool] = match framework {
-                Framework::DeepSpeed => &[false, true],
-                _ => &[false],
+            // ZeRO-Offload moves the optimizer to the host (DeepSpeed's stages 2 and 3; stage 1
+            // keeps the whole 16-bit gradients on the device until the step, which
+            // memory-model's offload accounting does not describe).
+            let offloads = |zero: ZeroStage| -> &[bool] {
+                match (framework, zero) {
+                    (Framework::DeepSpeed, ZeroStage::Zero2 | ZeroStage::Zero3) => &[false, true],
+                    _ => &[false],
+                }
             };
             let per_replica = problem.global_batch / dp;
             if per_replica == 0 || !problem.global_batch.is_multiple_of(dp) {
@@ -387,7 +391,7 @@ pub fn configurations(problem: &Problem, framework: Framework) -> Vec<PeerConfig
                         for &zero in zeros {
                             for &recompute in &recomputes {
                                 for &schedule in &schedules {
-                                    for &offload_optimizer in offloads {
+                                    for &offload_optimizer in offloads(zero) {
                                         out.push(PeerConfig {
                                             framework,
                                             tp,

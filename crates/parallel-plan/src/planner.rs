@@ -364,7 +364,8 @@ fn sort_plans(plans: &mut [Plan], by_memory: bool) {
 /// configuration), or pardis's own fastest plan when no peer configuration fits; the chosen plan
 /// is the leanest within `(1 + slack) ×` that, and [`PlanReport::peer_reference`] is the leanest
 /// peer configuration within the same budget. The peers' configurations are points of pardis's
-/// space and are candidates too: when one beats every plan the search found (a safeguard; the
+/// space (save those that offload the optimizer, which the problem's setup fixes) and are
+/// candidates too: when one beats every plan the search found (a safeguard; the
 /// ILPs model the whole memory, so this happens only within their MIP gap), it is the chosen
 /// plan, named `pardis … (= <peer>)`. When no pardis plan meets the budget, the chosen
 /// plan is pardis's fastest. Min-time: the fastest plan; the budget is its step time.
@@ -417,13 +418,16 @@ pub fn plan(problem: &Problem, objective: Objective, progress: Progress<'_>) -> 
     // per-stage ILPs stop at a relative MIP gap, so a peer's configuration can still be a
     // slightly better plan than any the ILPs returned; it is then pardis's answer too, named
     // after it.
+    // Optimizer offload is not a point of pardis's space (the problem's setup fixes it): a peer
+    // configuration that changes it is never adopted.
+    let in_space = |p: &PeerPlan| p.config.offload_target(problem) == problem.setup.offload.optimizer;
     let as_candidate = |p: &PeerPlan| {
         let mut plan = p.plan.clone();
         plan.name = format!("{PEER_CONFIGURATION}{}", p.plan.name);
         plan
     };
     let mut pardis_fastest = match strongest {
-        Some(s) if by_time(&s.plan, &fastest[0]).is_lt() => as_candidate(s),
+        Some(s) if in_space(s) && by_time(&s.plan, &fastest[0]).is_lt() => as_candidate(s),
         _ => fastest[0].clone(),
     };
     pardis_fastest.name = chosen_name("pardis fastest", &pardis_fastest.name);
@@ -443,7 +447,7 @@ pub fn plan(problem: &Problem, objective: Objective, progress: Progress<'_>) -> 
     // A peer's configuration replaces pardis's plan only when strictly better: leaner within
     // the budget, or faster by more than the tie tolerance.
     let better_peer = fitting_peers()
-        .filter(|p| !by_memory || within(&p.plan))
+        .filter(|p| in_space(p) && (!by_memory || within(&p.plan)))
         .map(as_candidate)
         .filter(|c| {
             if by_memory {

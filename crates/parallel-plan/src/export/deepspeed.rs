@@ -3,8 +3,10 @@
 //! Keys, with the file of deepspeedai/DeepSpeed (checked at `edaa7221`, August 2026) that
 //! defines each: `train_batch_size`, `train_micro_batch_size_per_gpu`,
 //! `gradient_accumulation_steps` and `bf16.enabled` in `deepspeed/runtime/constants.py`;
-//! `zero_optimization.stage`, `.offload_optimizer`, `.offload_param` in
-//! `deepspeed/runtime/zero/config.py` (`DeepSpeedZeroConfig`) and their `device` in
+//! `zero_optimization.stage`, `.overlap_comm`, `.offload_optimizer`, `.offload_param` in
+//! `deepspeed/runtime/zero/config.py` (`DeepSpeedZeroConfig`; `overlap_comm` defaults to
+//! true only at stage 3, so stages 1 and 2 set it when the plan was priced with overlapped
+//! gradient reduction) and their `device` in
 //! `deepspeed/runtime/zero/offload_config.py`; `activation_checkpointing.partition_activations`,
 //! `.contiguous_memory_optimization`, `.cpu_checkpointing` in
 //! `deepspeed/runtime/activation_checkpointing/config.py`; `tensor_parallel.autotp_size` and
@@ -35,12 +37,13 @@ use crate::plan::Plan;
 use crate::search::Problem;
 
 /// Every key path the JSON may hold (see the module docs for the defining files).
-pub const ALLOWED_KEYS: [&str; 14] = [
+pub const ALLOWED_KEYS: [&str; 15] = [
     "train_batch_size",
     "train_micro_batch_size_per_gpu",
     "gradient_accumulation_steps",
     "bf16.enabled",
     "zero_optimization.stage",
+    "zero_optimization.overlap_comm",
     "zero_optimization.offload_optimizer.device",
     "zero_optimization.offload_param.device",
     "activation_checkpointing.partition_activations",
@@ -125,6 +128,9 @@ pub(crate) fn config_json(problem: &Problem, nearest: &Nearest) -> Value {
         ZeroStage::Zero3 => 3,
     };
     let mut zero = json!({ "stage": stage });
+    if matches!(stage, 1 | 2) && problem.mesh.overlap_grad_reduce {
+        zero["overlap_comm"] = json!(true);
+    }
     let device = |t: OffloadTarget| match t {
         OffloadTarget::None => None,
         OffloadTarget::Cpu => Some("cpu"),

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::ValueEnum;
 use pardis::memory::ModelConfig;
-use pardis::memory::{PipelineSchedule, Recompute, ZeroStage, MEGATRON_VOCAB_PADDING};
+use pardis::memory::{
+    OffloadTarget, PipelineSchedule, Recompute, ZeroStage, MEGATRON_VOCAB_PADDING,
+};
 use pardis::plan::planner;
 use pardis::plan::{
     plan_graph, ComputationGraph, DeviceMesh, Objective, OperatorPlan, PeerConfig, PeerPlan, Plan,
@@ -154,8 +156,10 @@ fn memory_command(cfg: &PeerConfig, problem: &Problem) -> String {
         ZeroStage::DistributedOptimizer => flags.push("--distributed-optimizer".into()),
         z => flags.push(format!("--zero {}", z.number())),
     }
-    if cfg.offload_optimizer {
-        flags.push("--offload-optimizer cpu".into());
+    match cfg.offload_target(problem) {
+        OffloadTarget::None => {}
+        OffloadTarget::Cpu => flags.push("--offload-optimizer cpu".into()),
+        OffloadTarget::Nvme => flags.push("--offload-optimizer nvme".into()),
     }
     if cfg.recompute != Recompute::None {
         flags.push(format!("--recompute {}", cfg.recompute));
