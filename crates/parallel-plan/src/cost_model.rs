@@ -162,8 +162,8 @@ pub fn offload_step_time(
     }
     let host = &mesh.host;
     let per_host = host.devices_per_host.min(mesh.num_devices()) as u64;
-    let sent_bytes = (micro_batches.saturating_sub(1) * part.sent_gradient_element_bytes + 4)
-        * part.elements;
+    let sent_bytes =
+        (micro_batches.saturating_sub(1) * part.sent_gradient_element_bytes + 4) * part.elements;
     let sent = sent_bytes as f64 / host.link_bytes_per_s;
     let cpu_bytes = part.gradient_bytes
         + 2 * part.state_bytes
@@ -223,18 +223,33 @@ mod tests {
         // 4 micro-batches: three 16-bit sends and one fp32.
         let sent = (3.0 * 2e8 + 4e8) / mesh.host.link_bytes_per_s;
         let close = |a: f64, b: f64| (a - b).abs() < 1e-9 * b;
-        assert!(close(offload_step_time(&mesh, &part, 4, 1e3), update + back));
-        assert!(close(offload_step_time(&mesh, &part, 4, 0.0), update + back + sent));
+        assert!(close(
+            offload_step_time(&mesh, &part, 4, 1e3),
+            update + back
+        ));
+        assert!(close(
+            offload_step_time(&mesh, &part, 4, 0.0),
+            update + back + sent
+        ));
         mesh.overlap_grad_reduce = false;
-        assert!(close(offload_step_time(&mesh, &part, 4, 1e3), update + back + sent));
+        assert!(close(
+            offload_step_time(&mesh, &part, 4, 1e3),
+            update + back + sent
+        ));
         // A host shared by fewer devices than a node updates fewer partitions.
         let small = DeviceMesh::preset("dgx-a100-80g", 1)
             .unwrap()
             .stage_mesh(2)
             .unwrap();
         let update2 = 2.0 * 34e8 / small.host.memory_bandwidth_bytes_per_s;
-        assert!(close(offload_step_time(&small, &part, 1, 1e3), update2 + back));
-        assert_eq!(offload_step_time(&mesh, &OffloadedPartition::default(), 4, 0.0), 0.0);
+        assert!(close(
+            offload_step_time(&small, &part, 1, 1e3),
+            update2 + back
+        ));
+        assert_eq!(
+            offload_step_time(&mesh, &OffloadedPartition::default(), 4, 0.0),
+            0.0
+        );
     }
 
     #[test]

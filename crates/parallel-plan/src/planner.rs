@@ -420,7 +420,8 @@ pub fn plan(problem: &Problem, objective: Objective, progress: Progress<'_>) -> 
     // after it.
     // Optimizer offload is not a point of pardis's space (the problem's setup fixes it): a peer
     // configuration that changes it is never adopted.
-    let in_space = |p: &PeerPlan| p.config.offload_target(problem) == problem.setup.offload.optimizer;
+    let in_space =
+        |p: &PeerPlan| p.config.offload_target(problem) == problem.setup.offload.optimizer;
     let as_candidate = |p: &PeerPlan| {
         let mut plan = p.plan.clone();
         plan.name = format!("{PEER_CONFIGURATION}{}", p.plan.name);
