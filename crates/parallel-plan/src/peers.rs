@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | Megatron-LM | TP (divisors of a node), PP, DP, sequence parallelism, distributed optimizer, Megatron-FSDP `optim_grads` / `optim_grads_params` (ZeRO-2/3) without a pipeline, recomputation none/selective/full, micro-batch size, interleaved virtual stages (2, 4) | TP inside a node and dividing the heads; layers divisible by PP (even split); 1F1B, or interleaved 1F1B when PP divides the micro-batches and the virtual stages divide each stage's layers |
 //! | DeepSpeed ZeRO | ZeRO stage 1/2/3, optimizer offload to the CPU (ZeRO-Offload, stages 2 and 3) on/off, activation checkpointing on/off, micro-batch size | data parallel over every device; offload priced by [`crate::cost_model::offload_step_time`] |
-//! | torchtitan FSDP + TP | TP (divisors of a node), FSDP (ZeRO-3) over the rest, activation checkpointing none/full and per-operator selective (`op`, priced as pointwise recomputation — norm and activation-function outputs — its nearest mode; it also recomputes every second matmul), micro-batch size | sequence-parallel norms with TP (its TP plan); 2-D, no PP |
+//! | torchtitan FSDP + TP | TP (divisors of a node), FSDP (ZeRO-3) over the rest (no ZeRO mode of any peer with one data-parallel replica), activation checkpointing none/full and per-operator selective (`op`, priced as pointwise recomputation — norm and activation-function outputs — its nearest mode; it also recomputes every second matmul), micro-batch size | sequence-parallel norms with TP (its TP plan); 2-D, no PP |
 //!
 //! Not searched: uneven Megatron layer splits (`pardis memory` cannot express per-stage layer
 //! counts, so such rows could not be checked against it), context parallelism (pardis's
@@ -344,7 +344,10 @@ pub fn configurations(problem: &Problem, framework: Framework) -> Vec<PeerConfig
                 Framework::Torchtitan if tp > 1 => &[true],
                 _ => &[false],
             };
+            // One data-parallel replica shards nothing: every framework's ZeRO / FSDP modes
+            // equal plain training there (and are priced as such), so they are not repeated.
             let zeros: &[ZeroStage] = match framework {
+                _ if dp == 1 => &[ZeroStage::Zero0],
                 // Megatron-FSDP (`optim_grads`, `optim_grads_params`) without a pipeline.
                 Framework::MegatronLm if dp > 1 && pp == 1 => &[
                     ZeroStage::Zero0,
