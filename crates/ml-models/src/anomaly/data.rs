@@ -1,5 +1,5 @@
 //! Tabular anomaly-detection data: a validated feature matrix with 0/1 labels, loaders for the
-//! ADBench `.npz` files and the PCL-AD CSVs, the ADBench split, and min-max scaling.
+//! ADBench `.npz` files and the PCL-AD CSVs, the PCL-AD paper's split, and min-max scaling.
 
 use std::path::Path;
 

@@ -1,5 +1,5 @@
 //! The evaluation protocol as computation (no printing): a detector chosen by name, one seed of
-//! the ADBench split, mean ± std over seeds and average ranks across data sets.
+//! the PCL-AD paper's split, mean ± std over seeds and average ranks across data sets.
 
 use std::time::Instant;
 
@@ -21,15 +21,35 @@ pub const DETECTORS: [&str; 6] = ["pcl", "iforest", "ecod", "knn", "icl", "neutr
 /// # Errors
 /// [`MlError::InvalidInput`] for an unknown name.
 pub fn detector(name: &str, seed: u64) -> Result<Box<dyn Detector + Send>> {
+    detector_for(name, seed, None)
+}
+
+/// [`detector`] for the data set named `data_set` (a file stem): PCL-AD then takes the
+/// authors' settings for it ([`PclConfig::for_data_set`]); the other detectors have no
+/// per-set settings.
+///
+/// # Errors
+/// [`MlError::InvalidInput`] for an unknown name.
+pub fn detector_for(
+    name: &str,
+    seed: u64,
+    data_set: Option<&str>,
+) -> Result<Box<dyn Detector + Send>> {
     let train = DeepConfig {
         seed,
         ..DeepConfig::default()
     };
     Ok(match name {
-        "pcl" => Box::new(Pcl::new(PclConfig {
-            train,
-            ..PclConfig::default()
-        })),
+        "pcl" => {
+            let cfg = PclConfig {
+                train,
+                ..PclConfig::default()
+            };
+            Box::new(Pcl::new(match data_set {
+                Some(set) => cfg.for_data_set(set),
+                None => cfg,
+            }))
+        }
         "iforest" => Box::new(IsolationForest::new(IsolationForestConfig {
             seed,
             ..IsolationForestConfig::default()
@@ -91,8 +111,23 @@ pub fn run_seed_capped(
     seed: u64,
     max_rows: Option<usize>,
 ) -> Result<SeedResult> {
+    run_seed_on(data, None, name, seed, max_rows)
+}
+
+/// [`run_seed_capped`] with the detector built by [`detector_for`] for the data set named
+/// `data_set` (what `pardis ml anomaly` runs: PCL-AD with the authors' per-set settings).
+///
+/// # Errors
+/// As [`run_seed`].
+pub fn run_seed_on(
+    data: &Labelled,
+    data_set: Option<&str>,
+    name: &str,
+    seed: u64,
+    max_rows: Option<usize>,
+) -> Result<SeedResult> {
     let split = protocol_split_capped(data, seed, max_rows)?;
-    let mut det = detector(name, seed)?;
+    let mut det = detector_for(name, seed, data_set)?;
     let t0 = Instant::now();
     det.fit(&split.train)?;
     let t1 = Instant::now();

@@ -1,7 +1,7 @@
-//! Tabular anomaly detection on the ADBench protocol: partition contrastive learning (PCL-AD,
-//! Li, Wang, Xu, Li & Zhou, "Deep anomaly detection with partition contrastive learning for
-//! tabular data", Data Mining and Knowledge Discovery 2025) and the baselines it is measured
-//! against, behind one [`Detector`] trait.
+//! Tabular anomaly detection on ADBench's data sets with the PCL-AD paper's protocol: partition
+//! contrastive learning (PCL-AD, Li, Wang, Xu, Li & Zhou, "Deep anomaly detection with
+//! partition contrastive learning for tabular data", Data Mining and Knowledge Discovery 2025)
+//! and the baselines it is measured against, behind one [`Detector`] trait.
 //!
 //! - [`data`]: validated [`Features`] / [`Labelled`] data, the ADBench `.npz` and PCL-AD CSV
 //!   readers, [`protocol_split`] (seeded shuffle, train on half of the normals, test on the rest

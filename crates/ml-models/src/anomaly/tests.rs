@@ -411,6 +411,51 @@ fn pcl_score_is_invariant_to_row_scale() {
     }
 }
 
+/// Regression: pardis applied its m rule to every set, where the authors' code sets m per data
+/// set (Waveform 6, not 11) and, for their thyroid CSV, 15 epochs and 4 views; the evaluation
+/// (what `pardis ml anomaly` runs) must build PCL-AD with those settings.
+#[test]
+fn pcl_takes_the_authors_settings_per_data_set() {
+    let c = PclConfig::default();
+    assert_eq!(c.for_data_set("41_Waveform").partitions, Some(6));
+    assert_eq!(c.for_data_set("Waveform").partitions, Some(6));
+    assert_eq!(c.for_data_set("17_InternetAds").partitions, Some(78));
+    assert_eq!(c.for_data_set("29_Pima").partitions, Some(5));
+    let t = c.for_data_set("01thyroid");
+    assert_eq!((t.partitions, t.train.epochs, t.n_trans), (Some(4), 15, 4));
+    assert_eq!(c.for_data_set("02arrhythmia").train.epochs, 10);
+    // Sets the authors' tables do not name keep the defaults.
+    assert_eq!(c.for_data_set("4_breastw"), c);
+    assert_eq!(c.for_data_set("38_thyroid"), c);
+    assert_eq!(c.for_data_set("Waveform_"), c);
+
+    // 21 features: the rule's m is 11, the authors' Waveform setting 6.
+    let rows = 80;
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let x: Vec<f64> = (0..rows * 21).map(|_| rng.random_range(0.0..1.0)).collect();
+    let x = Features::new(rows, 21, x).unwrap();
+    let quick = |cfg: PclConfig| PclConfig {
+        train: DeepConfig {
+            epochs: 1,
+            ..cfg.train
+        },
+        ..cfg
+    };
+    let mut p = Pcl::new(quick(c.for_data_set("41_Waveform")));
+    p.fit(&x).unwrap();
+    assert_eq!(p.views_and_partitions(), Some((11, 6)));
+    let mut p = Pcl::new(quick(c));
+    p.fit(&x).unwrap();
+    assert_eq!(p.views_and_partitions(), Some((11, 11)));
+    let scores = |set| {
+        let mut d = eval::detector_for("pcl", 0, set).unwrap();
+        d.fit(&x).unwrap();
+        d.score(&x).unwrap()
+    };
+    assert_ne!(scores(Some("41_Waveform")), scores(None));
+    assert_eq!(scores(Some("4_breastw")), scores(None));
+}
+
 #[test]
 fn deep_detectors_reject_too_few_features_and_are_seeded() {
     let x = Features::new(4, 2, vec![0.0, 1.0, 1.0, 0.0, 0.5, 0.5, 0.2, 0.9]).unwrap();

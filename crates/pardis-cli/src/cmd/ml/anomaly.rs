@@ -1,12 +1,12 @@
-//! `pardis ml anomaly` (issue #27): tabular anomaly detectors on the ADBench protocol, mean ±
-//! std over seeds, a table per data set and each detector's average rank.
+//! `pardis ml anomaly` (issue #27): tabular anomaly detectors on the PCL-AD paper's protocol,
+//! mean ± std over seeds, a table per data set and each detector's average rank.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
 use pardis::ml::anomaly::data::read_labelled;
-use pardis::ml::anomaly::eval::{average_ranks, mean_std, run_seed_capped, SeedResult, DETECTORS};
+use pardis::ml::anomaly::eval::{average_ranks, mean_std, run_seed_on, SeedResult, DETECTORS};
 use pardis::ml::anomaly::protocol_split_capped;
 
 use pardis_datasets::DataRoots;
@@ -18,7 +18,8 @@ use crate::output::table;
 pub(super) struct AnomalyArgs {
     /// A `.npz` (ADBench: `X`, `y`) or `.csv` (label last) file; a name matched against
     /// tabular-ad/adbench/*.npz and tabular-ad/pclad/*.csv under the data roots (`thyroid`,
-    /// `38_thyroid`, `01thyroid`); or `all` for every file there.
+    /// `38_thyroid`, `01thyroid`); or `all` for every file there. PCL-AD takes the authors'
+    /// per-set settings (partition count m, ...) for the file's stem where they have any.
     #[arg(long)]
     data: String,
     /// pcl, iforest, ecod, knn, icl, neutral, or all.
@@ -137,7 +138,7 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
             let mut runs = Vec::new();
             let mut error = None;
             for seed in 0..a.seeds.max(1) {
-                match run_seed_capped(&data, det, seed, a.max_rows) {
+                match run_seed_on(&data, Some(&name), det, seed, a.max_rows) {
                     Ok(r) => runs.push(r),
                     Err(e) => {
                         error = Some(e.to_string());
