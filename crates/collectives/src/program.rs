@@ -25,8 +25,7 @@ pub enum Poll {
     Blocked,
 }
 
-/// A failure and whether peers must be told about it (failures learnt from a peer are not
-/// sent on again).
+/// A failure and whether peers must be told about it.
 #[derive(Debug)]
 pub(crate) struct Failure {
     pub(crate) error: CollectiveError,
@@ -171,9 +170,12 @@ pub(crate) fn blocked_failure(meta: &OpMeta, mailbox: &Mailbox) -> Option<Failur
                 }
             }
         };
+        // Passed on: a peer waiting on this rank alone learns the cause from it before this
+        // rank's connection closes (the notice arrives before the end of the stream), rather
+        // than seeing only the loss while the original notice is still in flight.
         return Some(Failure {
             error,
-            tell_peers: false,
+            tell_peers: true,
         });
     }
     let fp = meta.fp;
@@ -253,11 +255,15 @@ impl<T: Element> StepProgram<T> {
             return Err(f);
         }
         if transport.is_lost(peer) {
-            // Frames sent before the peer died are delivered before it is marked lost.
-            return match self.mailbox.pop(peer) {
-                Some(f) => Ok(Some(f)),
-                None => Err(self.meta.lost(peer).into()),
-            };
+            // Frames sent before the peer died are delivered before it is marked lost: its data,
+            // or the notice of why it failed (which may have arrived since the check above).
+            if let Some(f) = self.mailbox.pop(peer) {
+                return Ok(Some(f));
+            }
+            if let Some(f) = blocked_failure(&self.meta, &self.mailbox) {
+                return Err(f);
+            }
+            return Err(self.meta.lost(peer).into());
         }
         Ok(None)
     }

@@ -7,8 +7,9 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::dtype::AlignedBuf;
 use crate::frame::{Frame, HEADER_BYTES};
-use crate::inbox::Inbox;
+use crate::inbox::{BufPool, Inbox};
 use crate::posts::SCRATCH_BYTES;
 use crate::transport::Transport;
 use crate::{CollectiveError, Result};
@@ -122,6 +123,28 @@ impl FrameReader {
     }
 }
 
+/// Bytes a reader holds for a payload no receive is posted for before those bytes arrive:
+/// larger payloads grow (doubling) as they arrive, so a corrupt or hostile length field
+/// allocates at most twice the bytes the peer actually sent, plus this.
+const UNEXPECTED_CHUNK_BYTES: usize = 16 << 20;
+
+/// Reads a payload of `len` bytes the frame header announced into a pooled buffer that grows
+/// with the bytes received (see [`UNEXPECTED_CHUNK_BYTES`]).
+fn read_payload(s: &mut FrameReader, pool: &BufPool, len: usize) -> std::io::Result<AlignedBuf> {
+    let mut buf = pool.take(len.min(UNEXPECTED_CHUNK_BYTES));
+    let mut done = 0;
+    loop {
+        let have = buf.len_bytes();
+        s.read_exact(&mut buf.as_bytes_mut()[done..have])?;
+        done = have;
+        if done == len {
+            return Ok(buf);
+        }
+        // Growing keeps the bytes read so far.
+        buf.set_len_bytes(len.min(have.saturating_mul(2)));
+    }
+}
+
 /// Reader thread: until the connection ends, reads each frame's payload straight into its
 /// collective's working buffer where a receive slot is posted for it
 /// ([direct receive](crate::direct)), else into a pooled buffer sorted into its mailbox.
@@ -146,10 +169,9 @@ fn read_frames(s: TcpStream, peer: usize, lost: &[AtomicBool], inbox: &Inbox) {
             inbox.wake();
             continue;
         }
-        let mut payload = inbox.pool().take(len);
-        if s.read_exact(payload.as_bytes_mut()).is_err() {
+        let Ok(payload) = read_payload(&mut s, inbox.pool(), len) else {
             break;
-        }
+        };
         frame.payload = payload;
         inbox.deliver(frame);
     }
@@ -259,5 +281,30 @@ mod tests {
             r.read_exact(&mut one).unwrap_err().kind(),
             std::io::ErrorKind::UnexpectedEof
         );
+    }
+
+    /// A payload length of a tebibyte that never arrives ends in an error after the bytes
+    /// that did, without allocating by the announced length (which would abort the test);
+    /// payloads larger than the first chunk arrive whole.
+    #[test]
+    fn payloads_grow_with_the_bytes_received_not_the_announced_length() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let big = UNEXPECTED_CHUNK_BYTES * 2 + 12_345;
+        let data: Vec<u8> = (0..big).map(|i| (i % 251) as u8).collect();
+        let sent = data.clone();
+        let writer = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(&sent).unwrap();
+            s.write_all(&[7u8; 1000]).unwrap();
+        });
+        let (s, _) = listener.accept().unwrap();
+        let mut r = FrameReader::new(s);
+        let pool = BufPool::default();
+        let whole = read_payload(&mut r, &pool, big).unwrap();
+        assert!(whole.as_bytes() == &data[..]);
+        let lie = read_payload(&mut r, &pool, 1 << 40).unwrap_err();
+        assert_eq!(lie.kind(), std::io::ErrorKind::UnexpectedEof);
+        writer.join().unwrap();
     }
 }
