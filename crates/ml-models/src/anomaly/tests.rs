@@ -419,6 +419,9 @@ fn pcl_takes_the_authors_settings_per_data_set() {
     let c = PclConfig::default();
     assert_eq!(c.for_data_set("41_Waveform").partitions, Some(6));
     assert_eq!(c.for_data_set("Waveform").partitions, Some(6));
+    // A lowercase copy of a file gets the same settings.
+    assert_eq!(c.for_data_set("41_waveform").partitions, Some(6));
+    assert_eq!(c.for_data_set("01THYROID").train.epochs, 15);
     assert_eq!(c.for_data_set("17_InternetAds").partitions, Some(78));
     assert_eq!(c.for_data_set("29_Pima").partitions, Some(5));
     let t = c.for_data_set("01thyroid");

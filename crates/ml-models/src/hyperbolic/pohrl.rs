@@ -1079,6 +1079,23 @@ pub fn run_benchmark(
     cb: &mut dyn TrainCallback,
 ) -> Result<BenchmarkReport> {
     split.check_disjoint()?;
+    // A method or shape listed twice would train the same cell twice (and, saving checkpoints,
+    // fail on the second save after all that training).
+    for (i, m) in cfg.methods.iter().enumerate() {
+        if cfg.methods[..i].contains(m) {
+            return Err(MlError::InvalidInput(format!(
+                "method {m:?} is listed twice"
+            )));
+        }
+    }
+    for (i, s) in cfg.shapes.iter().enumerate() {
+        if cfg.shapes[..i].contains(s) {
+            return Err(MlError::InvalidInput(format!(
+                "episode shape {}-way {}-shot is listed twice",
+                s.n, s.k
+            )));
+        }
+    }
     let cap = |rels: &[crate::fewshot::RelationSet], max: Option<usize>| {
         let mut rels = rels.to_vec();
         for r in &mut rels {

@@ -705,6 +705,18 @@ fn benchmark_rejects_impossible_shapes_up_front() {
     let e = run_benchmark(&split, &cfg, &mut |_| phases += 1, &mut NoCallback).unwrap_err();
     assert!(e.to_string().contains("test set"), "{e}");
     assert_eq!(phases, 0, "nothing started");
+
+    // A method or a shape listed twice fails up front too.
+    let mut twice = cfg.clone();
+    twice.shapes = vec![EpisodeConfig { n: 5, k: 1, q: 5 }];
+    twice.methods = vec![Method::ALL[0], Method::ALL[0]];
+    let e = run_benchmark(&split, &twice, &mut |_| phases += 1, &mut NoCallback).unwrap_err();
+    assert!(e.to_string().contains("listed twice"), "{e}");
+    twice.methods = vec![Method::ALL[0]];
+    twice.shapes = vec![EpisodeConfig { n: 5, k: 1, q: 5 }; 2];
+    let e = run_benchmark(&split, &twice, &mut |_| phases += 1, &mut NoCallback).unwrap_err();
+    assert!(e.to_string().contains("listed twice"), "{e}");
+    assert_eq!(phases, 0, "nothing started");
 }
 
 /// Saved models load back into the same accuracy without training; a missing file is a typed
