@@ -59,9 +59,21 @@ impl Receiver {
                 if let Some((mailbox, target)) = self.inbox.route(&frame, len) {
                     // Direct receive: the payload goes straight into the collective's buffer
                     // (reducing steps receive it whole into the scratch, then reduce).
-                    let (pmsg, _) = comm
+                    let (pmsg, pstatus) = comm
                         .process_at_rank(src as i32)
                         .matched_probe_with_tag(TAG_PAYLOAD);
+                    let real = pstatus.count(u8::equivalent_datatype()) as usize;
+                    if real != len {
+                        // A header that lies about its payload: drain what was sent (its
+                        // real size) and count the sender as lost.
+                        let mut sink = self.inbox.pool().take(real);
+                        pmsg.matched_receive_into(sink.as_bytes_mut());
+                        self.inbox.pool().give(sink);
+                        mailbox.complete(target.slot, false);
+                        self.mark_lost(src);
+                        self.inbox.wake();
+                        return Took::Message;
+                    }
                     let mut pmsg = Some(pmsg);
                     let mut scratch = self.scratch.lock().expect("mpi scratch poisoned");
                     let words = target.bytes().div_ceil(8).max(1);
@@ -81,14 +93,24 @@ impl Receiver {
                     self.inbox.wake();
                     return Took::Message;
                 }
-                let mut payload = self.inbox.pool().take(len);
-                if len > 0 {
+                let payload = if len > 0 {
                     // The payload was sent right after its header: it is (about to be) here.
-                    let (pmsg, _) = comm
+                    // Its buffer is sized by the message MPI holds, never by the header.
+                    let (pmsg, pstatus) = comm
                         .process_at_rank(src as i32)
                         .matched_probe_with_tag(TAG_PAYLOAD);
+                    let real = pstatus.count(u8::equivalent_datatype()) as usize;
+                    let mut payload = self.inbox.pool().take(real);
                     pmsg.matched_receive_into(payload.as_bytes_mut());
-                }
+                    if real != len {
+                        self.inbox.pool().give(payload);
+                        self.mark_lost(src);
+                        return Took::Message;
+                    }
+                    payload
+                } else {
+                    self.inbox.pool().take(0)
+                };
                 frame.payload = payload;
                 self.inbox.deliver(frame);
             }
