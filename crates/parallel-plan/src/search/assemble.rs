@@ -113,6 +113,8 @@ impl Problem {
                 sent_gradient_element_bytes: setup.grad_bytes(),
                 parameter_element_bytes: setup.precision.param_bytes(),
             };
+            // The backward passes' share of the stage time (2 of 3 FLOP units; recomputation
+            // and collectives make this an estimate) is what gradient sends can hide behind.
             let backward = sol.time * BACKWARD_FLOP_FACTOR / (1.0 + BACKWARD_FLOP_FACTOR);
             let offload = offload_step_time(&self.mesh, &part, cand.micro_batches, backward);
             host_bytes.push(mem.host.total());
