@@ -392,10 +392,12 @@ impl FeatureTable {
         std::fs::create_dir_all(dir).map_err(|e| MlError::io(dir, e))?;
         let map: std::collections::HashMap<String, Tensor> =
             [("instances".to_string(), table.instances.clone())].into();
-        candle_core::safetensors::save(&map, &path).map_err(|e| match e {
-            candle_core::Error::Io(io) => MlError::io(&path, io),
-            other => MlError::Candle(other),
-        })?;
+        // Atomic: a crash never leaves a partial cache file to be read back.
+        crate::train::params::write_atomically(
+            &path,
+            crate::train::params::Publish::Replace,
+            |tmp| crate::train::params::save_tensors(&map, tmp),
+        )?;
         Ok(table)
     }
 
@@ -570,7 +572,7 @@ pub fn train(
                 settings.lr
             )));
         }
-        trainer.scale_lr(elr / settings.lr, |name| !name.starts_with("fewshot.head"));
+        trainer.scale_lr(elr / settings.lr, |name| !name.starts_with("fewshot.head"))?;
     }
     let (n, k) = (settings.episode.n, settings.episode.k);
     let rep = trainer.fit(
@@ -739,13 +741,18 @@ pub enum EncoderChoice {
 /// encoder's or the fine-tuned MiniLM layers' weights, and the model's training identity —
 /// every option of the [`BenchmarkConfig`] that changes training (encoder and fine-tuned
 /// layers, method, episode shape, steps, learning rates, descriptions, seed, [`PohrlConfig`]
-/// including `paper_losses`, instance cap) and a fingerprint of the training relations, as
-/// JSON in the tensor `fewshot.identity`. The file is
+/// including `paper_losses`, instance cap), a fingerprint of the training relations and, for
+/// MiniLM, one of the pretrained files it loads (sizes and CRC-32s,
+/// [`FewShotEncoder::minilm_fingerprint`]: other weights give another identity), as JSON in
+/// the tensor `fewshot.identity`. The file is
 /// `<dir>/<tiny|minilm|minilm-ftN>-<method>-<N>x<K>-<hash>.safetensors`, `<hash>` the FNV-1a
 /// of the identity, so runs with different options never share a file; loading refuses a file
 /// whose stored identity differs from the run's (a renamed file, or one written before
 /// checkpoints carried their identity) with [`MlError::CheckpointMismatch`] naming the
-/// differing options.
+/// differing options. A missing file is an [`MlError::Io`] of kind `NotFound` naming the
+/// expected path, or a [`MlError::CheckpointMismatch`] naming it when a readable file of the
+/// same encoder, method and shape says which options differ. Files are written atomically
+/// and never replace one that exists ([`ParamStore::save_new`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Checkpoints {
     /// Write every trained model into this directory.
@@ -843,10 +850,20 @@ struct CheckpointIdentity {
     /// FNV-1a of the (capped) training relations: ids, the relation texts used, tokens and
     /// entity positions, as 16 hex digits.
     train_data: String,
+    /// The pretrained encoder's files ([`FewShotEncoder::minilm_fingerprint`]); absent for the
+    /// tiny encoder (so its identities, hence file names, are as before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    encoder_files: Option<String>,
 }
 
 impl CheckpointIdentity {
-    fn new(cfg: &BenchmarkConfig, method: Method, shape: EpisodeConfig, train_data: u64) -> Self {
+    fn new(
+        cfg: &BenchmarkConfig,
+        method: Method,
+        shape: EpisodeConfig,
+        train_data: u64,
+        encoder_files: Option<&str>,
+    ) -> Self {
         let encoder = match &cfg.encoder {
             EncoderChoice::Tiny(None) => "tiny".to_string(),
             EncoderChoice::Tiny(Some(f)) => {
@@ -876,6 +893,7 @@ impl CheckpointIdentity {
             pohrl: cfg.pohrl,
             max_train_instances: cfg.max_train_instances,
             train_data: format!("{train_data:016x}"),
+            encoder_files: encoder_files.map(str::to_string),
         }
     }
 
@@ -999,8 +1017,10 @@ fn load_checkpoint(
     };
     if !path.is_file() {
         // Say why: a checkpoint of the same encoder, method and shape with other options.
+        // (An unreadable or absent directory has none: the error names the expected file.)
         let mut others: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
-            .map_err(|e| MlError::io(dir, e))?
+            .into_iter()
+            .flatten()
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| {
                 p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
@@ -1011,19 +1031,29 @@ fn load_checkpoint(
             })
             .collect();
         others.sort();
-        return match others.first() {
-            Some(other) => {
-                let e = mismatch(other, stored_identity(other)?);
-                Err(MlError::CheckpointMismatch {
-                    path,
-                    reason: format!("not found; {e}"),
-                })
+        // The first sibling whose options can be read says why; one that cannot be read is
+        // not this run's problem (the run's own file is what is missing).
+        let mut unreadable = Vec::new();
+        for other in &others {
+            match stored_identity(other) {
+                Ok(found) => {
+                    let e = mismatch(other, found);
+                    return Err(MlError::CheckpointMismatch {
+                        path,
+                        reason: format!("not found; {e}"),
+                    });
+                }
+                Err(e) => unreadable.push(format!("{} is unreadable ({e})", other.display())),
             }
-            None => Err(MlError::io(
-                &path,
-                std::io::Error::new(std::io::ErrorKind::NotFound, "no checkpoint of this name"),
-            )),
-        };
+        }
+        let mut why = "no checkpoint of this name".to_string();
+        if !unreadable.is_empty() {
+            why = format!("{why}; {}", unreadable.join("; "));
+        }
+        return Err(MlError::io(
+            &path,
+            std::io::Error::new(std::io::ErrorKind::NotFound, why),
+        ));
     }
     match stored_identity(&path)? {
         Some(found) if found == want => {
@@ -1034,7 +1064,8 @@ fn load_checkpoint(
     }
 }
 
-/// Saves `store` with `identity` as `dir/file`; never replaces an existing file.
+/// Saves `store` with `identity` as `dir/file`; never replaces an existing file, and never
+/// leaves a partial file under that name ([`ParamStore::save_new`]).
 fn save_checkpoint(
     store: &ParamStore,
     dir: &std::path::Path,
@@ -1043,31 +1074,20 @@ fn save_checkpoint(
 ) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| MlError::io(dir, e))?;
     let path = dir.join(file);
-    // Claim the name atomically: a file that appeared since the check before training (another
-    // run writing into the same directory) is not replaced.
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)
-    {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            return Err(MlError::InvalidInput(format!(
-                "{} exists; choose another checkpoint directory or remove it",
-                path.display()
-            )))
-        }
-        Err(e) => return Err(MlError::io(&path, e)),
-    }
-    let saved = identity.json().and_then(|json| {
-        let id = Tensor::new(json.as_bytes(), &Device::Cpu)?;
-        store.save(&path, &[(IDENTITY_KEY.to_string(), id)])
-    });
-    if saved.is_err() {
-        // Leave no empty or partial file under the claimed name.
-        let _ = std::fs::remove_file(&path);
-    }
-    saved
+    let id = Tensor::new(identity.json()?.as_bytes(), &Device::Cpu)?;
+    // A file that appeared since the check before training (another run writing into the same
+    // directory) is not replaced.
+    store
+        .save_new(&path, &[(IDENTITY_KEY.to_string(), id)])
+        .map_err(|e| match e {
+            MlError::Io { source, .. } if source.kind() == std::io::ErrorKind::AlreadyExists => {
+                MlError::InvalidInput(format!(
+                    "{} exists; choose another checkpoint directory or remove it",
+                    path.display()
+                ))
+            }
+            other => other,
+        })
 }
 
 /// Trains and evaluates every method × shape of `cfg` on `split`; `phase` hears what starts
@@ -1108,8 +1128,17 @@ pub fn run_benchmark(
         test: cap(&split.test, cfg.max_test_instances),
     };
     let train_data = training_fingerprint(&split.train, cfg.descriptions);
+    // The pretrained weights are part of a checkpoint's identity (read only when checkpoints
+    // are used: the whole files are read once).
+    let encoder_files = match (&cfg.encoder, &cfg.checkpoints) {
+        (EncoderChoice::MiniLm { dir, .. }, Some(_)) => {
+            phase("fingerprinting the all-MiniLM-L6-v2 files");
+            Some(FewShotEncoder::minilm_fingerprint(dir)?)
+        }
+        _ => None,
+    };
     let identity = |method: Method, shape: EpisodeConfig| -> Result<(CheckpointIdentity, String)> {
-        let id = CheckpointIdentity::new(cfg, method, shape, train_data);
+        let id = CheckpointIdentity::new(cfg, method, shape, train_data, encoder_files.as_deref());
         let file = id.file(cfg, method)?;
         Ok((id, file))
     };

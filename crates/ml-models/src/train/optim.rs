@@ -74,7 +74,13 @@ impl AdamW {
     /// Multiplies the learning rate of every optimised variable whose name satisfies `pred`
     /// by `factor` (e.g. a pretrained encoder fine-tuned at a fraction of a new head's rate);
     /// returns how many variables it applies to.
-    pub fn scale_lr(&mut self, factor: f64, pred: impl Fn(&str) -> bool) -> usize {
+    ///
+    /// # Errors
+    /// [`MlError::InvalidInput`] for a factor [`check_lr_factor`] refuses (not a finite number
+    /// ≥ 0); nothing changes then. The same check guards [`AdamW::load_state`], so every
+    /// factor set here can be saved and resumed.
+    pub fn scale_lr(&mut self, factor: f64, pred: impl Fn(&str) -> bool) -> Result<usize> {
+        check_lr_factor(factor, "learning-rate factor")?;
         let mut hit = 0;
         for ((name, _), s) in self.vars.iter().zip(&mut self.lr_scale) {
             if pred(name) {
@@ -82,7 +88,7 @@ impl AdamW {
                 hit += 1;
             }
         }
-        hit
+        Ok(hit)
     }
 
     /// The optimised variables with their names.
@@ -167,9 +173,17 @@ impl AdamW {
     ///
     /// # Errors
     /// [`MlError::MissingTensor`] / [`MlError::ShapeMismatch`] for an absent or misshaped
-    /// moment or step count, [`MlError::InvalidInput`] for a factor that is not a finite
-    /// number ≥ 0.
+    /// moment or step count, [`MlError::InvalidInput`] for a factor [`check_lr_factor`]
+    /// refuses.
     pub fn load_state(&mut self, map: &HashMap<String, Tensor>) -> Result<()> {
+        let staged = self.stage_state(map)?;
+        self.commit_state(staged);
+        Ok(())
+    }
+
+    /// Checks and converts state written by [`AdamW::state`] without touching the optimiser
+    /// (the first half of [`AdamW::load_state`]; [`AdamW::commit_state`] installs it).
+    pub(crate) fn stage_state(&self, map: &HashMap<String, Tensor>) -> Result<StagedState> {
         let missing = |name: String| MlError::MissingTensor {
             path: "<optimizer state>".into(),
             name,
@@ -188,7 +202,7 @@ impl AdamW {
                         found: t.dims().to_vec(),
                     });
                 }
-                slot.push(t.to_dtype(var.dtype())?);
+                slot.push(t.to_dtype(var.dtype())?.to_device(var.device())?);
             }
             let key = format!("adamw.lr_scale.{name}");
             if let Some(t) = map.get(&key) {
@@ -197,10 +211,10 @@ impl AdamW {
                     .to_dtype(candle_core::DType::F64)?
                     .to_vec1::<f64>()?;
                 match vals.as_slice() {
-                    [f] if f.is_finite() && *f >= 0.0 => lr_scale[i] = *f,
+                    [f] => lr_scale[i] = check_lr_factor(*f, &format!("optimizer state `{key}`"))?,
                     _ => {
                         return Err(MlError::InvalidInput(format!(
-                            "optimizer state `{key}` holds {vals:?}, not one factor ≥ 0"
+                            "optimizer state `{key}` holds {vals:?}, not one factor"
                         )))
                     }
                 }
@@ -217,10 +231,44 @@ impl AdamW {
                 found: vec![t.len()],
             });
         };
-        self.m = m;
-        self.v = v;
-        self.lr_scale = lr_scale;
-        self.t = t as usize;
-        Ok(())
+        Ok(StagedState {
+            m,
+            v,
+            lr_scale,
+            t: t as usize,
+        })
+    }
+
+    /// Installs state checked by [`AdamW::stage_state`] (cannot fail).
+    pub(crate) fn commit_state(&mut self, s: StagedState) {
+        self.m = s.m;
+        self.v = s.v;
+        self.lr_scale = s.lr_scale;
+        self.t = s.t;
+    }
+}
+
+/// Optimiser state read and checked by [`AdamW::stage_state`], not yet installed.
+#[derive(Debug)]
+pub(crate) struct StagedState {
+    m: Vec<Tensor>,
+    v: Vec<Tensor>,
+    lr_scale: Vec<f64>,
+    t: usize,
+}
+
+/// The one check of a per-parameter learning-rate factor, shared by [`AdamW::scale_lr`] and
+/// [`AdamW::load_state`] (hence [`crate::train::Trainer::resume`]): a finite number ≥ 0 (0
+/// freezes the parameters it applies to). Returns the factor; `what` names it in the error.
+///
+/// # Errors
+/// [`MlError::InvalidInput`] for NaN, ±∞ or a negative factor.
+pub fn check_lr_factor(factor: f64, what: &str) -> Result<f64> {
+    if factor.is_finite() && factor >= 0.0 {
+        Ok(factor)
+    } else {
+        Err(MlError::InvalidInput(format!(
+            "{what} is {factor}, not a finite number ≥ 0"
+        )))
     }
 }

@@ -37,7 +37,9 @@ pub struct TrainConfig {
     pub min_delta: f32,
     /// Restore the parameters of the best evaluated epoch at the end, default true.
     pub restore_best: bool,
-    /// Where to write a checkpoint after every epoch, default `None`.
+    /// Where to write a checkpoint after every epoch, default `None`. Each write replaces the
+    /// previous one atomically ([`ParamStore::save`]): a crash while saving leaves the last
+    /// complete checkpoint to resume from.
     pub checkpoint: Option<PathBuf>,
 }
 
@@ -167,15 +169,35 @@ impl Trainer {
     /// `checkpoint = Some(path)`), so that [`Trainer::fit`] continues where it stopped: moments,
     /// step count (hence the warm-up schedule) and the learning-rate factors of
     /// [`Trainer::scale_lr`] come from the checkpoint.
+    ///
+    /// All or nothing: the parameters and the optimiser state are both read and checked before
+    /// either is installed, so on an error `store` and the trainer are as before.
+    ///
+    /// # Errors
+    /// Those of [`ParamStore::load`] and [`AdamW::load_state`] (a missing optimiser tensor
+    /// names `path`).
     pub fn resume(&mut self, store: &ParamStore, path: &std::path::Path) -> Result<()> {
-        let rest = store.load(path)?;
-        self.opt.load_state(&rest)
+        let (vals, rest) = store.stage(path)?;
+        let state = self.opt.stage_state(&rest).map_err(|e| match e {
+            MlError::MissingTensor { name, .. } => MlError::MissingTensor {
+                path: path.to_path_buf(),
+                name,
+            },
+            other => other,
+        })?;
+        store.commit(&vals)?;
+        self.opt.commit_state(state);
+        Ok(())
     }
 
     /// Multiplies the learning rate of the parameters whose name satisfies `pred` by `factor`
     /// ([`AdamW::scale_lr`]); returns how many parameters it applies to. The factors are
     /// saved with the optimiser state; [`Trainer::resume`] restores them.
-    pub fn scale_lr(&mut self, factor: f64, pred: impl Fn(&str) -> bool) -> usize {
+    ///
+    /// # Errors
+    /// [`MlError::InvalidInput`] for a factor that is not a finite number ≥ 0 (the check
+    /// [`Trainer::resume`] applies too: [`crate::train::optim::check_lr_factor`]).
+    pub fn scale_lr(&mut self, factor: f64, pred: impl Fn(&str) -> bool) -> Result<usize> {
         self.opt.scale_lr(factor, pred)
     }
 

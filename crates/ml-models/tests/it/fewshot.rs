@@ -511,7 +511,9 @@ fn loaded_encoder_fine_tunes_only_its_last_layers() {
     )
     .unwrap();
     assert_eq!(
-        trainer.scale_lr(0.0, |n| !n.starts_with("fewshot.head")),
+        trainer
+            .scale_lr(0.0, |n| !n.starts_with("fewshot.head"))
+            .unwrap(),
         16
     );
     trainer
@@ -719,13 +721,8 @@ fn benchmark_rejects_impossible_shapes_up_front() {
     assert_eq!(phases, 0, "nothing started");
 }
 
-/// Saved models load back into the same accuracy without training; a missing file is a typed
-/// error.
-#[test]
-fn benchmark_checkpoints_round_trip() {
-    use ml_models::hyperbolic::pohrl::{
-        run_benchmark, BenchmarkConfig, Checkpoints, EncoderChoice,
-    };
+/// Six training and three test relations of 8 instances each, told apart by one word.
+fn toy_split() -> MetaSplit {
     let rel = |id: String, w: &str| RelationSet {
         id: id.clone(),
         name: id.clone(),
@@ -737,7 +734,7 @@ fn benchmark_checkpoints_round_trip() {
     let words = [
         "red", "green", "blue", "cyan", "pink", "gray", "gold", "teal", "navy",
     ];
-    let split = MetaSplit {
+    MetaSplit {
         train: words[..6]
             .iter()
             .enumerate()
@@ -748,7 +745,17 @@ fn benchmark_checkpoints_round_trip() {
             .enumerate()
             .map(|(i, w)| rel(format!("E{i}"), w))
             .collect(),
+    }
+}
+
+/// Saved models load back into the same accuracy without training; a missing file is a typed
+/// error.
+#[test]
+fn benchmark_checkpoints_round_trip() {
+    use ml_models::hyperbolic::pohrl::{
+        run_benchmark, BenchmarkConfig, Checkpoints, EncoderChoice,
     };
+    let split = toy_split();
     let dir = scratch("checkpoints");
     let mut cfg = BenchmarkConfig {
         encoder: EncoderChoice::Tiny(Some(micro)),
@@ -796,8 +803,35 @@ fn benchmark_checkpoints_round_trip() {
     assert_eq!(loaded.rows[0].train_steps, 0);
     assert_eq!(loaded.rows[0].accuracy, trained.rows[0].accuracy);
     cfg.methods = vec![Method::Proto];
+    let not_found = |e: MlError, in_dir: &std::path::Path| -> String {
+        match e {
+            MlError::Io { path, source } => {
+                assert_eq!(source.kind(), std::io::ErrorKind::NotFound, "{source}");
+                assert_eq!(path.parent(), Some(in_dir), "{}", path.display());
+                let name = path.file_name().unwrap().to_str().unwrap();
+                assert!(name.starts_with("tiny-proto-3x1-"), "{name}");
+                assert_ne!(name, "tiny-proto-3x1-0000000000000000.safetensors");
+                source.to_string()
+            }
+            other => panic!("{other:?}"),
+        }
+    };
     let e = run_benchmark(&split, &cfg, &mut |_| {}, &mut NoCallback).unwrap_err();
-    assert!(matches!(e, MlError::Io { .. }), "{e}");
+    not_found(e, &dir);
+    // A corrupt file of the same encoder, method and shape is not reported in place of the
+    // missing one (it used to be: `CorruptCheckpoint` naming the other file).
+    let sibling = dir.join("tiny-proto-3x1-0000000000000000.safetensors");
+    std::fs::write(&sibling, b"not a checkpoint").unwrap();
+    let e = run_benchmark(&split, &cfg, &mut |_| {}, &mut NoCallback).unwrap_err();
+    let why = not_found(e, &dir);
+    assert!(why.contains("unreadable"), "{why}");
+    std::fs::remove_file(&sibling).unwrap();
+    // Nor is an absent directory: the error names the file expected in it.
+    let absent = dir.join("absent");
+    let mut c = cfg.clone();
+    c.checkpoints = Some(Checkpoints::Load(absent.clone()));
+    let e = run_benchmark(&split, &c, &mut |_| {}, &mut NoCallback).unwrap_err();
+    not_found(e, &absent);
     cfg.methods = vec![Method::Pohrl];
 
     // Every option that changes training gives its own file: the paper's losses, an encoder
@@ -842,6 +876,118 @@ fn benchmark_checkpoints_round_trip() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// A stand-in for the all-MiniLM-L6-v2 directory: a micro BERT with weights drawn from
+/// `seed`, its `config.json`, and a word-level `tokenizer.json` with BERT's special tokens.
+fn fake_minilm(dir: &std::path::Path, seed: u64) {
+    use ml_models::models::Bert;
+    std::fs::create_dir_all(dir).unwrap();
+    let mut vocab: Vec<String> = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "@", "#", "x", "y"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for w in [
+        "red", "green", "blue", "cyan", "pink", "gray", "gold", "teal", "navy",
+    ] {
+        vocab.extend((0..3).map(|i| format!("{w}{i}")));
+        vocab.push(w.to_string());
+    }
+    let cfg = BertConfig::new(vocab.len(), 16, 1, 2, 32, 32);
+    let config = serde_json::json!({
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.hidden_size,
+        "num_hidden_layers": cfg.num_hidden_layers,
+        "num_attention_heads": cfg.num_attention_heads,
+        "intermediate_size": cfg.intermediate_size,
+        "max_position_embeddings": cfg.max_position_embeddings,
+        "type_vocab_size": cfg.type_vocab_size,
+        "layer_norm_eps": cfg.layer_norm_eps,
+    });
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let ids: serde_json::Map<String, serde_json::Value> = vocab
+        .iter()
+        .enumerate()
+        .map(|(i, w)| (w.clone(), serde_json::json!(i)))
+        .collect();
+    let tokenizer = serde_json::json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": [],
+        "normalizer": null,
+        "pre_tokenizer": {"type": "WhitespaceSplit"},
+        "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]},
+        "decoder": null,
+        "model": {"type": "WordLevel", "vocab": ids, "unk_token": "[UNK]"}
+    });
+    std::fs::write(dir.join("tokenizer.json"), tokenizer.to_string()).unwrap();
+    let mut store = ParamStore::new();
+    Bert::new(cfg, &mut store, &mut SeededInit::new(seed)).unwrap();
+    std::fs::remove_file(dir.join("model.safetensors")).ok();
+    store.save(&dir.join("model.safetensors"), &[]).unwrap();
+}
+
+/// A MiniLM checkpoint records the pretrained files it was trained on: after the weights are
+/// replaced by others of the same shape, loading is refused naming `encoder_files` (it used to
+/// load, and evaluate the head on features it was not trained for).
+#[test]
+fn minilm_checkpoints_record_the_pretrained_weights() {
+    use ml_models::hyperbolic::pohrl::{
+        run_benchmark, BenchmarkConfig, Checkpoints, EncoderChoice,
+    };
+    let split = toy_split();
+    let root = scratch("minilm-fingerprint");
+    let (model, ck) = (root.join("minilm"), root.join("ck"));
+    fake_minilm(&model, 1);
+    let fp = FewShotEncoder::minilm_fingerprint(&model).unwrap();
+    assert_eq!(fp, FewShotEncoder::minilm_fingerprint(&model).unwrap());
+    assert!(
+        fp.starts_with("config.json ") && fp.contains(", model.safetensors "),
+        "{fp}"
+    );
+    let mut cfg = BenchmarkConfig {
+        encoder: EncoderChoice::MiniLm {
+            dir: model.clone(),
+            cache: None,
+            fine_tune_layers: 0,
+        },
+        methods: vec![Method::Proto],
+        shapes: vec![EpisodeConfig { n: 3, k: 1, q: 2 }],
+        episodes: 10,
+        train_steps: 2,
+        lr: 1e-3,
+        encoder_lr: None,
+        descriptions: true,
+        seed: 0,
+        pohrl: PohrlConfig {
+            proj_dim: 16,
+            ..PohrlConfig::default()
+        },
+        max_train_instances: None,
+        max_test_instances: None,
+        checkpoints: Some(Checkpoints::Save(ck.clone())),
+    };
+    let trained = run_benchmark(&split, &cfg, &mut |_| {}, &mut NoCallback).unwrap();
+    cfg.checkpoints = Some(Checkpoints::Load(ck.clone()));
+    let loaded = run_benchmark(&split, &cfg, &mut |_| {}, &mut NoCallback).unwrap();
+    assert_eq!(loaded.rows[0].accuracy, trained.rows[0].accuracy);
+    // Other weights of the same shape (and the same config and tokenizer).
+    fake_minilm(&model, 2);
+    let other = FewShotEncoder::minilm_fingerprint(&model).unwrap();
+    assert_ne!(fp, other);
+    match run_benchmark(&split, &cfg, &mut |_| {}, &mut NoCallback) {
+        Err(MlError::CheckpointMismatch { reason, .. }) => {
+            assert!(reason.contains("encoder_files"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // A missing file is named.
+    std::fs::remove_file(model.join("tokenizer.json")).unwrap();
+    assert!(matches!(
+        FewShotEncoder::minilm_fingerprint(&model),
+        Err(MlError::Io { path, .. }) if path.ends_with("tokenizer.json")
+    ));
 }
 
 /// `Bert::unfreeze_last` is all or nothing and refuses what it cannot fine-tune: bf16 or NF4

@@ -123,7 +123,7 @@ fn resume_keeps_learning_rate_factors() {
         grad_clip: Some(1.0),
         ..cfg(steps)
     };
-    let scaled = |tr: &mut Trainer| assert_eq!(tr.scale_lr(0.1, |n| n == "w"), 1);
+    let scaled = |tr: &mut Trainer| assert_eq!(tr.scale_lr(0.1, |n| n == "w").unwrap(), 1);
     let values = |s: &ParamStore| -> Vec<f32> {
         s.params()
             .iter()
@@ -194,10 +194,165 @@ fn resume_keeps_learning_rate_factors() {
         "unchanged after an error"
     );
     tr.resume(&s4, &ck).unwrap();
-    assert_eq!(tr.scale_lr(1.0, |n| n == "w"), 1);
+    assert_eq!(tr.scale_lr(1.0, |n| n == "w").unwrap(), 1);
     tr.fit(&s4, &mut |_| loss(&s4, &x, &y), None, &mut NoCallback)
         .unwrap();
     assert_ne!(values(&s1), values(&s4));
+}
+
+/// The values of every parameter of `s`, flattened in order.
+fn values_of(s: &ParamStore) -> Vec<f32> {
+    s.params()
+        .iter()
+        .flat_map(|p| {
+            p.var
+                .as_tensor()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// A 20-step run of `regression` with checkpoints; returns the checkpoint's tensors.
+fn checkpointed_run(
+    name: &str,
+) -> (
+    std::path::PathBuf,
+    std::collections::HashMap<String, Tensor>,
+) {
+    let dir = scratch(name);
+    let ck = dir.join("ck.safetensors");
+    let (s, x, y) = regression();
+    let c = TrainConfig {
+        checkpoint: Some(ck.clone()),
+        ..cfg(20)
+    };
+    Trainer::new(c, &s)
+        .unwrap()
+        .fit(&s, &mut |_| mse(&s, &x, &y), None, &mut NoCallback)
+        .unwrap();
+    let map = ml_models::train::params::read_checkpoint(&ck, &Device::Cpu).unwrap();
+    (dir, map)
+}
+
+/// `Trainer::resume` is all or nothing: a checkpoint whose parameters are fine but whose
+/// optimiser state is not (a bad learning-rate factor, a missing step count or moment) is
+/// refused and leaves both the parameters and the trainer as they were (it used to install
+/// the parameters first, then fail on the optimiser state).
+#[test]
+fn a_failed_resume_changes_nothing() {
+    let (dir, good) = checkpointed_run("resume-atomic");
+    type Spoil = fn(&mut std::collections::HashMap<String, Tensor>);
+    let spoils: [(&str, Spoil); 4] = [
+        ("nan factor", |m| {
+            m.insert(
+                "adamw.lr_scale.w".into(),
+                Tensor::new(&[f64::NAN], &Device::Cpu).unwrap(),
+            );
+        }),
+        ("negative factor", |m| {
+            m.insert(
+                "adamw.lr_scale.w".into(),
+                Tensor::new(&[-0.5f64], &Device::Cpu).unwrap(),
+            );
+        }),
+        ("no step count", |m| {
+            m.remove("adamw.t");
+        }),
+        ("no moment", |m| {
+            m.remove("adamw.v.w");
+        }),
+    ];
+    for (what, spoil) in spoils {
+        let mut map = good.clone();
+        spoil(&mut map);
+        let bad = dir.join("bad.safetensors");
+        candle_core::safetensors::save(&map, &bad).unwrap();
+        let (s, _, _) = regression();
+        s.get("w")
+            .unwrap()
+            .set(&Tensor::new(&[[9.0f32], [8.0], [7.0], [6.0]], &Device::Cpu).unwrap())
+            .unwrap();
+        let before = values_of(&s);
+        let mut tr = Trainer::new(cfg(40), &s).unwrap();
+        tr.scale_lr(0.25, |_| true).unwrap();
+        let e = tr.resume(&s, &bad).unwrap_err();
+        match (&e, what) {
+            (MlError::InvalidInput(_), "nan factor" | "negative factor") => {}
+            (MlError::MissingTensor { path, .. }, "no step count" | "no moment") => {
+                assert_eq!(path, &bad, "the error names the file")
+            }
+            _ => panic!("{what}: {e:?}"),
+        }
+        assert_eq!(values_of(&s), before, "{what}: parameters untouched");
+        assert_eq!(tr.steps(), 0, "{what}: optimiser untouched");
+        // The trainer still runs from scratch with its own factor.
+        tr.resume(&s, &dir.join("ck.safetensors")).unwrap();
+        assert_eq!(tr.steps(), 20, "{what}: a good checkpoint still resumes");
+    }
+}
+
+/// `scale_lr` applies the check `resume` applies (one function): what one refuses the other
+/// refuses, what one accepts survives a save and resume.
+#[test]
+fn scale_lr_and_resume_accept_the_same_factors() {
+    let (dir, good) = checkpointed_run("lr-factor-check");
+    for f in [
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        -0.5,
+        -f64::MIN_POSITIVE,
+    ] {
+        let (s, _, _) = regression();
+        let mut tr = Trainer::new(cfg(40), &s).unwrap();
+        assert!(
+            matches!(tr.scale_lr(f, |_| true), Err(MlError::InvalidInput(_))),
+            "scale_lr({f})"
+        );
+        assert!(matches!(
+            ml_models::train::optim::check_lr_factor(f, "factor"),
+            Err(MlError::InvalidInput(_))
+        ));
+        let mut map = good.clone();
+        map.insert(
+            "adamw.lr_scale.w".into(),
+            Tensor::new(&[f], &Device::Cpu).unwrap(),
+        );
+        let p = dir.join("factor.safetensors");
+        candle_core::safetensors::save(&map, &p).unwrap();
+        assert!(
+            matches!(tr.resume(&s, &p), Err(MlError::InvalidInput(_))),
+            "resume with {f}"
+        );
+    }
+    for f in [0.0, 1e-3, 1.0, 1e300] {
+        let (s, _, _) = regression();
+        let mut tr = Trainer::new(cfg(40), &s).unwrap();
+        assert_eq!(tr.scale_lr(f, |_| true).unwrap(), 1, "scale_lr({f})");
+        let mut map = good.clone();
+        map.insert(
+            "adamw.lr_scale.w".into(),
+            Tensor::new(&[f], &Device::Cpu).unwrap(),
+        );
+        let p = dir.join("factor.safetensors");
+        candle_core::safetensors::save(&map, &p).unwrap();
+        tr.resume(&s, &p)
+            .unwrap_or_else(|e| panic!("resume with {f}: {e}"));
+    }
+}
+
+/// Per-epoch checkpoints replace the previous one atomically and leave no temporary file.
+#[test]
+fn checkpoints_leave_only_the_checkpoint() {
+    let (dir, _) = checkpointed_run("ck-only");
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, ["ck.safetensors"]);
 }
 
 #[test]
