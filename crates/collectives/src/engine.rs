@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use crate::completion::OpStats;
 use crate::config::Config;
-use crate::frame::{Frame, FrameKind, NOTICE_MISMATCH};
+use crate::frame::{Frame, FrameKind, OpKind, NOTICE_MISMATCH};
 use crate::program::{ActiveOp, Failure};
 use crate::transport::Transport;
 use crate::CollectiveError;
@@ -50,6 +50,11 @@ pub struct EngineStats {
     /// Yields between idle rounds that took longer than a scheduler time slice: the machine
     /// was oversubscribed, and waiters of this rank parked instead of spinning for a while.
     pub slow_yields: u64,
+    /// Mailboxes open now: collectives started on this rank and not finished, and those that
+    /// messages arrived for before this rank started them. Frames (failure notices
+    /// included) that arrive for a finished collective are dropped, so this does not grow
+    /// with the collectives run.
+    pub open_mailboxes: usize,
 }
 
 #[derive(Debug, Default)]
@@ -155,6 +160,7 @@ impl Engine {
                 .clone()
                 .unwrap_or_default();
             self.shared.counters.failed.fetch_add(1, Ordering::Relaxed);
+            self.shared.transport.inbox().close(op.meta().key);
             op.finish(Err(CollectiveError::Aborted(reason)), OpStats::default());
             return;
         }
@@ -187,6 +193,7 @@ impl Engine {
             parks: l(&c.parks),
             max_queue_len: l(&c.max_queue_len),
             slow_yields: self.shared.yields.slow_yields(),
+            open_mailboxes: self.shared.transport.inbox().open_mailboxes(),
         }
     }
 }
@@ -252,7 +259,7 @@ struct Active {
 
 fn complete(shared: &Shared, mut a: Active) {
     a.stats.elapsed = a.submitted.elapsed();
-    shared.transport.inbox().close(a.op.meta().key, false);
+    shared.transport.inbox().close(a.op.meta().key);
     shared.counters.completed.fetch_add(1, Ordering::Relaxed);
     let stats = a.stats;
     a.op.finish(Ok(()), stats);
@@ -261,37 +268,42 @@ fn complete(shared: &Shared, mut a: Active) {
 fn fail(shared: &Shared, mut a: Active, f: Failure) {
     a.stats.elapsed = a.submitted.elapsed();
     let meta = a.op.meta().clone();
-    if f.tell_peers {
-        let me = shared.transport.world_rank();
-        let (kind, aux, text) = match &f.error {
-            CollectiveError::PeerLost { rank, .. } => {
-                (FrameKind::AbortLost, *rank as u64, String::new())
-            }
-            e @ CollectiveError::Mismatch { .. } => {
-                (FrameKind::AbortOther, NOTICE_MISMATCH, e.to_string())
-            }
-            e => (FrameKind::AbortOther, 0, e.to_string()),
-        };
-        for &peer in meta
-            .group
-            .iter()
-            .filter(|&&p| p != me && !shared.transport.is_lost(p))
-        {
-            let mut payload = shared.transport.inbox().pool().take(text.len());
-            payload.fill_from(text.as_bytes());
-            let frame = Frame {
-                kind,
-                src: me,
-                key: meta.key,
-                fp: meta.fp,
-                aux,
-                payload,
-            };
-            // Best effort: the peer may be gone as well.
-            let _ = shared.transport.send(peer, frame);
+    let me = shared.transport.world_rank();
+    let (kind, aux, text) = match &f.error {
+        CollectiveError::PeerLost { rank, .. } => {
+            (FrameKind::AbortLost, *rank as u64, String::new())
         }
+        e if f.mismatch_for_peers || matches!(e, CollectiveError::Mismatch { .. }) => {
+            (FrameKind::AbortOther, NOTICE_MISMATCH, e.to_string())
+        }
+        e => (FrameKind::AbortOther, 0, e.to_string()),
+    };
+    // Every member takes part in a collective; a point-to-point message has one other party
+    // (the sender a receive waits on), and a notice to any other rank would open a mailbox
+    // there that no collective of that rank ever finishes.
+    let parties = if meta.kind == OpKind::PointToPoint {
+        a.op.waiting_on()
+    } else {
+        meta.group.to_vec()
+    };
+    for peer in parties
+        .into_iter()
+        .filter(|&p| p != me && !shared.transport.is_lost(p))
+    {
+        let mut payload = shared.transport.inbox().pool().take(text.len());
+        payload.fill_from(text.as_bytes());
+        let frame = Frame {
+            kind,
+            src: me,
+            key: meta.key,
+            fp: meta.fp,
+            aux,
+            payload,
+        };
+        // Best effort: the peer may be gone as well.
+        let _ = shared.transport.send(peer, frame);
     }
-    shared.transport.inbox().close(meta.key, true);
+    shared.transport.inbox().close(meta.key);
     shared.counters.failed.fetch_add(1, Ordering::Relaxed);
     let stats = a.stats;
     a.op.finish(Err(f.error), stats);

@@ -4,7 +4,7 @@
 //! collective that this rank has not started yet (or has preempted) waits there without
 //! blocking any other collective: the transport never stalls on one collective's unread data.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
@@ -172,8 +172,58 @@ pub(crate) struct Inbox {
 #[derive(Debug, Default)]
 struct InboxMap {
     open: HashMap<MailboxKey, Arc<Mailbox>>,
-    /// Collectives that failed here: late frames for them are dropped.
-    failed: HashSet<MailboxKey>,
+    /// Collectives finished here (completed or failed): late frames for them — failure
+    /// notices that peers send or pass on after this rank finished — are dropped instead of
+    /// opening a mailbox that nothing would ever read or remove.
+    closed: HashMap<(u64, u64), Finished>,
+}
+
+/// Bits of a mailbox key's sequence number that count within its stream: a communicator's
+/// collectives are one stream (sequence numbers 0, 1, 2, ...), its point-to-point messages
+/// from one sender another (the high bits name the sender, see `communicator/start.rs`).
+const STREAM_INDEX_BITS: u32 = 40;
+
+/// The finished instances of one stream of sequence numbers: every index below `below`, and
+/// those in `ahead` (finished while an earlier one was still running). Each instance of a
+/// stream is submitted and eventually finishes, so `ahead` holds only indices above one that
+/// is still running: its size is bounded by the collectives in flight, not by how many ran.
+#[derive(Debug, Default)]
+struct Finished {
+    below: u64,
+    ahead: BTreeSet<u64>,
+}
+
+impl Finished {
+    fn contains(&self, i: u64) -> bool {
+        i < self.below || self.ahead.contains(&i)
+    }
+
+    fn insert(&mut self, i: u64) {
+        if i == self.below {
+            self.below += 1;
+            while self.ahead.remove(&self.below) {
+                self.below += 1;
+            }
+        } else if i > self.below {
+            self.ahead.insert(i);
+        }
+    }
+}
+
+/// A key's stream and its index within the stream.
+fn stream_of(key: &MailboxKey) -> ((u64, u64), u64) {
+    (
+        (key.comm, key.seq >> STREAM_INDEX_BITS),
+        key.seq & ((1 << STREAM_INDEX_BITS) - 1),
+    )
+}
+
+impl InboxMap {
+    /// Whether the collective `key` finished on this rank.
+    fn finished(&self, key: &MailboxKey) -> bool {
+        let (stream, i) = stream_of(key);
+        self.closed.get(&stream).is_some_and(|f| f.contains(i))
+    }
 }
 
 impl Inbox {
@@ -181,7 +231,7 @@ impl Inbox {
     pub(crate) fn deliver(&self, frame: Frame) {
         {
             let mut g = self.map.lock().expect("inbox poisoned");
-            if g.failed.contains(&frame.key) {
+            if g.finished(&frame.key) {
                 drop(g);
                 self.pool.give(frame.payload);
                 return;
@@ -200,7 +250,7 @@ impl Inbox {
         }
         let mailbox = {
             let mut g = self.map.lock().expect("inbox poisoned");
-            if g.failed.contains(&head.key) {
+            if g.finished(&head.key) {
                 return None;
             }
             g.open.entry(head.key).or_default().clone()
@@ -215,13 +265,19 @@ impl Inbox {
         g.open.entry(key).or_default().clone()
     }
 
-    /// Removes a finished collective's mailbox; after a failure, late frames are discarded.
-    pub(crate) fn close(&self, key: MailboxKey, failed: bool) {
+    /// Removes a finished (completed or failed) collective's mailbox; frames that arrive for
+    /// it later are discarded.
+    pub(crate) fn close(&self, key: MailboxKey) {
         let mut g = self.map.lock().expect("inbox poisoned");
         g.open.remove(&key);
-        if failed {
-            g.failed.insert(key);
-        }
+        let (stream, i) = stream_of(&key);
+        g.closed.entry(stream).or_default().insert(i);
+    }
+
+    /// Mailboxes open on this rank: collectives started and not finished, and those that
+    /// frames arrived for before this rank started them.
+    pub(crate) fn open_mailboxes(&self) -> usize {
+        self.map.lock().expect("inbox poisoned").open.len()
     }
 
     /// Registers the engine thread to wake on delivery.
@@ -362,5 +418,75 @@ impl BufPool {
         if g.len() < POOL_CAP {
             g.push(b);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(comm: u64, seq: u64) -> MailboxKey {
+        MailboxKey { comm, seq }
+    }
+
+    fn notice(key: MailboxKey) -> Frame {
+        Frame {
+            kind: FrameKind::AbortOther,
+            src: 1,
+            key,
+            fp: Fingerprint {
+                kind: 0,
+                dtype: 0,
+                reduce: 0,
+                algo: 0,
+                root: 0,
+                count: 0,
+            },
+            aux: 0,
+            payload: AlignedBuf::default(),
+        }
+    }
+
+    /// Instances finishing out of order: a stream's record keeps only those above the oldest
+    /// one still running, and frames for finished instances open no mailbox.
+    #[test]
+    fn finished_instances_drop_late_frames_and_compact() {
+        let inbox = Inbox::default();
+        let p2p = (1u64 << 63) | (3 << STREAM_INDEX_BITS);
+        for seq in [0, 2, 3, 5] {
+            inbox.open(key(7, seq));
+            inbox.close(key(7, seq));
+            inbox.close(key(7, p2p | seq));
+        }
+        for seq in [0, 2, 3, 5] {
+            inbox.deliver(notice(key(7, seq)));
+            inbox.deliver(notice(key(7, p2p | seq)));
+        }
+        assert_eq!(inbox.open_mailboxes(), 0);
+        // Not finished yet: kept for when the collective starts.
+        inbox.deliver(notice(key(7, 1)));
+        inbox.deliver(notice(key(8, 0)));
+        inbox.deliver(notice(key(7, p2p | 1)));
+        assert_eq!(inbox.open_mailboxes(), 3);
+        inbox.close(key(7, 1));
+        inbox.close(key(7, 4));
+        {
+            let g = inbox.map.lock().unwrap();
+            let f = &g.closed[&(7, 0)];
+            assert_eq!((f.below, f.ahead.len()), (6, 0));
+            let f = &g.closed[&(7, p2p >> STREAM_INDEX_BITS)];
+            assert_eq!(
+                (f.below, f.ahead.iter().copied().collect::<Vec<_>>()),
+                (1, vec![2, 3, 5])
+            );
+        }
+        assert_eq!(inbox.open_mailboxes(), 2);
+        // Many instances: the record stays one counter.
+        for seq in 6..10_000 {
+            inbox.close(key(7, seq));
+            inbox.deliver(notice(key(7, seq)));
+        }
+        assert_eq!(inbox.open_mailboxes(), 2);
+        assert!(inbox.map.lock().unwrap().closed[&(7, 0)].ahead.is_empty());
     }
 }

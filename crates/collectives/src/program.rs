@@ -25,18 +25,21 @@ pub enum Poll {
     Blocked,
 }
 
-/// A failure and whether peers must be told about it.
+/// A failure, and what the notice that every peer is sent about it reports.
 #[derive(Debug)]
 pub(crate) struct Failure {
     pub(crate) error: CollectiveError,
-    pub(crate) tell_peers: bool,
+    /// The notice reports a mismatch whatever `error` is: the collective was refused on this
+    /// rank over an argument only this rank checked ([`Refused`]), so for its peers the ranks
+    /// disagreed — also when the refused collective's fingerprint happens to equal theirs.
+    pub(crate) mismatch_for_peers: bool,
 }
 
 impl From<CollectiveError> for Failure {
     fn from(error: CollectiveError) -> Self {
         Failure {
             error,
-            tell_peers: true,
+            mismatch_for_peers: false,
         }
     }
 }
@@ -173,10 +176,7 @@ pub(crate) fn blocked_failure(meta: &OpMeta, mailbox: &Mailbox) -> Option<Failur
         // Passed on: a peer waiting on this rank alone learns the cause from it before this
         // rank's connection closes (the notice arrives before the end of the stream), rather
         // than seeing only the loss while the original notice is still in flight.
-        return Some(Failure {
-            error,
-            tell_peers: true,
-        });
+        return Some(error.into());
     }
     let fp = meta.fp;
     mailbox
@@ -389,7 +389,10 @@ impl<T: Element> ActiveOp for Refused<T> {
         let error = self.error.take().unwrap_or_else(|| {
             CollectiveError::InvalidInput(format!("{} refused on this rank", self.meta.kind))
         });
-        Err(error.into())
+        Err(Failure {
+            error,
+            mismatch_for_peers: true,
+        })
     }
 
     fn waiting_on(&self) -> Vec<usize> {
