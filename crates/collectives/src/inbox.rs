@@ -153,7 +153,7 @@ pub(crate) struct Inbox {
     map: Mutex<InboxMap>,
     engine: OnceLock<Thread>,
     /// A transport thread that polls for messages and stands aside while drivers poll
-    /// (the MPI receiver thread): unparked when a driver parks or leaves.
+    /// (the MPI receiver thread): unparked when a driver parks, or leaves work behind.
     poller: OnceLock<Thread>,
     /// Number of application threads driving the engine right now (`driver_threads.len()`,
     /// read without the lock).
@@ -293,13 +293,14 @@ impl Inbox {
 
     /// Whether an application thread is driving this rank's rounds and not parked: it polls
     /// the transport itself, so a polling thread may stand aside (it is unparked when the
-    /// last polling driver parks or leaves).
+    /// last polling driver parks or leaves work behind; otherwise its own nap ends the wait).
     #[cfg(feature = "mpi")]
     pub(crate) fn drivers_polling(&self) -> bool {
         self.drivers.load(Ordering::SeqCst) > self.parked_drivers.load(Ordering::SeqCst)
     }
 
-    fn wake_poller(&self) {
+    /// Unparks the transport's polling thread (see [`drivers_polling`](Self::drivers_polling)).
+    pub(crate) fn wake_poller(&self) {
         if let Some(t) = self.poller.get() {
             t.unpark();
         }
@@ -370,16 +371,19 @@ impl Inbox {
         self.drivers.fetch_add(1, Ordering::SeqCst)
     }
 
-    /// Unregisters the calling thread as a driver; returns the number of drivers left.
+    /// Unregisters the calling thread as a driver; returns the number of drivers left. It does
+    /// not wake the transport's polling thread: with nothing pending (a loop of blocking
+    /// calls, between two of them) that thread's own nap bounds how long a message waits
+    /// (`MpiConfig::max_idle_sleep`), and a driver that leaves work behind wakes it with the
+    /// engine thread ([`wake_poller`](Self::wake_poller)). Waking it on every leave cost a
+    /// `futex` wake-up and a thread that competes for MPI's locks with the next call's driver.
     pub(crate) fn leave_driver(&self) -> usize {
         let mut g = self.driver_threads.lock().expect("inbox poisoned");
         let me = std::thread::current().id();
         if let Some(i) = g.iter().position(|t| t.id() == me) {
             g.swap_remove(i);
         }
-        let left = self.drivers.fetch_sub(1, Ordering::SeqCst) - 1;
-        self.wake_poller();
-        left
+        self.drivers.fetch_sub(1, Ordering::SeqCst) - 1
     }
 
     pub(crate) fn pool(&self) -> &BufPool {

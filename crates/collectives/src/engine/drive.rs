@@ -39,9 +39,10 @@ fn lock_queue(shared: &Shared) -> Option<MutexGuard<'_, VecDeque<Active>>> {
     }
 }
 
-/// Takes submissions, fails everything after an abort, and runs one round.
-fn turn(shared: &Shared, queue: &mut VecDeque<Active>) -> Turn {
-    intake(shared, queue);
+/// Takes submissions, fails everything after an abort, and runs one round; `now`: the
+/// caller's clock reading for this turn.
+fn turn(shared: &Shared, queue: &mut VecDeque<Active>, now: Instant) -> Turn {
+    intake(shared, queue, now);
     if shared.aborted.load(Ordering::SeqCst) {
         let reason = shared
             .abort
@@ -61,8 +62,8 @@ fn turn(shared: &Shared, queue: &mut VecDeque<Active>) -> Turn {
     }
     shared.transport.progress();
     let progressed = match shared.config.mode {
-        Mode::Preemptive => round_preemptive(shared, queue),
-        Mode::Ordered => round_ordered(shared, queue),
+        Mode::Preemptive => round_preemptive(shared, queue, now),
+        Mode::Ordered => round_ordered(shared, queue, now),
     };
     Turn {
         progressed,
@@ -86,7 +87,7 @@ pub(super) fn run(shared: &Shared) {
             std::thread::park_timeout(cfg.park_interval);
             continue;
         };
-        let t = turn(shared, &mut queue);
+        let t = turn(shared, &mut queue, Instant::now());
         drop(queue);
         if t.idle {
             if shared.shutdown.load(Ordering::SeqCst) {
@@ -116,12 +117,11 @@ fn no_submissions(shared: &Shared) -> bool {
         .is_empty()
 }
 
-fn intake(shared: &Shared, queue: &mut VecDeque<Active>) {
+fn intake(shared: &Shared, queue: &mut VecDeque<Active>, now: Instant) {
     let mut subs = shared.submissions.lock().expect("submissions poisoned");
     if subs.is_empty() {
         return;
     }
-    let now = Instant::now();
     for op in subs.drain(..) {
         let meta = op.meta();
         let stats = OpStats {
@@ -168,6 +168,7 @@ impl Drop for DriveGuard<'_> {
         let pending = lock_queue(shared).is_none_or(|q| !q.is_empty()) || !no_submissions(shared);
         if pending {
             shared.transport.inbox().wake_engine();
+            shared.transport.inbox().wake_poller();
         }
     }
 }
@@ -215,7 +216,7 @@ impl Engine {
             }
             let (progressed, busy) = match lock_queue(shared) {
                 Some(mut q) => {
-                    let t = turn(shared, &mut q);
+                    let t = turn(shared, &mut q, now);
                     if t.idle {
                         // Our collective finished in another thread's round.
                         return;

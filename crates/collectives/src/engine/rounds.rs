@@ -8,18 +8,19 @@ use super::{complete, fail, Active, Shared};
 use crate::program::{Failure, Poll};
 use crate::CollectiveError;
 
-/// Polls one collective and keeps its blocked-time counters.
-fn poll(shared: &Shared, a: &mut Active) -> Result<Poll, Failure> {
+/// Polls one collective and keeps its blocked-time counters, with `now` the time the round
+/// started (one clock read per round: on a VM a clock read costs about as much as polling an
+/// idle collective, and a waiter runs rounds back to back).
+fn poll(shared: &Shared, a: &mut Active, now: Instant) -> Result<Poll, Failure> {
     a.stats.polls += 1;
     let r = a.op.poll(&*shared.transport, shared.config.poll_budget);
-    let now = Instant::now();
     match r {
         Ok(Poll::Blocked) => {
             a.blocked_since.get_or_insert(now);
         }
         Ok(_) => {
             if let Some(s) = a.blocked_since.take() {
-                a.stats.blocked += now - s;
+                a.stats.blocked += now.saturating_duration_since(s);
             }
             a.last_progress = now;
             a.blocked_tries = 0;
@@ -52,13 +53,18 @@ fn settle(
     }
 }
 
-pub(super) fn round_preemptive(shared: &Shared, queue: &mut VecDeque<Active>) -> bool {
+/// One preemptive round; `now`: when it started.
+pub(super) fn round_preemptive(
+    shared: &Shared,
+    queue: &mut VecDeque<Active>,
+    now: Instant,
+) -> bool {
     let cfg = &shared.config;
     let mut progressed = false;
     // The head gets several tries.
     for _ in 0..cfg.head_tries.max(1) {
         let Some(head) = queue.front_mut() else { break };
-        let r = poll(shared, head);
+        let r = poll(shared, head, now);
         if matches!(r, Ok(Poll::Blocked)) {
             head.blocked_tries += 1;
             if head.blocked_tries > head.threshold {
@@ -93,29 +99,30 @@ pub(super) fn round_preemptive(shared: &Shared, queue: &mut VecDeque<Active>) ->
     // Every other collective gets one try.
     let mut i = 1;
     while i < queue.len() {
-        let r = poll(shared, &mut queue[i]);
+        let r = poll(shared, &mut queue[i], now);
         let gone = matches!(r, Ok(Poll::Done) | Err(_));
         progressed |= settle(shared, queue, i, r);
         if !gone {
             i += 1;
         }
     }
-    expire(shared, queue, cfg.op_timeout, false);
+    expire(shared, queue, cfg.op_timeout, false, now);
     progressed
 }
 
-pub(super) fn round_ordered(shared: &Shared, queue: &mut VecDeque<Active>) -> bool {
+/// One round in order; `now`: when it started.
+pub(super) fn round_ordered(shared: &Shared, queue: &mut VecDeque<Active>, now: Instant) -> bool {
     let mut progressed = false;
     for _ in 0..shared.config.head_tries.max(1) {
         let Some(head) = queue.front_mut() else { break };
-        let r = poll(shared, head);
+        let r = poll(shared, head, now);
         let stop = !matches!(r, Ok(Poll::Progressed));
         progressed |= settle(shared, queue, 0, r);
         if stop {
             break;
         }
     }
-    if expire(shared, queue, shared.config.deadlock_timeout, true) {
+    if expire(shared, queue, shared.config.deadlock_timeout, true, now) {
         // Everything behind a deadlocked head would wait forever too.
         let reason = "an earlier collective on this rank deadlocked (ordered mode)".to_string();
         for a in queue.drain(..) {
@@ -125,15 +132,20 @@ pub(super) fn round_ordered(shared: &Shared, queue: &mut VecDeque<Active>) -> bo
     progressed
 }
 
-/// Fails collectives blocked longer than `limit` (only the head in ordered mode); returns
-/// whether any failed.
-fn expire(shared: &Shared, queue: &mut VecDeque<Active>, limit: Duration, ordered: bool) -> bool {
-    let now = Instant::now();
+/// Fails collectives blocked longer than `limit` at `now` (only the head in ordered mode);
+/// returns whether any failed.
+fn expire(
+    shared: &Shared,
+    queue: &mut VecDeque<Active>,
+    limit: Duration,
+    ordered: bool,
+    now: Instant,
+) -> bool {
     let mut any = false;
     let mut i = 0;
     while i < queue.len() && (!ordered || i == 0) {
         let a = &queue[i];
-        let waited = now - a.last_progress;
+        let waited = now.saturating_duration_since(a.last_progress);
         if a.blocked_since.is_some() && waited > limit {
             let m = a.op.meta();
             let (op, seq, comm, waiting_on) = (m.kind.name(), m.seq, m.key.comm, a.op.waiting_on());

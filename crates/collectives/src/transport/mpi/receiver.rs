@@ -190,8 +190,9 @@ impl Receiver {
 
     /// Receiver thread: takes messages until told to stop; yields while they come, then
     /// naps with a growing back-off. Every wait is a `park_timeout`, so a driver that parks
-    /// (and so waits for a message this thread must take) or leaves wakes it at once
-    /// ([`Inbox::park_driver`]); and after standing aside for polling drivers it polls afresh
+    /// (and so waits for a message this thread must take) or leaves work behind wakes it at
+    /// once ([`Inbox::park_driver`]; a driver that leaves nothing pending lets the nap, at most
+    /// `max_idle_sleep`, run out); and after standing aside for polling drivers it polls afresh
     /// (no back-off carried over), so the message a parked driver waits for is taken without
     /// a back-off sleep in between.
     pub(super) fn run(&self, cfg: &MpiConfig) {
@@ -200,8 +201,9 @@ impl Receiver {
         let mut nap = FIRST_NAP;
         while !self.stopped.load(Ordering::SeqCst) {
             if cfg.receiver_defers && self.inbox.drivers_polling() {
-                // A driver polls MPI itself; it unparks us when it parks or leaves (the
-                // timeout bounds a missed hand-back, e.g. a driver asleep on its handle).
+                // A driver polls MPI itself; it unparks us when it parks or leaves work behind
+                // (the timeout bounds the other hand-backs, e.g. a driver asleep on its handle,
+                // or one that left with nothing pending).
                 std::thread::park_timeout(cfg.max_idle_sleep);
                 (idle, nap) = (0, FIRST_NAP);
                 continue;
