@@ -174,7 +174,9 @@ struct InboxMap {
     open: HashMap<MailboxKey, Arc<Mailbox>>,
     /// Collectives finished here (completed or failed): late frames for them — failure
     /// notices that peers send or pass on after this rank finished — are dropped instead of
-    /// opening a mailbox that nothing would ever read or remove.
+    /// opening a mailbox that nothing would ever read or remove. One record per stream (a
+    /// communicator's collectives, its point-to-point messages from one sender), kept for the
+    /// life of the rank: it grows with the communicators created, not with the operations.
     closed: HashMap<(u64, u64), Finished>,
 }
 
