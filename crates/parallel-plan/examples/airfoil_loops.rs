@@ -3,8 +3,11 @@
 //! same mesh in locality order (`Grid::locality_ordered`); one-off setup (renumbering,
 //! colourings) apart, with the colours each coloured loop runs.
 //!
-//! `cargo run --release -p parallel-plan --example airfoil_loops -- [cells] [iterations] [seq|thr|ordered]`
-//! (`ordered`: only the sequential run on the locality-ordered mesh, e.g. under `perf record`)
+//! `cargo run --release -p parallel-plan --example airfoil_loops -- [cells] [iterations] [seq|thr|ordered] [mesh-out]`
+//! (`ordered`: only the sequential run on the locality-ordered mesh, e.g. under `perf record`
+//! or cachegrind; `mesh-out`: first writes the mesh it runs, locality-ordered with `ordered`,
+//! in OP2's `new_grid.dat` format, for an external reference such as a driver of
+//! `benches/c/airfoil.c` under cachegrind)
 
 use parallel_plan::unstructured::apps::{airfoil, AirfoilConfig};
 use parallel_plan::unstructured::{Backend, Context, Grid, RunStats};
@@ -31,6 +34,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let which = args.next().unwrap_or_default();
     let shuffled = Grid::generate(cells, 1)?;
     let ordered = shuffled.locality_ordered()?;
+    if let Some(out) = args.next() {
+        let g = if which == "ordered" {
+            &ordered
+        } else {
+            &shuffled
+        };
+        g.write(std::path::Path::new(&out))?;
+    }
     let cfg = AirfoilConfig {
         iterations: iters,
         report_every: 0,

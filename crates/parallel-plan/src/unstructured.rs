@@ -55,6 +55,7 @@ mod decl;
 mod distributed;
 mod error;
 mod exec;
+mod fixed;
 mod grid;
 mod hooks;
 #[cfg(any(feature = "distributed", test))]
@@ -73,6 +74,7 @@ pub use decl::{Access, Arg, Dat, Global, Map, Set};
 pub use distributed::{DistConfig, PlanReport, Runtime, SetPlan};
 pub use error::{Result, UnstructuredError};
 pub use exec::MAX_ARGS;
+pub use fixed::{FixedArg, FixedArgs, Rd, Wr};
 pub use grid::Grid;
 pub use partition::Partitioner;
 pub use scalar::{Scalar, Storage, Wire};

@@ -102,6 +102,11 @@ pub struct Context {
     pub(crate) colourings: HashMap<Vec<usize>, Arc<Colouring>>,
     /// `(map, slot)` pairs already checked to send no two elements to one target.
     pub(crate) injective: HashMap<(usize, usize), bool>,
+    /// Whether two `Inc` accesses (`None` direct, else `(map, slot)`) name one element for
+    /// some of the first `n` loop elements, by `(first, second, n)`
+    /// ([`par_loop_fixed`](Context::par_loop_fixed)).
+    #[allow(clippy::type_complexity)]
+    pub(crate) inc_alias: HashMap<(Option<(usize, usize)>, Option<(usize, usize)>, usize), bool>,
     pub(crate) stats: RunStats,
     /// Whether the mesh was distributed (after which declarations are refused).
     pub(crate) frozen: bool,
@@ -128,6 +133,7 @@ impl Context {
             backend,
             colourings: HashMap::new(),
             injective: HashMap::new(),
+            inc_alias: HashMap::new(),
             stats: RunStats::default(),
             frozen: false,
             order: None,

@@ -97,9 +97,10 @@ pub struct Runtime {
     config: DistConfig,
     layout: Option<Layout>,
     report: Option<PlanReport>,
-    /// The first rank whose scatter failed, once one did (every rank knows it): this runtime
-    /// then refuses to distribute again, its point-to-point streams being out of step.
-    scatter_failed: Option<usize>,
+    /// The first rank whose scatter or halo lists failed and the step, once one did (every
+    /// rank knows it): this runtime then refuses to distribute again, its point-to-point
+    /// streams being out of step.
+    failed: Option<(usize, &'static str)>,
 }
 
 impl Backend {
@@ -110,7 +111,7 @@ impl Backend {
             config,
             layout: None,
             report: None,
-            scatter_failed: None,
+            failed: None,
         }))
     }
 }
@@ -261,10 +262,15 @@ impl Runtime {
     /// local element `l.owned + k`), exports learnt from the importers. Memory: O(local
     /// elements), nothing per global element.
     ///
+    /// Ends with an agreement round (an all-gather of the first peer whose request this rank
+    /// refused), so that a refused request is every rank's failure at once: the refusing
+    /// rank returns its error, the others [`UnstructuredError::PeerFailed`] (step `halo
+    /// lists`), instead of waiting for it in the next step until `op_timeout`.
+    ///
     /// # Errors
     /// Communication errors; [`UnstructuredError::DistributionMismatch`] (`halo lists`) if a
     /// peer asks for an element this rank does not own (a corrupt scatter root).
-    fn exchange_lists(&self, l: &SetLayout, halo_owners: &[u32]) -> Result<Exchange> {
+    fn exchange_lists(&mut self, l: &SetLayout, halo_owners: &[u32]) -> Result<Exchange> {
         let n = self.world_size();
         let mut imports: Vec<Vec<u32>> = vec![Vec::new(); n];
         for (k, &p) in halo_owners.iter().enumerate() {
@@ -286,14 +292,14 @@ impl Runtime {
             .map(|(i, &g)| (g, i as u32))
             .collect();
         owned.sort_unstable();
-        let foreign = |q: usize| UnstructuredError::DistributionMismatch {
-            what: "halo lists",
-            ranks: vec![q],
-        };
+        // The first peer that asked for more elements than this rank owns (its request is
+        // not received: nothing is allocated by its count) or for one it does not own.
+        let mut foreign = None;
         let mut exports = Vec::new();
         for (q, &c) in theirs.iter().enumerate() {
             if c > l.owned as i64 {
-                return Err(foreign(q));
+                foreign = foreign.or(Some(q));
+                continue;
             }
             if c > 0 {
                 let ids = self
@@ -307,13 +313,31 @@ impl Runtime {
                         let k = owned.binary_search_by_key(&g, |&(x, _)| x).ok()?;
                         Some(owned[k].1)
                     })
-                    .collect::<Option<Vec<u32>>>()
-                    .ok_or_else(|| foreign(q))?;
-                exports.push((q, local));
+                    .collect::<Option<Vec<u32>>>();
+                match local {
+                    Some(local) => exports.push((q, local)),
+                    None => foreign = foreign.or(Some(q)),
+                }
             }
         }
         for h in sends {
             h.wait().map_err(|e| self.comm_err(e))?;
+        }
+        let mine = vec![foreign.map_or(-1, |q| q as i64)];
+        let all = self.comm.all_gather(mine).map_err(|e| self.comm_err(e))?;
+        if let Some(q) = foreign {
+            self.failed = Some((self.rank(), "halo lists"));
+            return Err(UnstructuredError::DistributionMismatch {
+                what: "halo lists",
+                ranks: vec![q],
+            });
+        }
+        if let Some(r) = all.iter().position(|&q| q >= 0) {
+            self.failed = Some((r, "halo lists"));
+            return Err(UnstructuredError::PeerFailed {
+                rank: r,
+                step: "halo lists".into(),
+            });
         }
         let imports = imports
             .into_iter()
@@ -349,10 +373,10 @@ impl Context {
             return Ok(());
         };
         let (nparts, rank) = (rt.world_size(), rt.rank());
-        if let Some(r) = rt.scatter_failed {
+        if let Some((r, step)) = rt.failed {
             return Err(UnstructuredError::PeerFailed {
                 rank: r,
-                step: "scatter".into(),
+                step: step.into(),
             });
         }
         let root = rt.config.scatter_from;
@@ -640,6 +664,12 @@ impl Runtime {
     /// other rank its part (the global numbers of its elements and the owners of its halo, its
     /// rows of every map in local numbering, its values of every dat), each vector in messages
     /// of at most [`SCATTER_CHUNK`] elements.
+    ///
+    /// If a part cannot be sent (a lost peer, a timeout), the root aborts its communicator
+    /// before returning the error: it then counts as lost for every peer, so the ranks
+    /// waiting for (the rest of) their parts get a typed error at once instead of blocking
+    /// until `op_timeout` (the root's streams are out of step, and the runtime refuses to
+    /// distribute again, so its communicator has nothing left to do).
     fn send_parts(
         &self,
         root: usize,
@@ -654,36 +684,53 @@ impl Runtime {
             .broadcast(summary, root)
             .map_err(|e| self.comm_err(e))?;
         for r in (0..self.world_size()).filter(|&r| r != root) {
-            let ls = layout(mesh.maps, owners, r as u32);
-            let g2l: Vec<Vec<u32>> = ls
+            if let Err(e) = self.send_part(r, mesh, owners) {
+                self.comm
+                    .abort(&format!("scatter root {root}: rank {r}'s part: {e}"));
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends rank `r` its part of the mesh (see [`send_parts`](Self::send_parts)).
+    fn send_part(&self, r: usize, mesh: &Mesh<'_>, owners: &[Vec<u32>]) -> Result<()> {
+        let ls = layout(mesh.maps, owners, r as u32);
+        let g2l: Vec<Vec<u32>> = ls
+            .iter()
+            .zip(mesh.sets)
+            .map(|(l, s)| global_to_local(s.size, l))
+            .collect();
+        self.send_chunked(
+            ls.iter()
+                .flat_map(|l| [l.global.len(), l.owned, l.exec])
+                .map(|v| v as i64)
+                .collect(),
+            r,
+        )?;
+        #[cfg(test)]
+        if tests::FAIL_PART_OF.with(|f| f.get()) == Some(r) {
+            return Err(UnstructuredError::PeerFailed {
+                rank: r,
+                step: "scatter (injected)".into(),
+            });
+        }
+        for (s, l) in ls.iter().enumerate() {
+            let ids = l.global.iter().map(|&g| i64::from(mesh.declared(s, g)));
+            let halo_owners = l.global[l.owned..]
                 .iter()
-                .zip(mesh.sets)
-                .map(|(l, s)| global_to_local(s.size, l))
-                .collect();
-            self.send_chunked(
-                ls.iter()
-                    .flat_map(|l| [l.global.len(), l.owned, l.exec])
-                    .map(|v| v as i64)
-                    .collect(),
-                r,
-            )?;
-            for (s, l) in ls.iter().enumerate() {
-                let ids = l.global.iter().map(|&g| i64::from(mesh.declared(s, g)));
-                let halo_owners = l.global[l.owned..]
-                    .iter()
-                    .map(|&g| i64::from(owners[s][g as usize]));
-                self.send_chunked(ids.chain(halo_owners).collect(), r)?;
-            }
-            for m in mesh.maps {
-                let v = localise_map(m, &ls[m.from], &g2l[m.to]);
-                self.send_chunked(v.into_iter().map(i64::from).collect(), r)?;
-            }
-            for d in mesh.dats {
-                match pick_storage(&d.data, &ls[d.set].global, d.dim) {
-                    Storage::F64(v) => self.send_chunked(v, r),
-                    Storage::I64(v) => self.send_chunked(v, r),
-                }?;
-            }
+                .map(|&g| i64::from(owners[s][g as usize]));
+            self.send_chunked(ids.chain(halo_owners).collect(), r)?;
+        }
+        for m in mesh.maps {
+            let v = localise_map(m, &ls[m.from], &g2l[m.to]);
+            self.send_chunked(v.into_iter().map(i64::from).collect(), r)?;
+        }
+        for d in mesh.dats {
+            match pick_storage(&d.data, &ls[d.set].global, d.dim) {
+                Storage::F64(v) => self.send_chunked(v, r),
+                Storage::I64(v) => self.send_chunked(v, r),
+            }?;
         }
         Ok(())
     }
@@ -787,7 +834,7 @@ impl Runtime {
     ///
     /// After a failure the point-to-point streams from the root are out of step (the root
     /// sent messages that a failed rank never took), so this runtime refuses to distribute
-    /// again ([`Runtime::scatter_failed`]).
+    /// again ([`Runtime::failed`]).
     fn agree_on_scatter(&mut self, root: usize, part: Result<Part>, nsets: usize) -> Result<Part> {
         if let Err(UnstructuredError::Comm {
             source: CollectiveError::Timeout { .. },
@@ -795,7 +842,7 @@ impl Runtime {
         }) = &part
         {
             // The others are not waiting in the same step: telling them would time out again.
-            self.scatter_failed = Some(self.rank());
+            self.failed = Some((self.rank(), "scatter"));
             return part;
         }
         let mut mine = vec![i64::from(part.is_err())];
@@ -806,13 +853,13 @@ impl Runtime {
         let all = self.comm.all_gather(mine);
         let part = match (part, all) {
             (Err(e), _) => {
-                self.scatter_failed = Some(self.rank());
+                self.failed = Some((self.rank(), "scatter"));
                 return Err(e);
             }
             (Ok(_), Err(e)) => return Err(self.comm_err(e)),
             (Ok(p), Ok(all)) => {
                 if let Some(r) = all.chunks(1 + nsets).position(|c| c[0] != 0) {
-                    self.scatter_failed = Some(r);
+                    self.failed = Some((r, "scatter"));
                     return Err(UnstructuredError::PeerFailed {
                         rank: r,
                         step: "scatter".into(),

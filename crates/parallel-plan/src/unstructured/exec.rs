@@ -63,6 +63,30 @@ impl Gather {
     }
 }
 
+/// How a loop's elements are run: the kernel and the element loop for its arguments
+/// ([`Plan::run`] for [`Context::par_loop`](super::Context::par_loop), a loop compiled per
+/// argument signature for [`Context::par_loop_fixed`](super::Context::par_loop_fixed)).
+pub(crate) trait Exec<T>: Sync {
+    /// Runs the kernel on `elems`, accumulating reductions into `acc`.
+    ///
+    /// # Safety
+    /// [`Plan::run`]'s contract.
+    unsafe fn run(&self, plan: &Plan<'_, T>, elems: std::ops::Range<usize>, acc: &mut [T]);
+}
+
+/// [`Context::par_loop`](super::Context::par_loop)'s kernel over slices.
+pub(crate) struct SliceKernel<F>(pub(crate) F);
+
+impl<T: Scalar, F> Exec<T> for SliceKernel<F>
+where
+    F: Fn(&[&[T]], &mut [&mut [T]]) + Sync,
+{
+    unsafe fn run(&self, plan: &Plan<'_, T>, elems: std::ops::Range<usize>, acc: &mut [T]) {
+        // SAFETY: the caller's contract.
+        unsafe { plan.run(elems, acc, &self.0) }
+    }
+}
+
 /// A `Read` argument.
 #[derive(Debug)]
 pub(crate) struct ReadArg<'a, T> {

@@ -6,7 +6,7 @@ use super::colour::{self, Colouring, Writes};
 use super::context::{Backend, Context};
 use super::decl::{Access, Arg, Set, Target};
 use super::error::{Result, UnstructuredError};
-use super::exec::{Loc, Plan, ReadArg, Slot, MAX_ARGS};
+use super::exec::{Exec, Loc, Plan, ReadArg, SliceKernel, Slot, MAX_ARGS};
 use super::scalar::Scalar;
 use super::stats::LoopStats;
 
@@ -231,6 +231,23 @@ impl Context {
         T: Scalar,
         F: Fn(&[&[T]], &mut [&mut [T]]) + Sync,
     {
+        self.run_loop(name, set, args, |_, _| SliceKernel(kernel))
+    }
+
+    /// A loop of either API: validation, distribution, halos, then `exec` (made by `make`
+    /// from the context and the number of elements to run, once they are known) on the
+    /// backend, then the reductions.
+    pub(crate) fn run_loop<T, E>(
+        &mut self,
+        name: &str,
+        set: Set,
+        args: &[Arg<T>],
+        make: impl FnOnce(&mut Self, usize) -> E,
+    ) -> Result<()>
+    where
+        T: Scalar,
+        E: Exec<T>,
+    {
         let t0 = std::time::Instant::now();
         let shape = self.validate(name, set, args)?;
         let t = std::time::Instant::now();
@@ -240,6 +257,7 @@ impl Context {
         let owned = s.owned;
         let n = if shape.indirect_write { s.exec } else { owned };
         self.check_exclusive(name, n, &shape)?;
+        let exec = make(self, n);
         let mut stats = LoopStats {
             calls: 1,
             elements: n as u64,
@@ -272,24 +290,17 @@ impl Context {
         let acc = {
             let plan = self.plan(args);
             if threaded {
-                run_threads(
-                    &plan,
-                    n,
-                    colouring.as_deref(),
-                    &acc0,
-                    &shape.acc_ops,
-                    &kernel,
-                )
+                run_threads(&plan, n, colouring.as_deref(), &acc0, &shape.acc_ops, &exec)
             } else {
                 let mut acc = acc0.clone();
                 // SAFETY: one call at a time, on this thread; every index is in bounds (maps
                 // validated at declaration and localisation).
-                unsafe { plan.run(0..owned, &mut acc, &kernel) };
+                unsafe { exec.run(&plan, 0..owned, &mut acc) };
                 // The exec halo (distributed runs) is executed for its increments to owned
                 // elements only: its reductions belong to the rank that owns it.
                 let mut discard = acc0.clone();
                 // SAFETY: as above.
-                unsafe { plan.run(owned..n, &mut discard, &kernel) };
+                unsafe { exec.run(&plan, owned..n, &mut discard) };
                 acc
             }
         };
@@ -448,17 +459,17 @@ pub(crate) fn combine<T: Scalar>(into: &mut [T], from: &[T], ops: &[Access]) {
 /// The threaded backend: colour by colour, the colour's blocks in parallel (or, when nothing
 /// is written indirectly, chunks of [`CHUNK`] elements in parallel) in the caller's rayon pool.
 /// Reductions combine per block (per chunk) in a fixed order, whatever the number of threads.
-fn run_threads<T, F>(
+fn run_threads<T, E>(
     plan: &Plan<'_, T>,
     n: usize,
     colouring: Option<&Colouring>,
     acc0: &[T],
     ops: &[Access],
-    kernel: &F,
+    exec: &E,
 ) -> Vec<T>
 where
     T: Scalar,
-    F: Fn(&[&[T]], &mut [&mut [T]]) + Sync,
+    E: Exec<T>,
 {
     let identity: Vec<T> = acc0
         .iter()
@@ -478,7 +489,7 @@ where
                 .map(|c| {
                     let mut a = identity.clone();
                     // SAFETY: see above.
-                    unsafe { plan.run(c * CHUNK..((c + 1) * CHUNK).min(n), &mut a, kernel) };
+                    unsafe { exec.run(plan, c * CHUNK..((c + 1) * CHUNK).min(n), &mut a) };
                     a
                 })
                 .collect()
@@ -490,7 +501,7 @@ where
                     .map(|&(lo, hi)| {
                         let mut a = identity.clone();
                         // SAFETY: see above.
-                        unsafe { plan.run(lo..hi, &mut a, kernel) };
+                        unsafe { exec.run(plan, lo..hi, &mut a) };
                         a
                     })
                     .collect::<Vec<_>>()

@@ -46,7 +46,7 @@ pub struct AirfoilOutcome {
     pub q: Vec<f64>,
 }
 
-fn pressure(q: &[f64]) -> f64 {
+fn pressure(q: &[f64; 4]) -> f64 {
     GM1 * (q[3] - 0.5 * (q[1] * q[1] + q[2] * q[2]) / q[0])
 }
 
@@ -55,14 +55,14 @@ fn pressure(q: &[f64]) -> f64 {
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn res_calc(
-    x1: &[f64],
-    x2: &[f64],
-    q1: &[f64],
-    q2: &[f64],
+    x1: &[f64; 2],
+    x2: &[f64; 2],
+    q1: &[f64; 4],
+    q2: &[f64; 4],
     adt1: f64,
     adt2: f64,
-    res1: &mut [f64],
-    res2: &mut [f64],
+    res1: &mut [f64; 4],
+    res2: &mut [f64; 4],
 ) {
     let dx = x1[0] - x2[0];
     let dy = x1[1] - x2[1];
@@ -91,12 +91,12 @@ fn res_calc(
 /// the free stream).
 #[inline(always)]
 fn bres_calc(
-    x1: &[f64],
-    x2: &[f64],
-    q1: &[f64],
+    x1: &[f64; 2],
+    x2: &[f64; 2],
+    q1: &[f64; 4],
     adt1: f64,
     bound: f64,
-    res1: &mut [f64],
+    res1: &mut [f64; 4],
     qinf: &[f64; 4],
 ) {
     let dx = x1[0] - x2[0];
@@ -125,7 +125,7 @@ fn bres_calc(
 
 /// `adt_calc`: the local time step of a cell from its four nodes.
 #[inline(always)]
-fn adt_calc(x: [&[f64]; 4], q: &[f64]) -> f64 {
+fn adt_calc(x: [&[f64; 2]; 4], q: &[f64; 4]) -> f64 {
     let ri = 1.0 / q[0];
     let u = ri * q[1];
     let v = ri * q[2];
@@ -170,74 +170,79 @@ pub fn airfoil(ctx: &mut Context, grid: &Grid, cfg: &AirfoilConfig) -> Result<Ai
 
     let mut history = Vec::new();
     for iter in 1..=cfg.iterations {
-        ctx.par_loop("save_soln", cells, &[p_q.read(), p_qold.write()], |r, w| {
-            w[0].copy_from_slice(r[0])
-        })?;
+        ctx.par_loop_fixed(
+            "save_soln",
+            cells,
+            (
+                p_q.read().fixed_read::<4>(),
+                p_qold.write().fixed_write::<4>(),
+            ),
+            |(q, qold)| *qold = *q,
+        )?;
         for _ in 0..2 {
-            ctx.par_loop(
+            ctx.par_loop_fixed(
                 "adt_calc",
                 cells,
-                &[
-                    p_x.read_via(pcell, 0),
-                    p_x.read_via(pcell, 1),
-                    p_x.read_via(pcell, 2),
-                    p_x.read_via(pcell, 3),
-                    p_q.read(),
-                    p_adt.write(),
-                ],
-                |r, w| w[0][0] = adt_calc([r[0], r[1], r[2], r[3]], r[4]),
+                (
+                    p_x.read_via(pcell, 0).fixed_read::<2>(),
+                    p_x.read_via(pcell, 1).fixed_read::<2>(),
+                    p_x.read_via(pcell, 2).fixed_read::<2>(),
+                    p_x.read_via(pcell, 3).fixed_read::<2>(),
+                    p_q.read().fixed_read::<4>(),
+                    p_adt.write().fixed_write::<1>(),
+                ),
+                |(x1, x2, x3, x4, q, adt)| adt[0] = adt_calc([x1, x2, x3, x4], q),
             )?;
-            ctx.par_loop(
+            ctx.par_loop_fixed(
                 "res_calc",
                 edges,
-                &[
-                    p_x.read_via(pedge, 0),
-                    p_x.read_via(pedge, 1),
-                    p_q.read_via(pecell, 0),
-                    p_q.read_via(pecell, 1),
-                    p_adt.read_via(pecell, 0),
-                    p_adt.read_via(pecell, 1),
-                    p_res.inc_via(pecell, 0),
-                    p_res.inc_via(pecell, 1),
-                ],
-                |r, w| {
-                    let (res1, res2) = w.split_at_mut(1);
-                    res_calc(r[0], r[1], r[2], r[3], r[4][0], r[5][0], res1[0], res2[0]);
+                (
+                    p_x.read_via(pedge, 0).fixed_read::<2>(),
+                    p_x.read_via(pedge, 1).fixed_read::<2>(),
+                    p_q.read_via(pecell, 0).fixed_read::<4>(),
+                    p_q.read_via(pecell, 1).fixed_read::<4>(),
+                    p_adt.read_via(pecell, 0).fixed_read::<1>(),
+                    p_adt.read_via(pecell, 1).fixed_read::<1>(),
+                    p_res.inc_via(pecell, 0).fixed_write::<4>(),
+                    p_res.inc_via(pecell, 1).fixed_write::<4>(),
+                ),
+                |(x1, x2, q1, q2, adt1, adt2, res1, res2)| {
+                    res_calc(x1, x2, q1, q2, adt1[0], adt2[0], res1, res2)
                 },
             )?;
-            ctx.par_loop(
+            ctx.par_loop_fixed(
                 "bres_calc",
                 bedges,
-                &[
-                    p_x.read_via(pbedge, 0),
-                    p_x.read_via(pbedge, 1),
-                    p_q.read_via(pbecell, 0),
-                    p_adt.read_via(pbecell, 0),
-                    p_res.inc_via(pbecell, 0),
-                    p_bound.read(),
-                ],
-                |r, w| bres_calc(r[0], r[1], r[2], r[3][0], r[4][0], w[0], &qinf),
+                (
+                    p_x.read_via(pbedge, 0).fixed_read::<2>(),
+                    p_x.read_via(pbedge, 1).fixed_read::<2>(),
+                    p_q.read_via(pbecell, 0).fixed_read::<4>(),
+                    p_adt.read_via(pbecell, 0).fixed_read::<1>(),
+                    p_res.inc_via(pbecell, 0).fixed_write::<4>(),
+                    p_bound.read().fixed_read::<1>(),
+                ),
+                |(x1, x2, q1, adt1, res1, bound)| {
+                    bres_calc(x1, x2, q1, adt1[0], bound[0], res1, &qinf)
+                },
             )?;
             ctx.set_global(rms, &[0.0])?;
-            ctx.par_loop(
+            ctx.par_loop_fixed(
                 "update",
                 cells,
-                &[
-                    p_qold.read(),
-                    p_q.write(),
-                    p_res.rw(),
-                    p_adt.read(),
-                    rms.arg(Access::Inc),
-                ],
-                |r, w| {
-                    let (qold, adti) = (r[0], 1.0 / r[1][0]);
-                    let (q, rest) = w.split_at_mut(1);
-                    let (res, rms) = rest.split_at_mut(1);
+                (
+                    p_qold.read().fixed_read::<4>(),
+                    p_q.write().fixed_write::<4>(),
+                    p_res.rw().fixed_write::<4>(),
+                    p_adt.read().fixed_read::<1>(),
+                    rms.arg(Access::Inc).fixed_write::<1>(),
+                ),
+                |(qold, q, res, adt, rms)| {
+                    let adti = 1.0 / adt[0];
                     for n in 0..4 {
-                        let del = adti * res[0][n];
-                        q[0][n] = qold[n] - del;
-                        res[0][n] = 0.0;
-                        rms[0][0] += del * del;
+                        let del = adti * res[n];
+                        q[n] = qold[n] - del;
+                        res[n] = 0.0;
+                        rms[0] += del * del;
                     }
                 },
             )?;

@@ -106,6 +106,8 @@ fn fake_root(comm: &Communicator, part: &Part, messages: usize) {
             comm.all_to_all(vec![0, ids.len() as i64]).unwrap();
             // Rank 1 may refuse the request before receiving it.
             let _ = comm.send(ids.clone(), 1);
+            // The halo lists' agreement round: this rank refused nothing.
+            let _ = comm.all_gather(vec![-1i64]);
         }
         _ => {}
     }
@@ -431,6 +433,115 @@ fn a_real_root_and_receiver_learn_a_receivers_failure_at_once() {
         for r in [0, 2] {
             assert!(
                 matches!(&outs[r], Err(UnstructuredError::PeerFailed { rank: 1, step }) if step == "scatter"),
+                "{transport}: rank {r} {:?}",
+                outs[r]
+            );
+        }
+        assert!(took < Duration::from_secs(10), "{transport}: {took:?}");
+    }
+}
+
+#[test]
+fn a_refused_halo_request_fails_every_rank_at_once() {
+    // Three ranks: a fake root (rank 0) sends rank 1 its honest part and rank 2 an empty one,
+    // then, in the nodes' import/export lists, asks rank 1 for node 0, which rank 1 does not
+    // own. Rank 1 returns `DistributionMismatch` (halo lists, naming rank 0), and rank 2
+    // learns it in the lists' agreement round (`PeerFailed`, rank 1, `halo lists`) well
+    // before op_timeout instead of waiting for rank 1 in the next set's lists; a second loop
+    // fails at once, without communicating. On threads and over TCP.
+    let part = honest();
+    let empty = Part {
+        head: vec![0; 6],
+        sets: vec![vec![], vec![]],
+        maps: vec![vec![]],
+        dats: vec![vec![], vec![]],
+        ..honest()
+    };
+    let runs = on_both_transports(3, |comm| {
+        if comm.rank() != 0 {
+            return ring_loops(&mut scatter_rank(comm), 0, 2).unwrap_or_else(|e| vec![Err(e)]);
+        }
+        let mut shapes = Context::new(Backend::Sequential);
+        let _ = declare(&mut shapes);
+        let fp = shape_fingerprint(&shapes.sets, &shapes.maps, &shapes.dats, &shapes.globals, 0);
+        comm.all_gather(vec![1, fp as i64, 0]).unwrap();
+        comm.broadcast(part.summary.clone(), 0).unwrap();
+        for (p, dst) in [(&part, 1), (&empty, 2)] {
+            let ints = std::iter::once(&p.head).chain(&p.sets).chain(&p.maps);
+            for v in ints {
+                comm.send(v.clone(), dst).unwrap();
+            }
+            for v in &p.dats {
+                comm.send(v.clone(), dst).unwrap();
+            }
+        }
+        // The scatter's agreement round: the root owns 2 nodes and 2 edges.
+        comm.all_gather(vec![0i64, 2, 2]).unwrap();
+        // The nodes' lists: ask rank 1 for node 0, then the lists' agreement round.
+        comm.all_to_all(vec![0i64, 1, 0]).unwrap();
+        comm.send(vec![0i64], 1).unwrap();
+        let refused = comm.all_gather(vec![-1i64]).unwrap();
+        vec![Err(UnstructuredError::PeerFailed {
+            rank: refused.iter().position(|&q| q >= 0).unwrap_or(usize::MAX),
+            step: "fake root".into(),
+        })]
+    });
+    for (transport, outs, took) in runs {
+        let peer_failed = |r: &crate::unstructured::Result<()>| matches!(r, Err(UnstructuredError::PeerFailed { rank: 1, step }) if step == "halo lists");
+        assert!(
+            matches!(
+                outs[0][..],
+                [Err(UnstructuredError::PeerFailed { rank: 1, .. })]
+            ),
+            "{transport}: the root saw {:?}",
+            outs[0]
+        );
+        assert!(
+            matches!(
+                &outs[1][0],
+                Err(UnstructuredError::DistributionMismatch { what: "halo lists", ranks }) if ranks == &[0]
+            ) && peer_failed(&outs[1][1]),
+            "{transport}: rank 1 {:?}",
+            outs[1]
+        );
+        assert!(
+            outs[2].len() == 2 && outs[2].iter().all(peer_failed),
+            "{transport}: rank 2 {:?}",
+            outs[2]
+        );
+        assert!(took < Duration::from_secs(10), "{transport}: {took:?}");
+    }
+}
+
+thread_local! {
+    /// In a test's scatter root (a thread): the rank whose part it fails to send after the
+    /// part's first message (`Runtime::send_part`).
+    pub(super) static FAIL_PART_OF: std::cell::Cell<Option<usize>> =
+        const { std::cell::Cell::new(None) };
+}
+
+#[test]
+fn a_root_that_fails_partway_through_the_scatter_fails_every_rank_at_once() {
+    // Three real ranks, the root (rank 0) holding a ring of 6 nodes: the root's send of rank
+    // 1's part fails after its first message (injected). Rank 1, waiting for the rest of its
+    // part, and rank 2, waiting for its whole part, get a typed error well before op_timeout
+    // (the root aborts its communicator, so it counts as lost), on threads and over TCP.
+    let runs = on_both_transports(3, |comm| {
+        let r = comm.rank();
+        if r == 0 {
+            FAIL_PART_OF.with(|f| f.set(Some(1)));
+        }
+        declare_ring(&mut scatter_rank(comm), if r == 0 { 6 } else { 0 })
+    });
+    for (transport, outs, took) in runs {
+        assert!(
+            matches!(&outs[0], Err(UnstructuredError::PeerFailed { rank: 1, step }) if step == "scatter (injected)"),
+            "{transport}: the root {:?}",
+            outs[0]
+        );
+        for r in [1, 2] {
+            assert!(
+                matches!(&outs[r], Err(UnstructuredError::Comm { rank, .. }) if *rank == r),
                 "{transport}: rank {r} {:?}",
                 outs[r]
             );
