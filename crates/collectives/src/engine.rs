@@ -279,10 +279,10 @@ fn fail(shared: &Shared, mut a: Active, f: Failure) {
         e => (FrameKind::AbortOther, 0, e.to_string()),
     };
     // Every member takes part in a collective; a point-to-point message has one other party
-    // (the sender a receive waits on), and a notice to any other rank would open a mailbox
-    // there that no collective of that rank ever finishes.
+    // (a receive's sender, a send's destination), and a notice to any other rank would open a
+    // mailbox there that no collective of that rank ever finishes.
     let parties = if meta.kind == OpKind::PointToPoint {
-        a.op.waiting_on()
+        a.op.counterparts()
     } else {
         meta.group.to_vec()
     };

@@ -61,6 +61,11 @@ pub(crate) trait ActiveOp: Send {
     fn poll(&mut self, transport: &dyn Transport, budget: usize) -> Result<Poll, Failure>;
     /// World ranks whose message the current step awaits.
     fn waiting_on(&self) -> Vec<usize>;
+    /// World ranks this operation exchanges messages with in any of its steps, sending or
+    /// receiving (told when a point-to-point message fails). Default: [`Self::waiting_on`].
+    fn counterparts(&self) -> Vec<usize> {
+        self.waiting_on()
+    }
     fn meta(&self) -> &OpMeta;
     /// Delivers the outcome to the handle.
     fn finish(self: Box<Self>, result: Result<(), CollectiveError>, stats: OpStats);
@@ -352,6 +357,22 @@ impl<T: Element> ActiveOp for StepProgram<T> {
             Some((peer, _, _)) => vec![self.meta.group[*peer]],
             None => Vec::new(),
         }
+    }
+
+    fn counterparts(&self) -> Vec<usize> {
+        let mut ranks: Vec<usize> = self
+            .steps
+            .iter()
+            .flat_map(|s| {
+                let sent = s.send.as_ref().map(|(peer, _)| *peer);
+                let received = s.recv.as_ref().map(|(peer, _, _)| *peer);
+                sent.into_iter().chain(received)
+            })
+            .map(|peer| self.meta.group[peer])
+            .collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        ranks
     }
 
     fn meta(&self) -> &OpMeta {

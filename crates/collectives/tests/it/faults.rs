@@ -379,6 +379,54 @@ fn late_failure_notices_leave_no_mailboxes_behind() {
 }
 
 #[test]
+fn a_failed_send_tells_its_destination() {
+    use collectives::tcp::run_tcp_local;
+    use collectives::{Communicator, Mode};
+    // Ordered mode: rank 0's all-reduce (which rank 1 never joins) deadlocks, and the send
+    // queued behind it is aborted with it. Rank 1 then posts the matching receive: it must
+    // fail with rank 0's reason, not with a deadlock (or timeout) of its own.
+    let cfg = Config {
+        mode: Mode::Ordered,
+        deadlock_timeout: Duration::from_millis(300),
+        ..quick()
+    };
+    with_timeout(Duration::from_secs(60), move || {
+        for tcp in [false, true] {
+            let sent = std::sync::Barrier::new(2);
+            let rank = |comm: Communicator| {
+                if comm.rank() == 0 {
+                    let stuck = comm.iall_reduce(vec![1.0f32; 4], ReduceOp::Sum).unwrap();
+                    let send = comm.isend(vec![1u8; 4], 1).unwrap();
+                    assert!(matches!(
+                        stuck.wait(),
+                        Err(CollectiveError::Deadlock { .. })
+                    ));
+                    let r = send.wait();
+                    assert!(matches!(r, Err(CollectiveError::Aborted(_))), "{r:?}");
+                    sent.wait();
+                    Ok(())
+                } else {
+                    sent.wait();
+                    comm.recv::<u8>(0, 4).map(drop)
+                }
+            };
+            let out = if tcp {
+                run_tcp_local(&cfg, 2, rank)
+            } else {
+                run_local_with(&cfg, 2, rank)
+            };
+            out[0].as_ref().unwrap().as_ref().unwrap();
+            assert!(
+                matches!(&out[1], Ok(Err(CollectiveError::Remote { rank: 0, reason, .. }))
+                    if reason.contains("deadlocked")),
+                "tcp {tcp}: {:?}",
+                out[1]
+            );
+        }
+    });
+}
+
+#[test]
 fn abort_from_another_thread_ends_pending_operations() {
     with_timeout(Duration::from_secs(20), || {
         let out = run_local_with(&quick(), 2, |comm| {
