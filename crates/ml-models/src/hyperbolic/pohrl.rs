@@ -358,21 +358,24 @@ impl FeatureTable {
 
     /// [`FeatureTable::build`] through a cache directory for the instance features (the
     /// expensive part): they are read from `<dir>/instances-<hash>.safetensors` when present
-    /// (hash: FNV-1a of the tokenised instances and the feature width) and written there
-    /// otherwise; the relation features (one short text per relation) are always computed, so
-    /// the with- and without-description settings share one instance cache. Without `dir`,
-    /// builds.
+    /// (hash: FNV-1a of `weights`, the tokenised instances and the feature width) and written
+    /// there otherwise; the relation features (one short text per relation) are always
+    /// computed, so the with- and without-description settings share one instance cache.
+    /// `weights` identifies the encoder's weights (for MiniLM,
+    /// [`FewShotEncoder::minilm_fingerprint`]): features another set of weights computed are
+    /// never read back. Without `dir`, builds.
     pub fn cached(
         enc: &FewShotEncoder,
         rels: &[EncodedRelation],
         dir: Option<&std::path::Path>,
+        weights: &str,
     ) -> Result<Self> {
         let Some(dir) = dir else {
             return Self::build(enc, rels);
         };
         let path = dir.join(format!(
             "instances-{:016x}.safetensors",
-            instance_hash(rels, enc.feature_dim())
+            instance_hash(rels, enc.feature_dim(), weights)
         ));
         let sizes: Vec<usize> = rels.iter().map(|r| r.instances.len()).collect();
         let texts: Vec<&[u32]> = rels.iter().map(|r| r.text.as_slice()).collect();
@@ -471,9 +474,11 @@ impl Fnv {
     }
 }
 
-/// FNV-1a over the tokenised instances (ids, marker positions) and the feature width.
-pub fn instance_hash(rels: &[EncodedRelation], width: usize) -> u64 {
+/// FNV-1a over the encoder's weights identity, the tokenised instances (ids, marker positions)
+/// and the feature width.
+pub fn instance_hash(rels: &[EncodedRelation], width: usize, weights: &str) -> u64 {
     let mut h = Fnv::new();
+    h.eat_str(weights);
     h.eat(width as u64);
     for r in rels {
         h.eat(r.instances.len() as u64);
@@ -1179,12 +1184,18 @@ pub fn run_benchmark(
             phase("loading all-MiniLM-L6-v2");
             let enc = FewShotEncoder::minilm(dir)?;
             let start = Instant::now();
+            // Cached features belong to the weights that computed them.
+            let weights = match (&encoder_files, cache) {
+                (Some(files), _) => files.clone(),
+                (None, Some(_)) => FewShotEncoder::minilm_fingerprint(dir)?,
+                (None, None) => String::new(),
+            };
             phase("MiniLM features of the training relations");
             let train_rels = enc.encode(&split.train, cfg.descriptions)?;
-            let train_table = FeatureTable::cached(&enc, &train_rels, cache.as_deref())?;
+            let train_table = FeatureTable::cached(&enc, &train_rels, cache.as_deref(), &weights)?;
             phase("MiniLM features of the test relations");
             let test_rels = enc.encode(&split.test, cfg.descriptions)?;
-            let test_table = FeatureTable::cached(&enc, &test_rels, cache.as_deref())?;
+            let test_table = FeatureTable::cached(&enc, &test_rels, cache.as_deref(), &weights)?;
             cache_seconds = start.elapsed().as_secs_f64();
             Some((enc, train_rels, train_table, test_table))
         }

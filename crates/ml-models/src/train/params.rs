@@ -256,7 +256,10 @@ pub fn write_atomically(
     let tmp = TempFile::create(&dir, &name)?;
     write(&tmp.path)?;
     // The bytes reach the disk before the name does.
-    std::fs::File::open(&tmp.path)
+    // (A handle opened for writing: some platforms refuse to flush a read-only one.)
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&tmp.path)
         .and_then(|f| f.sync_all())
         .map_err(|e| MlError::io(&tmp.path, e))?;
     match how {

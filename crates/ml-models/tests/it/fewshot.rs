@@ -651,10 +651,10 @@ fn feature_cache_round_trips() {
         FewShotEncoder::tiny(&rels, Some(micro), &mut store, &mut SeededInit::new(0)).unwrap();
     let encoded = enc.encode(&rels, true).unwrap();
     let dir = scratch("feature-cache");
-    let built = FeatureTable::cached(&enc, &encoded, Some(&dir)).unwrap();
+    let built = FeatureTable::cached(&enc, &encoded, Some(&dir), "w1").unwrap();
     let files = || std::fs::read_dir(&dir).unwrap().count();
     assert_eq!(files(), 1);
-    let read = FeatureTable::cached(&enc, &encoded, Some(&dir)).unwrap();
+    let read = FeatureTable::cached(&enc, &encoded, Some(&dir), "w1").unwrap();
     assert_eq!(files(), 1);
     assert_eq!(read.sizes, vec![4, 4]);
     assert_eq!(read.offsets, vec![0, 4]);
@@ -662,13 +662,16 @@ fn feature_cache_round_trips() {
     assert_eq!(v(&read.instances), v(&built.instances));
     assert_eq!(v(&read.relations), v(&built.relations));
     let names_only = enc.encode(&rels, false).unwrap();
-    let t = FeatureTable::cached(&enc, &names_only, Some(&dir)).unwrap();
+    let t = FeatureTable::cached(&enc, &names_only, Some(&dir), "w1").unwrap();
     assert_eq!(files(), 1);
     assert_eq!(v(&t.instances), v(&built.instances));
     assert_ne!(v(&t.relations), v(&built.relations));
     let fewer = enc.encode(&rels[..1], true).unwrap();
-    FeatureTable::cached(&enc, &fewer, Some(&dir)).unwrap();
+    FeatureTable::cached(&enc, &fewer, Some(&dir), "w1").unwrap();
     assert_eq!(files(), 2);
+    // Other weights never read the first weights' features.
+    FeatureTable::cached(&enc, &encoded, Some(&dir), "w2").unwrap();
+    assert_eq!(files(), 3);
 }
 
 /// A shape the test relations cannot fill fails before anything trains.
