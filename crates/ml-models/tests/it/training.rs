@@ -270,11 +270,15 @@ fn a_failed_resume_changes_nothing() {
         spoil(&mut map);
         let bad = dir.join("bad.safetensors");
         candle_core::safetensors::save(&map, &bad).unwrap();
-        let (s, _, _) = regression();
-        s.get("w")
-            .unwrap()
-            .set(&Tensor::new(&[[9.0f32], [8.0], [7.0], [6.0]], &Device::Cpu).unwrap())
-            .unwrap();
+        let start = || {
+            let (s, x, y) = regression();
+            s.get("w")
+                .unwrap()
+                .set(&Tensor::new(&[[9.0f32], [8.0], [7.0], [6.0]], &Device::Cpu).unwrap())
+                .unwrap();
+            (s, x, y)
+        };
+        let (s, x, y) = start();
         let before = values_of(&s);
         let mut tr = Trainer::new(cfg(40), &s).unwrap();
         tr.scale_lr(0.25, |_| true).unwrap();
@@ -288,6 +292,20 @@ fn a_failed_resume_changes_nothing() {
         }
         assert_eq!(values_of(&s), before, "{what}: parameters untouched");
         assert_eq!(tr.steps(), 0, "{what}: optimiser untouched");
+        // The factor set before the refused resume is still in force: a step equals the step
+        // of a fresh trainer with that factor (and differs from one at factor 1).
+        let stepped = |factor: Option<f64>| {
+            let (s2, x2, y2) = start();
+            let mut t = Trainer::new(cfg(40), &s2).unwrap();
+            if let Some(f) = factor {
+                t.scale_lr(f, |_| true).unwrap();
+            }
+            t.step_once(&mut |_| mse(&s2, &x2, &y2)).unwrap();
+            values_of(&s2)
+        };
+        tr.step_once(&mut |_| mse(&s, &x, &y)).unwrap();
+        assert_eq!(values_of(&s), stepped(Some(0.25)), "{what}: factor kept");
+        assert_ne!(values_of(&s), stepped(None));
         // The trainer still runs from scratch with its own factor.
         tr.resume(&s, &dir.join("ck.safetensors")).unwrap();
         assert_eq!(tr.steps(), 20, "{what}: a good checkpoint still resumes");
