@@ -1,7 +1,7 @@
 //! `pardis ml anomaly` end to end: the JSON report of one fast detector on a small ADBench set
 //! (skipped, with the reason printed, when the shared data set is absent) and on a generated
-//! CSV, and bad input (a missing file, an invalid label, an unknown detector) rejected with a
-//! message and exit status 1, never a panic.
+//! CSV, the ADBench protocol's split, and bad input (a missing file, an invalid label, an
+//! unknown detector) rejected with a message and exit status 1, never a panic.
 #![cfg(feature = "ml")]
 
 use std::path::{Path, PathBuf};
@@ -140,4 +140,57 @@ fn bad_input_is_a_clean_error() {
         &["ml", "anomaly", "--data", &good, "--detector", "bogus"],
         "unknown detector `bogus`",
     );
+}
+
+/// `--protocol adbench`: the report says so, and the dumped splits are ADBench's — disjoint,
+/// covering all 210 rows, 30 % of each class tested (60 of 200 normals, 3 of 10 anomalies), the
+/// other anomalies in the training rows; the default protocol trains on normals only.
+#[test]
+fn adbench_protocol_splits_all_rows_stratified() {
+    let dir = TempDir::new("adbench");
+    let path = write_csv(&dir.0, "line.csv", false);
+    let splits = dir.0.join("splits");
+    let args = |protocol: &'static str, splits: &'static str| {
+        vec![
+            "ml".to_string(),
+            "anomaly".into(),
+            "--data".into(),
+            path.clone(),
+            "--detector".into(),
+            "knn".into(),
+            "--seeds".into(),
+            "2".into(),
+            "--protocol".into(),
+            protocol.into(),
+            "--dump-splits".into(),
+            dir.0.join(splits).to_str().unwrap().into(),
+            "--json".into(),
+        ]
+    };
+    let run = |a: Vec<String>| json_report(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let r = run(args("adbench", "splits"));
+    let cell = &r.as_array().unwrap()[0];
+    check_cell(cell, "line", "knn", 2);
+    assert_eq!(cell["protocol"], "adbench");
+    let read = |dir: &Path, seed: u64| -> (Vec<usize>, Vec<usize>) {
+        let text = std::fs::read_to_string(dir.join(format!("line.seed{seed}.txt"))).unwrap();
+        let mut lines = text.lines().map(|l| {
+            l.split_whitespace()
+                .map(|v| v.parse::<usize>().unwrap())
+                .collect::<Vec<_>>()
+        });
+        (lines.next().unwrap(), lines.next().unwrap())
+    };
+    let (train0, test0) = read(&splits, 0);
+    let anomalies = |rows: &[usize]| rows.iter().filter(|&&i| i >= 200).count();
+    assert_eq!((test0.len(), anomalies(&test0)), (63, 3));
+    assert_eq!((train0.len(), anomalies(&train0)), (147, 7));
+    let mut all: Vec<usize> = train0.iter().chain(&test0).copied().collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..210).collect::<Vec<_>>());
+    assert_ne!(read(&splits, 1).1, test0, "seeds differ");
+    let r = run(args("pclad", "pclad"));
+    assert_eq!(r[0]["protocol"], "pclad");
+    let (train, _) = read(&dir.0.join("pclad"), 0);
+    assert_eq!((train.len(), anomalies(&train)), (100, 0));
 }

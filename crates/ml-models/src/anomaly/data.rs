@@ -166,12 +166,14 @@ pub fn read_labelled(path: &Path) -> Result<Labelled> {
     }
 }
 
-/// The ADBench / PCL-AD protocol's split of one seed, min-max scaled on the training part.
+/// One seed's split ([`Protocol`]), min-max scaled on the training part.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Split {
-    /// Half of the normal samples (labels are not given to detectors).
+    /// The rows to fit on, labels not given to detectors (PCL-AD protocol: half of the normal
+    /// samples; ADBench: 70 % of each class).
     pub train: Features,
-    /// The other normals and every anomaly.
+    /// The rows to score (PCL-AD protocol: the other normals and every anomaly; ADBench: 30 %
+    /// of each class).
     pub test: Features,
     /// Labels of `test`.
     pub test_labels: Vec<u8>,
@@ -211,6 +213,22 @@ pub fn protocol_split_capped(
     seed: u64,
     max_rows: Option<usize>,
 ) -> Result<Split, InputError> {
+    let (mut normals, anomalies) = capped_rows(data, seed, max_rows)?;
+    normals.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+    let n_train = normals.len() / 2;
+    let train_rows = normals[..n_train].to_vec();
+    let mut test_rows = normals[n_train..].to_vec();
+    test_rows.extend_from_slice(&anomalies);
+    Ok(scaled_split(data, train_rows, test_rows))
+}
+
+/// The rows of `data` that a split of `seed` draws from: `(normals, anomalies)` in row order,
+/// after the stratified cap of [`protocol_split_capped`].
+fn capped_rows(
+    data: &Labelled,
+    seed: u64,
+    max_rows: Option<usize>,
+) -> Result<(Vec<usize>, Vec<usize>), InputError> {
     let mut normals: Vec<usize> = (0..data.x.rows).filter(|&i| data.labels[i] == 0).collect();
     let mut anomalies: Vec<usize> = (0..data.x.rows).filter(|&i| data.labels[i] == 1).collect();
     if anomalies.is_empty() || normals.len() < 2 {
@@ -236,21 +254,115 @@ pub fn protocol_split_capped(
             v.sort_unstable();
         }
     }
-    normals.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
-    let n_train = normals.len() / 2;
-    let train = data.x.select(&normals[..n_train]);
-    let mut test_idx = normals[n_train..].to_vec();
-    test_idx.extend_from_slice(&anomalies);
-    let test = data.x.select(&test_idx);
-    let test_labels = test_idx.iter().map(|&i| data.labels[i]).collect();
+    Ok((normals, anomalies))
+}
+
+/// The split of `data` into `train_rows` and `test_rows`, min-max scaled on the training part.
+fn scaled_split(data: &Labelled, train_rows: Vec<usize>, test_rows: Vec<usize>) -> Split {
+    let train = data.x.select(&train_rows);
+    let test = data.x.select(&test_rows);
+    let test_labels = test_rows.iter().map(|&i| data.labels[i]).collect();
     let scaler = MinMaxScaler::fit(&train);
-    Ok(Split {
+    Split {
         train: scaler.transform(&train),
         test: scaler.transform(&test),
         test_labels,
-        train_rows: normals[..n_train].to_vec(),
-        test_rows: test_idx,
-    })
+        train_rows,
+        test_rows,
+    }
+}
+
+/// The share of each class that ADBench's split puts in the test part (`test_size = 0.3`).
+pub const ADBENCH_TEST_SHARE: f64 = 0.3;
+
+/// ADBench's unsupervised setting (Han et al., NeurIPS 2022, `DataGenerator.generator`:
+/// `train_test_split(X, y, test_size=0.3, stratify=y)`, then min-max scaling fitted on the
+/// training part): a stratified 70/30 split of all rows — each class is shuffled with `seed`
+/// and `round(0.3 · n)` of its rows (at least one, and for the normals at most all but one) go
+/// to the test part. The detector is fitted on the training rows with labels unused, the
+/// anomalies among them included (unlike [`protocol_split`], whose training part is normals
+/// only), and scores the test rows. `max_rows` caps the set first as in
+/// [`protocol_split_capped`]. Row indices refer to the full data set, in ascending order within
+/// each part.
+///
+/// # Errors
+/// As [`protocol_split_capped`].
+pub fn adbench_split(
+    data: &Labelled,
+    seed: u64,
+    max_rows: Option<usize>,
+) -> Result<Split, InputError> {
+    let (normals, anomalies) = capped_rows(data, seed, max_rows)?;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let (mut train_rows, mut test_rows) = (Vec::new(), Vec::new());
+    for (mut rows, keep_one) in [(normals, true), (anomalies, false)] {
+        rows.shuffle(&mut rng);
+        let n = rows.len();
+        let mut n_test = ((n as f64 * ADBENCH_TEST_SHARE).round() as usize).clamp(1, n);
+        if keep_one {
+            // At least one normal row to fit on.
+            n_test = n_test.min(n - 1);
+        }
+        test_rows.extend_from_slice(&rows[..n_test]);
+        train_rows.extend_from_slice(&rows[n_test..]);
+    }
+    train_rows.sort_unstable();
+    test_rows.sort_unstable();
+    Ok(scaled_split(data, train_rows, test_rows))
+}
+
+/// Which split a detector is evaluated on ([`crate::anomaly::eval`], `pardis ml anomaly
+/// --protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// The PCL-AD paper's ([`protocol_split_capped`]): fit on half of the normals, test on the
+    /// other half plus every anomaly.
+    #[default]
+    Pclad,
+    /// ADBench's unsupervised setting ([`adbench_split`]): fit on a stratified 70 % of all rows
+    /// (anomalies included, labels unused), test on the other 30 %.
+    Adbench,
+}
+
+impl Protocol {
+    /// `pclad` or `adbench`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Pclad => "pclad",
+            Protocol::Adbench => "adbench",
+        }
+    }
+
+    /// The protocol called `name` (`pclad`, `adbench`).
+    ///
+    /// # Errors
+    /// [`MlError::InvalidInput`] for another name.
+    pub fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "pclad" => Ok(Protocol::Pclad),
+            "adbench" => Ok(Protocol::Adbench),
+            other => Err(MlError::InvalidInput(format!(
+                "unknown protocol `{other}` (expected pclad or adbench)"
+            ))),
+        }
+    }
+
+    /// This protocol's split of `data` for `seed`, capped at `max_rows` rows.
+    ///
+    /// # Errors
+    /// As [`protocol_split_capped`].
+    pub fn split(
+        self,
+        data: &Labelled,
+        seed: u64,
+        max_rows: Option<usize>,
+    ) -> Result<Split, InputError> {
+        match self {
+            Protocol::Pclad => protocol_split_capped(data, seed, max_rows),
+            Protocol::Adbench => adbench_split(data, seed, max_rows),
+        }
+    }
 }
 
 /// Per-feature `(x − min) / (max − min)` with the range of the data it was fitted on; a constant

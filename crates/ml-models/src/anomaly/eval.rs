@@ -1,12 +1,13 @@
 //! The evaluation protocol as computation (no printing): a detector chosen by name, one seed of
-//! the PCL-AD paper's split, mean ± std over seeds and average ranks across data sets.
+//! the PCL-AD paper's split (or ADBench's, [`run_seed_protocol`]), mean ± std over seeds and
+//! average ranks across data sets.
 
 use std::time::Instant;
 
 use super::{
-    auc_roc, average_precision, protocol_split_capped, DeepConfig, Detector, Ecod, Icl, IclConfig,
-    IsolationForest, IsolationForestConfig, Knn, KnnConfig, Labelled, Neutral, NeutralConfig, Pcl,
-    PclConfig,
+    auc_roc, average_precision, DeepConfig, Detector, Ecod, Icl, IclConfig, IsolationForest,
+    IsolationForestConfig, Knn, KnnConfig, Labelled, Neutral, NeutralConfig, Pcl, PclConfig,
+    Protocol,
 };
 use crate::{MlError, Result};
 
@@ -126,7 +127,22 @@ pub fn run_seed_on(
     seed: u64,
     max_rows: Option<usize>,
 ) -> Result<SeedResult> {
-    let split = protocol_split_capped(data, seed, max_rows)?;
+    run_seed_protocol(data, data_set, name, seed, max_rows, Protocol::Pclad)
+}
+
+/// [`run_seed_on`] on `protocol`'s split ([`Protocol::split`]).
+///
+/// # Errors
+/// As [`run_seed`].
+pub fn run_seed_protocol(
+    data: &Labelled,
+    data_set: Option<&str>,
+    name: &str,
+    seed: u64,
+    max_rows: Option<usize>,
+    protocol: Protocol,
+) -> Result<SeedResult> {
+    let split = protocol.split(data, seed, max_rows)?;
     let mut det = detector_for(name, seed, data_set)?;
     let t0 = Instant::now();
     det.fit(&split.train)?;

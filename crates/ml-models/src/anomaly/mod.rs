@@ -5,7 +5,9 @@
 //!
 //! - [`data`]: validated [`Features`] / [`Labelled`] data, the ADBench `.npz` and PCL-AD CSV
 //!   readers, [`protocol_split`] (seeded shuffle, train on half of the normals, test on the rest
-//!   plus every anomaly, min-max scaling fitted on the training split).
+//!   plus every anomaly, min-max scaling fitted on the training split) and ADBench's own
+//!   unsupervised setting, [`adbench_split`] (stratified 70/30 split of all rows); [`Protocol`]
+//!   picks one.
 //! - [`metrics`]: exact [`auc_roc`] (ties count ½) and [`average_precision`] (scikit-learn's
 //!   definition).
 //! - [`eval`]: a detector by name, one seed of the protocol, mean ± std, average ranks.
@@ -45,8 +47,8 @@ mod neutral;
 mod pcl;
 
 pub use data::{
-    protocol_split, protocol_split_capped, Features, Labelled, MinMaxScaler, Split,
-    ADBENCH_MAX_ROWS,
+    adbench_split, protocol_split, protocol_split_capped, Features, Labelled, MinMaxScaler,
+    Protocol, Split, ADBENCH_MAX_ROWS, ADBENCH_TEST_SHARE,
 };
 pub use deep::DeepConfig;
 pub use ecod::Ecod;

@@ -260,6 +260,62 @@ fn capped_split_is_stratified_seeded_and_indexes_the_full_set() {
     ));
 }
 
+/// ADBench's unsupervised split: disjoint, covers every (capped) row, 30 % of each class in the
+/// test part (rounded), anomalies in the training part too, seeded, scaled on the training
+/// part; the PCL-AD split is what `Protocol::Pclad` gives.
+#[test]
+fn adbench_split_is_stratified_disjoint_and_seeded() {
+    let data = planted(970, 30, 4);
+    let a = adbench_split(&data, 2, None).unwrap();
+    let count =
+        |rows: &[usize], label: u8| rows.iter().filter(|&&i| data.labels[i] == label).count();
+    // round(0.3 · 970) = 291 normals and round(0.3 · 30) = 9 anomalies to the test part.
+    assert_eq!((count(&a.test_rows, 0), count(&a.test_rows, 1)), (291, 9));
+    assert_eq!(
+        (count(&a.train_rows, 0), count(&a.train_rows, 1)),
+        (679, 21)
+    );
+    let mut all: Vec<usize> = a.train_rows.iter().chain(&a.test_rows).copied().collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..1000).collect::<Vec<_>>(), "disjoint and complete");
+    assert_eq!((a.train.rows, a.test.rows), (700, 300));
+    for (k, &i) in a.test_rows.iter().enumerate() {
+        assert_eq!(a.test_labels[k], data.labels[i]);
+        assert_eq!(a.test.row(k).len(), data.x.cols);
+    }
+    // Scaled on the training part: its columns span [0, 1] (column 3 is constant).
+    let col0: Vec<f64> = (0..a.train.rows).map(|i| a.train.row(i)[0]).collect();
+    assert!(col0.iter().cloned().fold(f64::INFINITY, f64::min).abs() < 1e-12);
+    assert!((col0.iter().cloned().fold(f64::NEG_INFINITY, f64::max) - 1.0).abs() < 1e-12);
+    assert_eq!(a, adbench_split(&data, 2, None).unwrap());
+    let b = adbench_split(&data, 3, None).unwrap();
+    assert_ne!(a.test_rows, b.test_rows);
+    assert_eq!(Protocol::Adbench.split(&data, 2, None).unwrap(), a);
+    assert_eq!(
+        Protocol::Pclad.split(&data, 2, None).unwrap(),
+        protocol_split(&data, 2).unwrap()
+    );
+    // Capped: stratified cap first, then 70/30 of what is left.
+    let c = adbench_split(&data, 2, Some(200)).unwrap();
+    assert_eq!(c.train_rows.len() + c.test_rows.len(), 200);
+    assert_eq!((count(&c.test_rows, 0), count(&c.test_rows, 1)), (58, 2));
+    assert!(c.train_rows.iter().chain(&c.test_rows).all(|&i| i < 1000));
+    // Tiny classes: one anomaly goes to the test part; two normals leave one to fit on.
+    let tiny = Labelled::new(
+        Features::new(3, 1, vec![0.0, 1.0, 9.0]).unwrap(),
+        &[0.0, 0.0, 1.0],
+    )
+    .unwrap();
+    let t = adbench_split(&tiny, 0, None).unwrap();
+    assert_eq!((t.train_rows.len(), t.test_rows.len()), (1, 2));
+    assert!(t.test_rows.contains(&2));
+    assert!(matches!(
+        Protocol::from_name("adbench"),
+        Ok(Protocol::Adbench)
+    ));
+    assert!(Protocol::from_name("ADBench").is_err());
+}
+
 /// Every detector on training data whose features are all constant (min-max scaling maps them
 /// to 0): fitting works and every score is finite, identical rows score alike, and for the
 /// distance and tail detectors a row off the constant scores higher. (A forest of constant

@@ -1,13 +1,16 @@
-//! `pardis ml anomaly` (issue #27): tabular anomaly detectors on the PCL-AD paper's protocol,
-//! mean ± std over seeds, a table per data set and each detector's average rank.
+//! `pardis ml anomaly` (issue #27): tabular anomaly detectors on the PCL-AD paper's protocol
+//! or ADBench's (`--protocol`), mean ± std over seeds, a table per data set and each detector's
+//! average rank.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
 use pardis::ml::anomaly::data::read_labelled;
-use pardis::ml::anomaly::eval::{average_ranks, mean_std, run_seed_on, SeedResult, DETECTORS};
-use pardis::ml::anomaly::protocol_split_capped;
+use pardis::ml::anomaly::eval::{
+    average_ranks, mean_std, run_seed_protocol, SeedResult, DETECTORS,
+};
+use pardis::ml::anomaly::Protocol;
 
 use pardis_datasets::DataRoots;
 
@@ -31,6 +34,11 @@ pub(super) struct AnomalyArgs {
     /// Emit machine-readable JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// pclad: the PCL-AD paper's split (fit on half of the normals; test on the rest plus every
+    /// anomaly). adbench: ADBench's unsupervised setting (stratified 70/30 split of all rows;
+    /// fit on the 70 %, anomalies included, labels unused; score the 30 %).
+    #[arg(long, default_value = "pclad", value_parser = ["pclad", "adbench"])]
+    protocol: String,
     /// Subsample a set of more rows to this many before splitting (stratified, seeded; ADBench
     /// caps at 10000). Default: the whole set.
     #[arg(long)]
@@ -45,6 +53,7 @@ pub(super) struct AnomalyArgs {
 struct Cell {
     data: String,
     detector: String,
+    protocol: Protocol,
     max_rows: Option<usize>,
     runs: Vec<SeedResult>,
     error: Option<String>,
@@ -95,6 +104,7 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
     for d in &detectors {
         pardis::ml::anomaly::eval::detector(d, 0)?;
     }
+    let protocol = Protocol::from_name(&a.protocol)?;
     let files = resolve(&a.data, roots)?;
     let mut cells = Vec::new();
     for f in &files {
@@ -115,7 +125,7 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
         if let Some(dir) = &a.dump_splits {
             std::fs::create_dir_all(dir)?;
             for seed in 0..a.seeds.max(1) {
-                let s = protocol_split_capped(&data, seed, a.max_rows)?;
+                let s = protocol.split(&data, seed, a.max_rows)?;
                 let line =
                     |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(" ");
                 let text = format!("{}\n{}\n", line(&s.train_rows), line(&s.test_rows));
@@ -138,7 +148,7 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
             let mut runs = Vec::new();
             let mut error = None;
             for seed in 0..a.seeds.max(1) {
-                match run_seed_on(&data, Some(&name), det, seed, a.max_rows) {
+                match run_seed_protocol(&data, Some(&name), det, seed, a.max_rows, protocol) {
                     Ok(r) => runs.push(r),
                     Err(e) => {
                         error = Some(e.to_string());
@@ -159,6 +169,7 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
             cells.push(Cell {
                 data: name.clone(),
                 detector: det.to_string(),
+                protocol,
                 max_rows: a.max_rows,
                 runs,
                 error,
@@ -201,7 +212,11 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
         }
         t.add_row(avg);
         t.add_row(rank);
-        println!("{metric} (mean ± std over {} seeds)\n{t}", a.seeds.max(1));
+        println!(
+            "{metric} (mean ± std over {} seeds, {} protocol)\n{t}",
+            a.seeds.max(1),
+            protocol.name()
+        );
     }
     Ok(())
 }
