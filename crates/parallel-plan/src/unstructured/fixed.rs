@@ -56,29 +56,42 @@ pub(crate) mod private {
     /// Only this module's argument types are kernel arguments.
     pub trait Sealed {}
 
-    /// Where an argument's values for loop element `e` are, once per loop.
+    /// Where an argument's values for loop element `e` are, once per loop: element
+    /// `at[e * arity]` through a map (`at` = the map's slot column), else `e * mul` (`mul` 1:
+    /// the element itself; 0: a global's values).
     #[derive(Debug, Clone, Copy)]
-    pub enum Pick {
-        /// Element `e` itself.
-        Direct,
-        /// Element `at[e * arity]` (`at` = the map's slot column).
-        Via(*const u32, usize),
-        /// Always the same values (a global).
-        Fixed,
+    pub struct Pick {
+        pub(crate) at: *const u32,
+        pub(crate) arity: usize,
+        pub(crate) mul: usize,
     }
 
+    /// Loops whose every argument goes through a map ([`Pick::index`]'s `K`).
+    pub(crate) const ALL_VIA: u8 = 1;
+    /// Loops with no argument through a map.
+    pub(crate) const NO_VIA: u8 = 2;
+    /// Loops with both kinds.
+    pub(crate) const MIXED: u8 = 0;
+
     impl Pick {
-        /// The element of loop element `e`.
+        /// The element of loop element `e`. `K` says what every pick of the loop is
+        /// ([`ALL_VIA`], [`NO_VIA`] or [`MIXED`]), so that the loops of one kind of arguments
+        /// test nothing per element.
         ///
         /// # Safety
-        /// For `Via`, `e` has a row in the map.
+        /// Through a map, `e` has a row in it; `K` is true of this pick.
         #[inline(always)]
-        pub(crate) unsafe fn index(self, e: usize) -> usize {
-            match self {
-                Pick::Direct => e,
+        pub(crate) unsafe fn index<const K: u8>(self, e: usize) -> usize {
+            let via = match K {
+                ALL_VIA => true,
+                NO_VIA => false,
+                _ => !self.at.is_null(),
+            };
+            if via {
                 // SAFETY: in bounds (caller's contract).
-                Pick::Via(at, arity) => (unsafe { *at.add(e * arity) }) as usize,
-                Pick::Fixed => 0,
+                (unsafe { *self.at.add(e * self.arity) }) as usize
+            } else {
+                e * self.mul
             }
         }
     }
@@ -95,7 +108,7 @@ pub(crate) mod private {
     }
 }
 
-use private::{Cursor, Pick, Sealed};
+use private::{Cursor, Pick, Sealed, ALL_VIA, MIXED, NO_VIA};
 
 /// One argument of [`Context::par_loop_fixed`]: [`Rd`] or [`Wr`] (sealed).
 pub trait FixedArg<T: Scalar>: Sealed + Copy {
@@ -115,7 +128,10 @@ pub trait FixedArg<T: Scalar>: Sealed + Copy {
     /// `e` has a row in the argument's map and no other live reference names the values
     /// (see `FixedRun::run`).
     #[doc(hidden)]
-    unsafe fn at<'a>(b: Self::Bound, e: usize) -> Self::Ref<'a>;
+    unsafe fn at<'a, const K: u8>(b: Self::Bound, e: usize) -> Self::Ref<'a>;
+    /// Where the bound argument's values are.
+    #[doc(hidden)]
+    fn pick(b: &Self::Bound) -> Pick;
     #[doc(hidden)]
     fn take<'a, 'c: 'a>(
         reads: &mut std::slice::Iter<'a, &'a [T]>,
@@ -127,12 +143,20 @@ impl<T, const D: usize> Sealed for Rd<T, D> {}
 impl<T, const D: usize> Sealed for Wr<T, D> {}
 
 fn pick(loc: Loc<'_>) -> Pick {
-    match loc {
-        Loc::Direct => Pick::Direct,
-        Loc::Via { map, arity, slot } => Pick::Via(map.as_ptr().wrapping_add(slot), arity),
-        Loc::Global => Pick::Fixed,
-    }
+    let (at, arity, mul) = match loc {
+        Loc::Direct => (std::ptr::null(), 0, 1),
+        Loc::Via { map, arity, slot } => (map.as_ptr().wrapping_add(slot), arity, 0),
+        Loc::Global => (std::ptr::null(), 0, 0),
+    };
+    Pick { at, arity, mul }
 }
+
+/// A global's values: element 0 always.
+const FIXED: Pick = Pick {
+    at: std::ptr::null(),
+    arity: 0,
+    mul: 0,
+};
 
 impl<T: Scalar, const D: usize> FixedArg<T> for Rd<T, D> {
     type Ref<'a> = &'a [T; D];
@@ -153,10 +177,13 @@ impl<T: Scalar, const D: usize> FixedArg<T> for Rd<T, D> {
         (r.data.as_ptr(), pick(r.loc))
     }
     #[inline(always)]
-    unsafe fn at<'a>((data, p): Self::Bound, e: usize) -> &'a [T; D] {
+    unsafe fn at<'a, const K: u8>((data, p): Self::Bound, e: usize) -> &'a [T; D] {
         // SAFETY: the element's `D` values are in bounds of the dat (maps validated, `D` the
         // dat's dimension), and read-only while the loop runs (`FixedRun::run`).
-        unsafe { &*data.add(p.index(e) * D).cast::<[T; D]>() }
+        unsafe { &*data.add(p.index::<K>(e) * D).cast::<[T; D]>() }
+    }
+    fn pick(b: &Self::Bound) -> Pick {
+        b.1
     }
     fn take<'a, 'c: 'a>(
         reads: &mut std::slice::Iter<'a, &'a [T]>,
@@ -198,20 +225,23 @@ impl<T: Scalar, const D: usize> FixedArg<T> for Wr<T, D> {
                 debug_assert_eq!(dim, D);
                 let p = cur.acc.wrapping_add(cur.acc_off);
                 cur.acc_off += dim;
-                (p, Pick::Fixed, false)
+                (p, FIXED, false)
             }
         }
     }
     #[inline(always)]
-    unsafe fn at<'a>((data, p, zero): Self::Bound, e: usize) -> &'a mut [T; D] {
+    unsafe fn at<'a, const K: u8>((data, p, zero): Self::Bound, e: usize) -> &'a mut [T; D] {
         // SAFETY: in bounds (maps validated, `D` the dat's dimension, or the global's slice
         // of the accumulator), and no other reference names these values while the kernel
         // runs (`FixedRun::run`).
-        let w = unsafe { &mut *data.add(p.index(e) * D).cast::<[T; D]>() };
+        let w = unsafe { &mut *data.add(p.index::<K>(e) * D).cast::<[T; D]>() };
         if zero {
             *w = [T::default(); D];
         }
         w
+    }
+    fn pick(b: &Self::Bound) -> Pick {
+        b.1
     }
     fn take<'a, 'c: 'a>(
         _: &mut std::slice::Iter<'a, &'a [T]>,
@@ -241,7 +271,10 @@ pub trait FixedArgs<T: Scalar>: Sealed + Copy {
     /// # Safety
     /// As [`FixedArg::at`] for every argument.
     #[doc(hidden)]
-    unsafe fn at<'a>(b: Self::Bound, e: usize) -> Self::Refs<'a>;
+    unsafe fn at<'a, const K: u8>(b: Self::Bound, e: usize) -> Self::Refs<'a>;
+    /// Where each bound argument's values are.
+    #[doc(hidden)]
+    fn picks(b: &Self::Bound) -> Vec<Pick>;
     #[doc(hidden)]
     fn take<'a, 'c: 'a>(reads: &'a [&'a [T]], writes: &'a mut [&'c mut [T]]) -> Self::Refs<'a>;
 }
@@ -263,9 +296,12 @@ macro_rules! fixed_args {
                 ($($a::bind(cur),)+)
             }
             #[inline(always)]
-            unsafe fn at<'a>(b: Self::Bound, e: usize) -> Self::Refs<'a> {
+            unsafe fn at<'a, const K: u8>(b: Self::Bound, e: usize) -> Self::Refs<'a> {
                 // SAFETY: the caller's contract, per argument.
-                unsafe { ($($a::at(b.$i, e),)+) }
+                unsafe { ($($a::at::<K>(b.$i, e),)+) }
+            }
+            fn picks(b: &Self::Bound) -> Vec<Pick> {
+                vec![$($a::pick(&b.$i)),+]
             }
             fn take<'a, 'c: 'a>(
                 reads: &'a [&'a [T]],
@@ -333,9 +369,29 @@ where
             (cur.read, cur.written),
             (plan.reads.len(), plan.slots.len())
         );
-        for e in elems {
-            // SAFETY: see above; each element's references end with its kernel call.
-            (self.kernel)(unsafe { A::at(b, e) });
+        // One loop per kind of picks, so that a loop whose arguments all go through maps
+        // (or none does) tests nothing per element and argument.
+        let picks = A::picks(&b);
+        let (via, direct) = (
+            picks.iter().filter(|p| !p.at.is_null()).count(),
+            picks.iter().filter(|p| p.at.is_null()).count(),
+        );
+        if direct == 0 {
+            for e in elems {
+                // SAFETY: see above, and every pick goes through a map; each element's
+                // references end with its kernel call.
+                (self.kernel)(unsafe { A::at::<ALL_VIA>(b, e) });
+            }
+        } else if via == 0 {
+            for e in elems {
+                // SAFETY: see above, and no pick goes through a map; as above.
+                (self.kernel)(unsafe { A::at::<NO_VIA>(b, e) });
+            }
+        } else {
+            for e in elems {
+                // SAFETY: see above (each pick tests its kind); as above.
+                (self.kernel)(unsafe { A::at::<MIXED>(b, e) });
+            }
         }
     }
 }

@@ -233,7 +233,8 @@ type FixedOutcome = (Vec<f64>, Vec<f64>, Vec<i64>, f64, i64);
 /// so that every element's two `Inc` arguments name one element), its loops written with
 /// [`Context::par_loop_fixed`] (`fixed`) or [`Context::par_loop`], the same arithmetic in
 /// the same order: every mode (direct and indirect reads, `Write`, `ReadWrite`, indirect and
-/// direct `Inc`, global `Read`, `Inc` and `Max`). Panics if a kernel gets two overlapping
+/// direct `Inc`, global `Read`, `Inc` and `Max`) and every kind of typed loop (arguments all
+/// through the map, none, both). Panics if a kernel gets two overlapping
 /// written arguments.
 fn fixed_program(backend: Backend, m: &RandomMesh, fixed: bool) -> Result<FixedOutcome> {
     let mut ctx = Context::new(backend);
@@ -282,6 +283,10 @@ fn fixed_program(backend: Backend, m: &RandomMesh, fixed: bool) -> Result<FixedO
         f1[1] += v;
         sum[0] += v * v;
     };
+    let spread = |x: &[f64; 2], f: &mut [f64; 2]| {
+        f[0] += 0.5 * x[1];
+        f[1] -= x[0];
+    };
     let relax = |f: &mut [f64; 2], x: &mut [f64; 2]| {
         x[0] = 0.9 * x[0] + 0.1 * f[0];
         x[1] += 0.01 * f[1];
@@ -307,6 +312,16 @@ fn fixed_program(backend: Backend, m: &RandomMesh, fixed: bool) -> Result<FixedO
                     flag(&[&mut y[..], &mut f0[..], &mut f1[..], &mut sum[..]]);
                     flux(x, p, q, s, y, f0, f1, sum)
                 },
+            )?;
+            // Every argument through the map (the loop kind that tests nothing per element).
+            ctx.par_loop_fixed(
+                "spread",
+                a,
+                (
+                    xb.read_via(map, s1).fixed_read::<2>(),
+                    fb.inc_via(map, s0).fixed_write::<2>(),
+                ),
+                |(x, f)| spread(x, f),
             )?;
             ctx.par_loop_fixed(
                 "count",
@@ -357,6 +372,12 @@ fn fixed_program(backend: Backend, m: &RandomMesh, fixed: bool) -> Result<FixedO
                         (&mut **sum).try_into().unwrap(),
                     )
                 },
+            )?;
+            ctx.par_loop(
+                "spread",
+                a,
+                &[xb.read_via(map, s1), fb.inc_via(map, s0)],
+                |r, w| spread(r[0].try_into().unwrap(), (&mut *w[0]).try_into().unwrap()),
             )?;
             ctx.par_loop(
                 "count",
