@@ -4,12 +4,12 @@
 //!
 //! ```text
 //! cargo run --release -p ml-studies --example cil_benchmark -- \
-//!     [digits|fashion-mnist] [ORDERS] [OUT.png|-] [LABELLED_FRACTION] [METHOD,METHOD,...|all] [M]
+//!     [digits|fashion-mnist] [ORDERS] [OUT.png|-] [LABELLED_FRACTION] [METHOD,METHOD,...|all] [M] [RHO]
 //! ```
 //!
 //! The PNG is written only when a path other than `-` is given; `LABELLED_FRACTION` is the
 //! temporal method's share of the memory for labelled exemplars (default 0.5), `M` the memory
-//! size (default 500).
+//! size (default 500), `RHO` the labelled fraction of each class (default 0.1).
 
 use ml_models::incremental::Method;
 use ml_studies::cil::{
@@ -26,6 +26,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(m) = args.get(5) {
         cfg.run.memory = m.parse()?;
+    }
+    if let Some(r) = args.get(6) {
+        cfg.label_ratio = r.parse()?;
     }
     if let Some(names) = args.get(4).filter(|n| *n != "all") {
         cfg.methods = names

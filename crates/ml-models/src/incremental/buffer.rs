@@ -39,6 +39,11 @@ pub struct Sample {
     /// The model's logits over the classes seen when the row was stored (empty when the method
     /// does not record them).
     pub logits: Vec<f32>,
+    /// The prediction recorded when the row was stored (the temporal method with
+    /// [`ReplayTarget::Recorded`](super::ReplayTarget::Recorded)): probabilities over the head
+    /// outputs `0..record.len()` (the classes seen then), zero outside `task_classes` when the
+    /// recorder was task-aware; empty when the method records nothing.
+    pub record: Vec<f32>,
     /// Head outputs `start..end` of the task the row arrived with (task boundaries are known
     /// during training; the row's own class is not).
     pub task_classes: (u32, u32),

@@ -107,6 +107,7 @@ proptest! {
                     x: vec![rng.random(), rng.random()],
                     y: labeled.then_some(class),
                     logits: vec![],
+                    record: vec![],
                 task_classes: (0, 1),
                 })
                 .collect();
@@ -180,6 +181,7 @@ fn reservoir_keeps_every_offered_row_with_equal_chance() {
                 x: vec![i as f32],
                 y: Some(0),
                 logits: vec![],
+                record: vec![],
                 task_classes: (0, 1),
             })
             .unwrap();
@@ -215,6 +217,7 @@ fn herding_memory_gives_each_class_an_equal_quota() {
                 x: vec![c as f32, i as f32 + 1.0],
                 y: Some(c),
                 logits: vec![],
+                record: vec![],
                 task_classes: (0, 1),
             })
             .collect();
@@ -243,6 +246,7 @@ fn herding_memory_gives_each_class_an_equal_quota() {
             x: vec![0.0, 0.0],
             y: Some(0),
             logits: vec![],
+            record: vec![],
             task_classes: (0, 1),
         }),
         Err(MlError::InvalidInput(_))
@@ -497,4 +501,183 @@ fn every_method_runs_and_keeps_its_memory_bounded() {
         }
     }
     assert!(Method::by_name("nope").is_err());
+}
+
+fn recorded() -> TemporalConfig {
+    TemporalConfig {
+        replay_target: ReplayTarget::Recorded,
+        ..TemporalConfig::default()
+    }
+}
+
+#[test]
+fn recorded_predictions_are_stored_with_their_rows_within_the_memory_bound() {
+    let s = stream(6, 3, 0.3, 7);
+    for (task_aware, replay_target) in [
+        (true, ReplayTarget::Recorded),
+        (false, ReplayTarget::Recorded),
+        (true, ReplayTarget::Teacher),
+    ] {
+        let method = Method::Temporal(TemporalConfig {
+            task_aware,
+            replay_target,
+            ..TemporalConfig::default()
+        });
+        let mut net = Net::new(Arch::Mlp { hidden: vec![8] }, s.train.dim, None, 3).unwrap();
+        let mut mem = MemoryBuffer::new(
+            BufferConfig {
+                capacity: 17,
+                labeled_fraction: 0.4,
+                labeled_selection: Selection::Reservoir,
+            },
+            5,
+        )
+        .unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        for t in 0..s.tasks.len() {
+            let view = s.task_view(t);
+            net.add_classes(view.new_classes).unwrap();
+            // A teacher that differs from the student, so that the recorder is identified.
+            let mut teacher =
+                Net::new(Arch::Mlp { hidden: vec![8] }, s.train.dim, None, 9).unwrap();
+            teacher.add_classes(view.seen_classes).unwrap();
+            methods::update_memory(&method, &mut mem, &net, Some(&teacher), &view, &mut rng)
+                .unwrap();
+            assert!(mem.len() <= 17 && mem.labeled().len() <= mem.labeled_capacity());
+            assert!(mem.unlabeled().len() <= mem.unlabeled_capacity());
+            let fresh: Vec<&Sample> = mem
+                .labeled()
+                .iter()
+                .chain(mem.unlabeled())
+                .filter(|r| r.task_classes.1 as usize == view.seen_classes)
+                .collect();
+            assert!(!fresh.is_empty(), "task {t} stored nothing");
+            for r in fresh {
+                if replay_target == ReplayTarget::Teacher {
+                    assert!(r.record.is_empty());
+                    continue;
+                }
+                // The record is the teacher's prediction on this very row, over the classes
+                // seen then (restricted to the row's task when task-aware); up to rounding,
+                // since the recorder ran on a batch and this check on one row.
+                let want = methods::record_predictions(&teacher, &r.x, r.task_classes, task_aware)
+                    .unwrap();
+                assert_eq!(r.record.len(), want[0].len());
+                for (a, b) in r.record.iter().zip(&want[0]) {
+                    assert!((a - b).abs() < 1e-5, "{:?} vs {:?}", r.record, want[0]);
+                }
+                assert_eq!(r.record.len(), view.seen_classes);
+                let sum: f32 = r.record.iter().sum();
+                assert!((sum - 1.0).abs() < 1e-5, "{sum}");
+                let (a, b) = (r.task_classes.0 as usize, r.task_classes.1 as usize);
+                for (c, &p) in r.record.iter().enumerate() {
+                    assert!(p >= 0.0);
+                    if task_aware && !(a..b).contains(&c) {
+                        assert_eq!(p, 0.0, "class {c} outside the task {a}..{b}");
+                    }
+                    if !task_aware {
+                        assert!(p > 0.0);
+                    }
+                }
+            }
+        }
+        // Old rows keep their old (shorter) records: records of every task are present.
+        if replay_target == ReplayTarget::Recorded {
+            let lens: std::collections::BTreeSet<usize> =
+                mem.unlabeled().iter().map(|r| r.record.len()).collect();
+            assert!(lens.len() >= 2, "{lens:?}");
+        }
+    }
+}
+
+/// `Σ_r Σ_c p log(p / softmax(s))` over rows, in f64 (0 log 0 = 0), divided by the rows.
+fn kl_reference(s: &[Vec<f32>], p: &[Vec<f32>]) -> f64 {
+    let mut tot = 0.0;
+    for (sr, pr) in s.iter().zip(p) {
+        let m = sr
+            .iter()
+            .map(|&v| f64::from(v))
+            .fold(f64::NEG_INFINITY, f64::max);
+        let z: f64 = sr.iter().map(|&v| (f64::from(v) - m).exp()).sum();
+        for (&sv, &pv) in sr.iter().zip(pr) {
+            if pv > 0.0 {
+                let logq = f64::from(sv) - m - z.ln();
+                tot += f64::from(pv) * (f64::from(pv).ln() - logq);
+            }
+        }
+    }
+    tot / s.len() as f64
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn recorded_kl_matches_a_reference_and_vanishes_at_the_record(
+        rows in prop::collection::vec(
+            (prop::collection::vec(-4.0f32..4.0, 5), prop::collection::vec(0.01f32..1.0, 5), 0usize..4),
+            1..6,
+        ),
+    ) {
+        let classes = 5;
+        // Records over the first `classes - k` outputs (made when fewer classes existed).
+        let samples: Vec<Sample> = rows
+            .iter()
+            .map(|(_, w, k)| {
+                let n = classes - k;
+                let z: f32 = w[..n].iter().sum();
+                Sample {
+                    x: vec![0.0],
+                    y: None,
+                    logits: vec![],
+                    record: w[..n].iter().map(|v| v / z).collect(),
+                    task_classes: (0, n as u32),
+                }
+            })
+            .collect();
+        let refs: Vec<&Sample> = samples.iter().collect();
+        let p = methods::record_targets(&refs, classes).unwrap();
+        let pv: Vec<Vec<f32>> = p.to_vec2().unwrap();
+        for (r, s) in pv.iter().zip(&samples) {
+            prop_assert_eq!(&r[..s.record.len()], &s.record[..]);
+            prop_assert!(r[s.record.len()..].iter().all(|&v| v == 0.0));
+        }
+        let dev = candle_core::Device::Cpu;
+        let n = rows.len();
+        let student: Vec<f32> = rows.iter().flat_map(|(s, _, _)| s.iter().copied()).collect();
+        let st = candle_core::Tensor::from_vec(student, (n, classes), &dev).unwrap();
+        let got = methods::kl_to_targets(&st, &p).unwrap().to_scalar::<f32>().unwrap();
+        let sv: Vec<Vec<f32>> = st.to_vec2().unwrap();
+        let want = kl_reference(&sv, &pv);
+        prop_assert!((f64::from(got) - want).abs() < 1e-4 * (1.0 + want), "{} vs {}", got, want);
+        prop_assert!(got >= -1e-5);
+        // A student whose distribution is the record: log p on the covered classes, a logit far
+        // below elsewhere. The loss is zero.
+        let at: Vec<f32> = pv
+            .iter()
+            .flat_map(|r| r.iter().map(|&v| if v > 0.0 { v.ln() } else { -40.0 }))
+            .collect();
+        let at = candle_core::Tensor::from_vec(at, (n, classes), &dev).unwrap();
+        let zero = methods::kl_to_targets(&at, &p).unwrap().to_scalar::<f32>().unwrap();
+        prop_assert!(zero.abs() < 1e-5, "{}", zero);
+    }
+}
+
+#[test]
+fn recorded_targets_and_exemplar_labels_run_and_keep_the_memory_bounded() {
+    let s = stream(6, 3, 0.3, 5);
+    let cfg = tiny();
+    for c in [
+        recorded(),
+        TemporalConfig {
+            exemplar_labels: true,
+            ..recorded()
+        },
+    ] {
+        let r = run_method(&s, &Method::Temporal(c), &cfg).unwrap();
+        let (l, u) = r.memory_rows;
+        assert!(l + u <= cfg.memory && l > 0 && u > 0);
+        let acc = r.metrics.final_accuracy();
+        assert!(acc > 0.45, "{c:?}: final accuracy {acc}");
+    }
 }
