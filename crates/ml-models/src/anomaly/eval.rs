@@ -101,7 +101,7 @@ pub fn run_seed(data: &Labelled, name: &str, seed: u64) -> Result<SeedResult> {
     run_seed_capped(data, name, seed, None)
 }
 
-/// [`run_seed`] on [`protocol_split_capped`]'s split: at most `max_rows` rows of `data` (a
+/// [`run_seed`] on [`protocol_split_capped`](super::data::protocol_split_capped)'s split: at most `max_rows` rows of `data` (a
 /// stratified seeded subsample, ADBench's rule for large sets).
 ///
 /// # Errors
