@@ -39,6 +39,7 @@ pub mod data;
 mod deep;
 mod ecod;
 pub mod eval;
+mod fused;
 mod icl;
 mod iforest;
 mod knn;
