@@ -90,3 +90,34 @@ fn cil_bad_arguments_are_clean_errors() {
     fails_with(&["ml", "cil", "--arch", "transformer"], "--arch");
     fails_with(&["ml", "cil", "--data", "cifar"], "cifar");
 }
+
+#[test]
+fn replay_only_changes_the_temporal_method_and_nothing_else() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "ml",
+            "cil",
+            "--method",
+            "er,temporal",
+            "--steps",
+            "20",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = pardis(&args);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        if !out.status.success() && err.contains("not found") {
+            return None;
+        }
+        assert!(out.status.success(), "pardis {args:?}: {err}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+        Some(v["runs"].as_array().unwrap().clone())
+    };
+    let Some(plain) = run(&[]) else {
+        println!("skipping: the digits data set is not in any data root");
+        return;
+    };
+    let only = run(&["--replay-only"]).unwrap();
+    assert_eq!(plain[0]["curve"], only[0]["curve"], "ER is unaffected");
+    assert_ne!(plain[1]["curve"], only[1]["curve"], "temporal changes");
+}
