@@ -856,7 +856,12 @@ impl Runtime {
                 self.failed = Some((self.rank(), "scatter"));
                 return Err(e);
             }
-            (Ok(_), Err(e)) => return Err(self.comm_err(e)),
+            (Ok(_), Err(e)) => {
+                // The round itself failed (e.g. a root that failed partway aborted its
+                // communicator): no later distribution may run over it.
+                self.failed = Some((root, "scatter"));
+                return Err(self.comm_err(e));
+            }
             (Ok(p), Ok(all)) => {
                 if let Some(r) = all.chunks(1 + nsets).position(|c| c[0] != 0) {
                     self.failed = Some((r, "scatter"));

@@ -39,7 +39,9 @@ impl Context {
     /// element (checked once per map slot; on distributed runs every rank agrees).
     pub(crate) fn check_exclusive(&mut self, name: &str, n: usize, shape: &Shape) -> Result<()> {
         for &(_, dat, map, slot) in &shape.indirect_exclusive {
-            if self.injective.contains_key(&(map, slot)) {
+            // Only a clean verdict is reused: a collision is found again (same cost as the
+            // first time, on every rank alike) so that every such loop is refused.
+            if self.injective.get(&(map, slot)) == Some(&true) {
                 continue;
             }
             // `(second, first, target)` in declared numbering; the lowest over all ranks.
