@@ -196,7 +196,8 @@ impl CustomOp2 for L2NormaliseGrad {
                 dot += v * w;
             }
             let n = (sq + EPS).sqrt();
-            let c = dot / (n * n * n);
+            // (Divided in two steps: `n³` alone overflows f32 for row norms above ~7e12.)
+            let c = dot / (n * n) / n;
             out.extend(xr.iter().zip(gr).map(|(&v, &w)| w / n - v * c));
         }
         Ok((CpuStorage::F32(out), l1.shape().clone()))
