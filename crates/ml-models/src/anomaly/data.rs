@@ -294,20 +294,12 @@ pub fn adbench_split(
 ) -> Result<Split, InputError> {
     let (normals, anomalies) = capped_rows(data, seed, max_rows)?;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let (mut train_rows, mut test_rows) = (Vec::new(), Vec::new());
-    for (mut rows, keep_one) in [(normals, true), (anomalies, false)] {
-        rows.shuffle(&mut rng);
-        let n = rows.len();
-        let mut n_test = ((n as f64 * ADBENCH_TEST_SHARE).round() as usize).clamp(1, n);
-        if keep_one {
-            // At least one normal row to fit on.
-            n_test = n_test.min(n - 1);
-        }
-        test_rows.extend_from_slice(&rows[..n_test]);
-        train_rows.extend_from_slice(&rows[n_test..]);
-    }
-    train_rows.sort_unstable();
-    test_rows.sort_unstable();
+    // At least one normal row to fit on; every anomaly may be tested.
+    let (train_rows, test_rows) = crate::data::stratified_rows(
+        [(normals, true), (anomalies, false)],
+        ADBENCH_TEST_SHARE,
+        &mut rng,
+    );
     Ok(scaled_split(data, train_rows, test_rows))
 }
 

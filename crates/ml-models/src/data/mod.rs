@@ -11,6 +11,7 @@ mod fewrel;
 mod idx;
 mod marked;
 mod npy;
+mod split;
 mod text;
 mod tokenize;
 
@@ -24,5 +25,6 @@ pub use marked::{
     encode_fewrel, encode_marked, mark_entities, RelationExample, WordEncoder, WordVocab,
 };
 pub use npy::{parse_npy, read_npy, read_npz, NpyArray};
+pub(crate) use split::stratified_rows;
 pub use text::{lm_batch, lm_eval_batches, CharTokenizer};
 pub use tokenize::{pad_batch, Encoded, SubwordTokenizer};

@@ -4,7 +4,6 @@
 
 use std::path::Path;
 
-use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -207,21 +206,11 @@ impl ClassData {
             )));
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let (mut train, mut test) = (Vec::new(), Vec::new());
-        for c in 0..self.classes as u32 {
-            let mut rows: Vec<usize> = (0..self.len()).filter(|&i| self.y[i] == c).collect();
-            rows.shuffle(&mut rng);
-            let k = (test_fraction * rows.len() as f64).round() as usize;
-            let k = if rows.len() >= 2 {
-                k.clamp(1, rows.len() - 1)
-            } else {
-                0
-            };
-            test.extend_from_slice(&rows[..k]);
-            train.extend_from_slice(&rows[k..]);
-        }
-        train.sort_unstable();
-        test.sort_unstable();
+        let classes = (0..self.classes as u32).map(|c| {
+            let rows: Vec<usize> = (0..self.len()).filter(|&i| self.y[i] == c).collect();
+            (rows, true)
+        });
+        let (train, test) = crate::data::stratified_rows(classes, test_fraction, &mut rng);
         Ok((self.select(&train), self.select(&test)))
     }
 }
