@@ -46,6 +46,9 @@ pub struct AdamW {
     t: usize,
     /// Per-variable learning-rate factor (1 unless [`AdamW::scale_lr`] set it).
     lr_scale: Vec<f64>,
+    /// Whether [`AdamW::step`] may use the fused CPU kernels (false forces candle's op
+    /// sequence, the reference the tests compare them with).
+    fused: bool,
 }
 
 impl AdamW {
@@ -59,7 +62,12 @@ impl AdamW {
             .iter()
             .map(|(_, v)| v.zeros_like())
             .collect::<candle_core::Result<Vec<_>>>()?;
-        let v = m.clone();
+        // Separate storage for `v` (not `m.clone()`, which would share it): the fused step
+        // updates the moments in place.
+        let v = vars
+            .iter()
+            .map(|(_, v)| v.zeros_like())
+            .collect::<candle_core::Result<Vec<_>>>()?;
         let lr_scale = vec![1.0; vars.len()];
         Ok(Self {
             cfg,
@@ -68,6 +76,7 @@ impl AdamW {
             v,
             t: 0,
             lr_scale,
+            fused: true,
         })
     }
 
@@ -89,6 +98,13 @@ impl AdamW {
             }
         }
         Ok(hit)
+    }
+
+    /// Forces candle's op sequence instead of the fused kernels (the reference of the tests).
+    #[cfg(test)]
+    fn unfused(mut self) -> Self {
+        self.fused = false;
+        self
     }
 
     /// The optimised variables with their names.
@@ -129,6 +145,16 @@ impl AdamW {
                 continue;
             };
             let lr = lr * self.lr_scale[i];
+            if self.fused && fused::applies(var.as_tensor(), g, &self.m[i], &self.v[i]) {
+                fused::step(
+                    var.as_tensor(),
+                    g,
+                    &self.m[i],
+                    &self.v[i],
+                    &fused::Coefficients::new(c, scale, bc1, bc2, lr),
+                )?;
+                continue;
+            }
             let g = (g * scale)?;
             let m = ((&self.m[i] * c.beta1)? + (&g * (1.0 - c.beta1))?)?;
             let v = ((&self.v[i] * c.beta2)? + (g.sqr()? * (1.0 - c.beta2))?)?;
@@ -154,8 +180,9 @@ impl AdamW {
         let dev = self.m.first().map(|t| t.device().clone());
         let dev = dev.unwrap_or(candle_core::Device::Cpu);
         for (i, (name, _)) in self.vars.iter().enumerate() {
-            out.push((format!("adamw.m.{name}"), self.m[i].clone()));
-            out.push((format!("adamw.v.{name}"), self.v[i].clone()));
+            // Copies: the fused step updates the moments in place.
+            out.push((format!("adamw.m.{name}"), self.m[i].copy()?));
+            out.push((format!("adamw.v.{name}"), self.v[i].copy()?));
             out.push((
                 format!("adamw.lr_scale.{name}"),
                 Tensor::new(&[self.lr_scale[i]], &dev)?,
@@ -202,7 +229,9 @@ impl AdamW {
                         found: t.dims().to_vec(),
                     });
                 }
-                slot.push(t.to_dtype(var.dtype())?.to_device(var.device())?);
+                // An own copy (`to_dtype`/`to_device` to the same dtype and device share the
+                // caller's storage, which the fused step would then update in place).
+                slot.push(t.to_dtype(var.dtype())?.to_device(var.device())?.copy()?);
             }
             let key = format!("adamw.lr_scale.{name}");
             if let Some(t) = map.get(&key) {
@@ -270,5 +299,256 @@ pub fn check_lr_factor(factor: f64, what: &str) -> Result<f64> {
         Err(MlError::InvalidInput(format!(
             "{what} is {factor}, not a finite number ≥ 0"
         )))
+    }
+}
+
+/// The AdamW update of one parameter as three in-place passes over contiguous f32 CPU memory
+/// (first moment, second moment, parameter), instead of candle's sequence of about eighteen
+/// element-wise ops per parameter, each allocating its result.
+///
+/// Every pass does the f32 operations of that sequence in its order, including the `+ 0.0`
+/// of candle's `affine` (`x · mul + add`, the op behind `tensor * f64`, `tensor / f64` and
+/// `tensor + f64`; it turns −0 into +0) and the f64 → f32 rounding of each scalar, so the
+/// result is bit-identical (`tests::fused_step_is_bit_identical`).
+mod fused {
+    use candle_core::{CpuStorage, DType, InplaceOp2, InplaceOp3, Layout, Tensor};
+
+    use super::AdamWConfig;
+    use crate::Result;
+
+    /// The scalars of one update, rounded to f32 as candle's `affine` rounds them.
+    pub(super) struct Coefficients {
+        scale: f32,
+        beta1: f32,
+        gain1: f32,
+        beta2: f32,
+        gain2: f32,
+        inv_bc1: f32,
+        inv_bc2: f32,
+        eps: f32,
+        keep: f32,
+        lr: f32,
+    }
+
+    impl Coefficients {
+        /// For gradient scale `scale`, bias corrections `bc1`, `bc2` and learning rate `lr`.
+        pub(super) fn new(c: &AdamWConfig, scale: f64, bc1: f64, bc2: f64, lr: f64) -> Self {
+            Self {
+                scale: scale as f32,
+                beta1: c.beta1 as f32,
+                gain1: (1.0 - c.beta1) as f32,
+                beta2: c.beta2 as f32,
+                gain2: (1.0 - c.beta2) as f32,
+                inv_bc1: (1.0 / bc1) as f32,
+                inv_bc2: (1.0 / bc2) as f32,
+                eps: c.eps as f32,
+                keep: (1.0 - lr * c.weight_decay) as f32,
+                lr: lr as f32,
+            }
+        }
+    }
+
+    /// Whether the fused passes apply: f32 CPU tensors of one shape, the parameter and the
+    /// moments contiguous (the gradient may be strided; [`step`] makes it contiguous).
+    pub(super) fn applies(theta: &Tensor, g: &Tensor, m: &Tensor, v: &Tensor) -> bool {
+        [theta, g, m, v]
+            .iter()
+            .all(|t| t.device().is_cpu() && t.dtype() == DType::F32 && t.dims() == theta.dims())
+            && [theta, m, v].iter().all(|t| t.is_contiguous())
+    }
+
+    /// `m ← β₁ m + (1 − β₁) ĝ`, `v ← β₂ v + (1 − β₂) ĝ²` with `ĝ = scale · g`, then
+    /// `θ ← (1 − lr·wd) θ − lr · m̂ / (√v̂ + ε)`, all in place.
+    pub(super) fn step(
+        theta: &Tensor,
+        g: &Tensor,
+        m: &Tensor,
+        v: &Tensor,
+        k: &Coefficients,
+    ) -> Result<()> {
+        let g = g.contiguous()?;
+        m.inplace_op2(&g, &Moment { k, square: false })?;
+        v.inplace_op2(&g, &Moment { k, square: true })?;
+        theta.inplace_op3(m, v, &Param { k })?;
+        Ok(())
+    }
+
+    /// The contiguous f32 elements of a storage under `layout`.
+    fn slice<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
+        match (s, l.contiguous_offsets()) {
+            (CpuStorage::F32(v), Some((a, b))) => Ok(&v[a..b]),
+            _ => candle_core::bail!("adamw: contiguous f32 storage expected"),
+        }
+    }
+
+    /// [`slice`], mutable.
+    fn slice_mut<'a>(s: &'a mut CpuStorage, l: &Layout) -> candle_core::Result<&'a mut [f32]> {
+        match (s, l.contiguous_offsets()) {
+            (CpuStorage::F32(v), Some((a, b))) => Ok(&mut v[a..b]),
+            _ => candle_core::bail!("adamw: contiguous f32 storage expected"),
+        }
+    }
+
+    /// One moment's update from the gradient (`square`: the second moment).
+    struct Moment<'a> {
+        k: &'a Coefficients,
+        square: bool,
+    }
+
+    impl InplaceOp2 for Moment<'_> {
+        fn name(&self) -> &'static str {
+            "adamw-moment"
+        }
+
+        fn cpu_fwd(
+            &self,
+            s1: &mut CpuStorage,
+            l1: &Layout,
+            s2: &CpuStorage,
+            l2: &Layout,
+        ) -> candle_core::Result<()> {
+            let m = slice_mut(s1, l1)?;
+            let g = slice(s2, l2)?;
+            if m.len() != g.len() {
+                candle_core::bail!("adamw: {} moments for {} gradients", m.len(), g.len());
+            }
+            let k = self.k;
+            let (decay, gain) = if self.square {
+                (k.beta2, k.gain2)
+            } else {
+                (k.beta1, k.gain1)
+            };
+            for (m, &g) in m.iter_mut().zip(g) {
+                // candle: `g * scale` (affine), `sqr`, `m * β`, `t * (1 − β)` (affine), `+`.
+                let g = g * k.scale + 0.0;
+                let t = if self.square { g * g } else { g };
+                *m = (*m * decay + 0.0) + (t * gain + 0.0);
+            }
+            Ok(())
+        }
+    }
+
+    /// The parameter's update from the new moments.
+    struct Param<'a> {
+        k: &'a Coefficients,
+    }
+
+    impl InplaceOp3 for Param<'_> {
+        fn name(&self) -> &'static str {
+            "adamw-param"
+        }
+
+        fn cpu_fwd(
+            &self,
+            s1: &mut CpuStorage,
+            l1: &Layout,
+            s2: &CpuStorage,
+            l2: &Layout,
+            s3: &CpuStorage,
+            l3: &Layout,
+        ) -> candle_core::Result<()> {
+            let theta = slice_mut(s1, l1)?;
+            let (m, v) = (slice(s2, l2)?, slice(s3, l3)?);
+            if m.len() != theta.len() || v.len() != theta.len() {
+                candle_core::bail!("adamw: moments and parameter differ in size");
+            }
+            let k = self.k;
+            for ((p, &m), &v) in theta.iter_mut().zip(m).zip(v) {
+                // candle: `m / bc1`, `v / bc2` (affine by the f32 reciprocal), `sqrt`, `+ ε`
+                // (affine 1, ε), `/`, `θ · (1 − lr·wd)`, `upd · lr` (affine), `−`.
+                let den = (v * k.inv_bc2 + 0.0).sqrt() * 1.0 + k.eps;
+                let upd = (m * k.inv_bc1 + 0.0) / den;
+                *p = (*p * k.keep + 0.0) - (upd * k.lr + 0.0);
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use candle_core::{Device, Tensor};
+    use proptest::prelude::*;
+
+    use super::{AdamW, AdamWConfig};
+    use crate::train::ParamStore;
+
+    /// A store with a `[rows, cols]` matrix `w` and a `[rows]` vector `b`, from `vals`.
+    fn store(rows: usize, cols: usize, vals: &[f32]) -> ParamStore {
+        let mut s = ParamStore::new();
+        let n = rows * cols;
+        let w = Tensor::from_slice(&vals[..n], (rows, cols), &Device::Cpu).unwrap();
+        let b = Tensor::from_slice(&vals[n..n + rows], rows, &Device::Cpu).unwrap();
+        s.add("w", w, true).unwrap();
+        s.add("b", b, true).unwrap();
+        s
+    }
+
+    fn bits(s: &ParamStore) -> Vec<Vec<u32>> {
+        s.snapshot()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                t.flatten_all()
+                    .unwrap()
+                    .to_vec1::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.to_bits())
+                    .collect()
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// The fused step gives the same bits as candle's op sequence, step after step, for
+        /// strided and contiguous gradients, with and without clipping and weight decay.
+        #[test]
+        fn fused_step_is_bit_identical(
+            rows in 1usize..6,
+            cols in 1usize..9,
+            vals in proptest::collection::vec(-3.0f32..3.0, 64),
+            x in proptest::collection::vec(-2.0f32..2.0, 48),
+            beta1 in 0.0f64..0.99,
+            beta2 in 0.9f64..0.9999,
+            eps in prop_oneof![Just(1e-8), Just(1e-3)],
+            weight_decay in prop_oneof![Just(0.0), 0.0f64..0.1],
+            clip in prop_oneof![Just(None), (0.01f64..2.0).prop_map(Some)],
+            lr in 1e-4f64..0.1,
+            scale_b in 0.0f64..2.0,
+        ) {
+            let cfg = AdamWConfig { beta1, beta2, eps, weight_decay };
+            let stores = [store(rows, cols, &vals), store(rows, cols, &vals)];
+            let mut fused = AdamW::new(&stores[0], cfg).unwrap();
+            let mut plain = AdamW::new(&stores[1], cfg).unwrap().unfused();
+            prop_assert!(fused.scale_lr(scale_b, |n| n == "b").unwrap() == 1);
+            prop_assert!(plain.scale_lr(scale_b, |n| n == "b").unwrap() == 1);
+            let xt = Tensor::from_slice(&x[..2 * cols], (2, cols), &Device::Cpu).unwrap();
+            for _ in 0..4 {
+                let mut norms = Vec::new();
+                for (s, opt) in stores.iter().zip([&mut fused, &mut plain]) {
+                    let (w, b) = (s.get("w").unwrap().as_tensor(), s.get("b").unwrap().as_tensor());
+                    // loss = Σ tanh(x wᵀ + b)²: the gradient of w comes through a transpose
+                    // (strided), that of b through a broadcast (contiguous).
+                    let y = xt.matmul(&w.t().unwrap()).unwrap().broadcast_add(b).unwrap();
+                    let loss = y.tanh().unwrap().sqr().unwrap().sum_all().unwrap();
+                    let grads = loss.backward().unwrap();
+                    norms.push(opt.step(&grads, lr, clip).unwrap());
+                }
+                prop_assert_eq!(norms[0].to_bits(), norms[1].to_bits());
+                prop_assert_eq!(bits(&stores[0]), bits(&stores[1]));
+            }
+            let (a, b) = (fused.state().unwrap(), plain.state().unwrap());
+            for ((na, ta), (nb, tb)) in a.iter().zip(&b) {
+                prop_assert_eq!(na, nb);
+                let (ta, tb) = (ta.flatten_all().unwrap(), tb.flatten_all().unwrap());
+                prop_assert_eq!(
+                    ta.to_dtype(candle_core::DType::F64).unwrap().to_vec1::<f64>().unwrap(),
+                    tb.to_dtype(candle_core::DType::F64).unwrap().to_vec1::<f64>().unwrap()
+                );
+            }
+        }
     }
 }
