@@ -2,7 +2,7 @@
 //! [`Completion`] (to a waiting [`Handle`](crate::Handle) or a callback), and its counters
 //! [`OpStats`]. Below the engine, the programs and the handles, which all use it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -47,6 +47,11 @@ pub(crate) struct Completion<T> {
     pub(crate) cv: Condvar,
     /// Set once the outcome is delivered (a lock-free check for driving waiters).
     pub(crate) finished: AtomicBool,
+    /// Threads asleep (or about to sleep) on `cv`, counted under the `state` lock: `complete`
+    /// notifies only when there is one. A waiter that drove the engine to the end finds the
+    /// outcome without sleeping, and `Condvar::notify_all` is a `futex` system call even with
+    /// nobody waiting (one per blocking call before, about 0.3 µs on this VM).
+    pub(crate) sleepers: AtomicUsize,
 }
 
 impl<T> std::fmt::Debug for Completion<T> {
@@ -61,6 +66,7 @@ impl<T> Completion<T> {
             state: Mutex::new(State::Pending(None)),
             cv: Condvar::new(),
             finished: AtomicBool::new(false),
+            sleepers: AtomicUsize::new(0),
         })
     }
 
@@ -75,7 +81,11 @@ impl<T> Completion<T> {
             }
             State::Pending(None) => {
                 *g = State::Ready(result, stats);
-                self.cv.notify_all();
+                // Waiters change `sleepers` only under the lock held here, and look at the
+                // state under it before they sleep: none can be missed.
+                if self.sleepers.load(Ordering::Relaxed) > 0 {
+                    self.cv.notify_all();
+                }
             }
             other => *g = other,
         }

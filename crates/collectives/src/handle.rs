@@ -117,11 +117,15 @@ impl<T: Send + 'static> Handle<T> {
                 }
                 pending => *g = pending,
             }
+            let sleepers = &self.completion.sleepers;
+            // Counted under the lock (see `Completion::sleepers`).
+            sleepers.fetch_add(1, Ordering::Relaxed);
             g = match deadline {
                 None => self.completion.cv.wait(g).expect("completion poisoned"),
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
+                        sleepers.fetch_sub(1, Ordering::Relaxed);
                         return None;
                     }
                     self.completion
@@ -131,6 +135,7 @@ impl<T: Send + 'static> Handle<T> {
                         .0
                 }
             };
+            sleepers.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
