@@ -21,6 +21,15 @@ mod start;
 
 /// Bit that marks point-to-point mailbox keys (collectives use plain sequence numbers).
 const P2P_BIT: u64 = 1 << 63;
+/// Bit that marks the sending side's key of a point-to-point message. Each side keys the
+/// message by the *other* party's rank and the count of messages between the two in that
+/// direction: the receiver by (sender, n), the sender by (`SEND_BIT`, destination, n), so
+/// that sends to different destinations never share a mailbox or a finished-stream record.
+/// Frames carry the key of the side they go to ([`OpMeta::peer_key`](crate::program::OpMeta)).
+const SEND_BIT: u64 = 1 << 62;
+/// Where the peer's rank starts in a point-to-point key (below it: the message count; the
+/// inbox's streams use the same split).
+const P2P_RANK_SHIFT: u32 = 40;
 
 /// A group of ranks, shaped like timely's and MPI's communicators: [`rank`](Self::rank) in
 /// `0..`[`world_size`](Self::world_size), collectives in blocking (`all_reduce`) and
@@ -45,6 +54,15 @@ struct CommInner {
     p2p: Mutex<(Vec<u64>, Vec<u64>)>,
 }
 
+impl Drop for CommInner {
+    /// The communicator is gone on this rank (its last clone dropped): no collective of it
+    /// starts any more, so the inbox forgets its finished-collective records (they would
+    /// otherwise grow with every `dup`/`split`).
+    fn drop(&mut self) {
+        self.engine.transport().inbox().forget_comm(self.id);
+    }
+}
+
 /// Everything a collective needs besides the data.
 struct Plan {
     kind: OpKind,
@@ -54,7 +72,8 @@ struct Plan {
     root: usize,
     algo: u8,
     count: usize,
-    seq: Option<u64>,
+    /// Point-to-point: this side's key and the other party's (see [`SEND_BIT`]).
+    seq: Option<(u64, u64)>,
 }
 
 impl Communicator {
@@ -126,16 +145,19 @@ impl Communicator {
 
     /// Identity and fingerprint of a new collective (takes the next sequence number).
     fn op_meta<T: Element>(&self, plan: &Plan) -> OpMeta {
-        let seq = plan
-            .seq
-            .unwrap_or_else(|| self.inner.seq.fetch_add(1, Ordering::Relaxed));
+        let (seq, peer_seq) = plan.seq.unwrap_or_else(|| {
+            let s = self.inner.seq.fetch_add(1, Ordering::Relaxed);
+            (s, s)
+        });
+        let comm = self.inner.id;
         OpMeta {
             kind: plan.kind,
-            key: MailboxKey {
-                comm: self.inner.id,
-                seq,
+            key: MailboxKey { comm, seq },
+            peer_key: MailboxKey {
+                comm,
+                seq: peer_seq,
             },
-            seq: seq & !P2P_BIT,
+            seq: seq & !(P2P_BIT | SEND_BIT),
             group: self.inner.group.clone(),
             fp: Fingerprint {
                 kind: plan.kind as u8,

@@ -55,6 +55,10 @@ pub struct EngineStats {
     /// included) that arrive for a finished collective are dropped, so this does not grow
     /// with the collectives run.
     pub open_mailboxes: usize,
+    /// Records of finished collectives kept to drop their late frames: one per stream (a
+    /// communicator's collectives, its point-to-point messages with one peer) of the
+    /// communicators alive on this rank; a dropped communicator's are removed.
+    pub finished_records: usize,
 }
 
 #[derive(Debug, Default)]
@@ -194,6 +198,7 @@ impl Engine {
             max_queue_len: l(&c.max_queue_len),
             slow_yields: self.shared.yields.slow_yields(),
             open_mailboxes: self.shared.transport.inbox().open_mailboxes(),
+            finished_records: self.shared.transport.inbox().finished_records(),
         }
     }
 }
@@ -295,7 +300,7 @@ fn fail(shared: &Shared, mut a: Active, f: Failure) {
         let frame = Frame {
             kind,
             src: me,
-            key: meta.key,
+            key: meta.peer_key,
             fp: meta.fp,
             aux,
             payload,

@@ -4,7 +4,8 @@
 //! collective that this rank has not started yet (or has preempted) waits there without
 //! blocking any other collective: the transport never stalls on one collective's unread data.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
@@ -171,18 +172,58 @@ pub(crate) struct Inbox {
 
 #[derive(Debug, Default)]
 struct InboxMap {
-    open: HashMap<MailboxKey, Arc<Mailbox>>,
+    open: HashMap<MailboxKey, Arc<Mailbox>, KeyHash>,
     /// Collectives finished here (completed or failed): late frames for them — failure
     /// notices that peers send or pass on after this rank finished — are dropped instead of
     /// opening a mailbox that nothing would ever read or remove. One record per stream (a
-    /// communicator's collectives, its point-to-point messages from one sender), kept for the
-    /// life of the rank: it grows with the communicators created, not with the operations.
-    closed: HashMap<(u64, u64), Finished>,
+    /// communicator's collectives, its point-to-point messages with one peer in one direction), kept while
+    /// the communicator lives: it grows with the operations in flight, not with those run,
+    /// and [`forget_comm`](Inbox::forget_comm) removes a dropped communicator's records.
+    closed: HashMap<(u64, u64), Finished, KeyHash>,
+    /// The last [`DROPPED_COMMS_KEPT`] communicators dropped on this rank (their records gone):
+    /// a late frame for one of them, with no mailbox open, is dropped too. Late frames come
+    /// within moments of a collective's end (failure notices), so remembering the recent
+    /// ones bounds this record without letting them open mailboxes.
+    dropped: HashSet<u64, KeyHash>,
+    /// `dropped` in the order they were dropped (the oldest is forgotten first).
+    dropped_order: VecDeque<u64>,
 }
+
+/// Hashing of the inbox's keys (pairs of `u64`): one rotate, xor and multiply per word (the
+/// `FxHasher` of rustc). The maps are looked up three to four times per collective (open,
+/// route, close and its record), and SipHash, the default, cost about 40 ns of a 1 KiB
+/// all-reduce's engine work in `perf`; the keys come from this job's own ranks, so the
+/// flooding resistance SipHash buys is not needed.
+#[derive(Debug, Default, Clone, Copy)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type KeyHash = BuildHasherDefault<KeyHasher>;
+
+/// How many dropped communicators an inbox remembers ([`InboxMap::dropped`]).
+const DROPPED_COMMS_KEPT: usize = 1024;
 
 /// Bits of a mailbox key's sequence number that count within its stream: a communicator's
 /// collectives are one stream (sequence numbers 0, 1, 2, ...), its point-to-point messages
-/// from one sender another (the high bits name the sender, see `communicator/start.rs`).
+/// with one peer in one direction another (the high bits name the peer and the direction, see
+/// `communicator::SEND_BIT`).
 const STREAM_INDEX_BITS: u32 = 40;
 
 /// The finished instances of one stream of sequence numbers: every index below `below`, and
@@ -221,10 +262,23 @@ fn stream_of(key: &MailboxKey) -> ((u64, u64), u64) {
 }
 
 impl InboxMap {
-    /// Whether the collective `key` finished on this rank.
+    /// Whether the collective `key` finished on this rank (or its communicator was dropped).
     fn finished(&self, key: &MailboxKey) -> bool {
         let (stream, i) = stream_of(key);
-        self.closed.get(&stream).is_some_and(|f| f.contains(i))
+        self.closed.get(&stream).is_some_and(|f| f.contains(i)) || self.dropped.contains(&key.comm)
+    }
+
+    /// The open mailbox of `key`; a new one unless the collective finished. Frames for an
+    /// open mailbox are kept even when its communicator was dropped: a collective still
+    /// running needs them.
+    fn mailbox_for(&mut self, key: MailboxKey) -> Option<Arc<Mailbox>> {
+        if let Some(m) = self.open.get(&key) {
+            return Some(m.clone());
+        }
+        if self.finished(&key) {
+            return None;
+        }
+        Some(self.open.entry(key).or_default().clone())
     }
 }
 
@@ -233,12 +287,12 @@ impl Inbox {
     pub(crate) fn deliver(&self, frame: Frame) {
         {
             let mut g = self.map.lock().expect("inbox poisoned");
-            if g.finished(&frame.key) {
+            let Some(mailbox) = g.mailbox_for(frame.key) else {
                 drop(g);
                 self.pool.give(frame.payload);
                 return;
-            }
-            g.open.entry(frame.key).or_default().push(frame);
+            };
+            mailbox.push(frame);
         }
         self.wake();
     }
@@ -250,13 +304,11 @@ impl Inbox {
         if head.kind != FrameKind::Data {
             return None;
         }
-        let mailbox = {
-            let mut g = self.map.lock().expect("inbox poisoned");
-            if g.finished(&head.key) {
-                return None;
-            }
-            g.open.entry(head.key).or_default().clone()
-        };
+        let mailbox = self
+            .map
+            .lock()
+            .expect("inbox poisoned")
+            .mailbox_for(head.key)?;
         let target = mailbox.route_data(head.src, &head.fp, len)?;
         Some((mailbox, target))
     }
@@ -272,8 +324,35 @@ impl Inbox {
     pub(crate) fn close(&self, key: MailboxKey) {
         let mut g = self.map.lock().expect("inbox poisoned");
         g.open.remove(&key);
+        if g.dropped.contains(&key.comm) {
+            // A collective of a dropped communicator that was still running: nothing to record.
+            return;
+        }
         let (stream, i) = stream_of(&key);
         g.closed.entry(stream).or_default().insert(i);
+    }
+
+    /// Forgets the records of communicator `comm`, dropped on this rank: its finished-stream
+    /// records, and the mailboxes that only late frames opened (no collective of it will
+    /// start any more; those still running hold their own mailbox and keep receiving).
+    pub(crate) fn forget_comm(&self, comm: u64) {
+        let mut g = self.map.lock().expect("inbox poisoned");
+        g.closed.retain(|&(c, _), _| c != comm);
+        // A mailbox that only the map holds belongs to no running collective.
+        g.open
+            .retain(|k, m| k.comm != comm || Arc::strong_count(m) > 1);
+        if g.dropped.insert(comm) {
+            g.dropped_order.push_back(comm);
+            if g.dropped_order.len() > DROPPED_COMMS_KEPT {
+                let oldest = g.dropped_order.pop_front().expect("not empty");
+                g.dropped.remove(&oldest);
+            }
+        }
+    }
+
+    /// Finished-stream records kept ([`InboxMap::closed`]).
+    pub(crate) fn finished_records(&self) -> usize {
+        self.map.lock().expect("inbox poisoned").closed.len()
     }
 
     /// Mailboxes open on this rank: collectives started and not finished, and those that
@@ -494,5 +573,40 @@ mod tests {
         }
         assert_eq!(inbox.open_mailboxes(), 2);
         assert!(inbox.map.lock().unwrap().closed[&(7, 0)].ahead.is_empty());
+    }
+
+    /// A dropped communicator's records go; its late frames open no mailbox, while a
+    /// collective of it that still runs keeps its mailbox and its frames.
+    #[test]
+    fn forgetting_a_communicator_reclaims_its_records() {
+        let inbox = Inbox::default();
+        let p2p = (1u64 << 63) | (2 << STREAM_INDEX_BITS);
+        for seq in 0..5 {
+            inbox.open(key(9, seq));
+            inbox.close(key(9, seq));
+            inbox.close(key(9, p2p | seq));
+            inbox.close(key(4, seq));
+        }
+        let running = inbox.open(key(9, 5));
+        inbox.deliver(notice(key(9, 7))); // early frame, nobody will start it now
+        assert_eq!(inbox.finished_records(), 3);
+        assert_eq!(inbox.open_mailboxes(), 2);
+        inbox.forget_comm(9);
+        assert_eq!(inbox.finished_records(), 1);
+        assert_eq!(inbox.open_mailboxes(), 1);
+        inbox.deliver(notice(key(9, 2)));
+        inbox.deliver(notice(key(9, 8)));
+        assert_eq!(inbox.open_mailboxes(), 1);
+        inbox.deliver(notice(key(9, 5)));
+        assert!(running.take_abort().is_some());
+        inbox.close(key(9, 5));
+        assert_eq!((inbox.finished_records(), inbox.open_mailboxes()), (1, 0));
+        // Only the most recent dropped communicators are remembered.
+        for comm in 100..100 + DROPPED_COMMS_KEPT as u64 {
+            inbox.forget_comm(comm);
+        }
+        inbox.deliver(notice(key(9, 9)));
+        assert_eq!(inbox.open_mailboxes(), 1);
+        assert_eq!(inbox.map.lock().unwrap().dropped.len(), DROPPED_COMMS_KEPT);
     }
 }

@@ -49,6 +49,9 @@ impl From<CollectiveError> for Failure {
 pub(crate) struct OpMeta {
     pub(crate) kind: OpKind,
     pub(crate) key: MailboxKey,
+    /// The key its frames carry: the key of the same operation on the receiving rank, which
+    /// differs from `key` for point-to-point messages only (`communicator::SEND_BIT`).
+    pub(crate) peer_key: MailboxKey,
     /// Sequence number reported to users.
     pub(crate) seq: u64,
     /// World ranks of the communicator.
@@ -291,7 +294,7 @@ impl<T: Element> ActiveOp for StepProgram<T> {
                     let head = Frame {
                         kind: FrameKind::Data,
                         src: transport.world_rank(),
-                        key: self.meta.key,
+                        key: self.meta.peer_key,
                         fp: self.meta.fp,
                         aux: 0,
                         payload: AlignedBuf::default(),

@@ -1,7 +1,7 @@
 //! Starting the collectives: each non-blocking method compiles its algorithm's schedule for
 //! this rank (or builds the shared-memory program) and submits it to the engine.
 
-use super::{Communicator, Plan, P2P_BIT};
+use super::{Communicator, Plan, P2P_BIT, P2P_RANK_SHIFT, SEND_BIT};
 use crate::completion::Completion;
 use crate::config::{AllReduceAlgorithm, BroadcastAlgorithm};
 use crate::dtype::{Element, ReduceOp};
@@ -219,7 +219,10 @@ impl Communicator {
             g.0[dst] += 1;
             g.0[dst] - 1
         };
-        let seq = P2P_BIT | ((self.rank() as u64) << 40) | n;
+        let seq = (
+            P2P_BIT | SEND_BIT | ((dst as u64) << P2P_RANK_SHIFT) | n,
+            P2P_BIT | ((self.rank() as u64) << P2P_RANK_SHIFT) | n,
+        );
         let count = data.len();
         let steps = vec![Step::send(dst, 0..count)];
         Ok(self.submit(
@@ -239,7 +242,10 @@ impl Communicator {
             g.1[src] += 1;
             g.1[src] - 1
         };
-        let seq = P2P_BIT | ((src as u64) << 40) | n;
+        let seq = (
+            P2P_BIT | ((src as u64) << P2P_RANK_SHIFT) | n,
+            P2P_BIT | SEND_BIT | ((self.rank() as u64) << P2P_RANK_SHIFT) | n,
+        );
         let steps = vec![Step::recv(src, 0..count, Action::Copy)];
         let plan = Plan {
             seq: Some(seq),

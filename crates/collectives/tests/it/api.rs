@@ -114,6 +114,69 @@ fn engine_counts_submissions_and_completions() {
     });
 }
 
+/// Communicators created and dropped in a loop leave no records behind: each `dup` runs a
+/// collective and point-to-point messages, and once it is dropped the inbox forgets its
+/// finished-collective records (before, one per stream stayed for the life of the rank).
+#[test]
+fn dropped_communicators_leave_no_finished_records() {
+    with_timeout(Duration::from_secs(60), || {
+        let stats = run_local(3, |comm| {
+            let (me, n) = (comm.rank(), comm.world_size());
+            for _ in 0..200 {
+                let d = comm.dup().unwrap();
+                d.all_reduce(vec![1.0f32; 4], ReduceOp::Sum).unwrap();
+                let h = d.isend(vec![me as i32], (me + 1) % n).unwrap();
+                let got = d.recv::<i32>((me + n - 1) % n, 1).unwrap();
+                assert_eq!(got, vec![((me + n - 1) % n) as i32]);
+                h.wait().unwrap();
+                d.barrier().unwrap();
+            }
+            comm.barrier().unwrap();
+            comm.engine_stats()
+        })
+        .unwrap();
+        for s in stats {
+            // The world's own collectives (the splits' all-gathers and the barrier) only.
+            assert!(s.finished_records <= 2, "{s:?}");
+            assert_eq!(s.open_mailboxes, 0, "{s:?}");
+        }
+    });
+}
+
+/// Sends to different destinations are different operations on the sending rank: distinct
+/// sequence numbers (before, both were `rank << 40 | n` with `n` counted per destination, so
+/// they shared a mailbox and a finished-operation record).
+#[test]
+fn sends_to_different_destinations_have_distinct_keys() {
+    with_timeout(Duration::from_secs(30), || {
+        let out = run_local(3, |comm| {
+            if comm.rank() == 0 {
+                let a = comm.isend(vec![1i32], 1).unwrap();
+                let b = comm.isend(vec![2i32], 2).unwrap();
+                let (ra, sa) = a.wait_with_stats();
+                let (rb, sb) = b.wait_with_stats();
+                ra.unwrap();
+                rb.unwrap();
+                assert_ne!(sa.seq, sb.seq, "{sa:?} {sb:?}");
+                // Receives from 1 and 2 (keyed by their sender) are distinct too.
+                let c = comm.irecv::<i32>(1, 1).unwrap();
+                let d = comm.irecv::<i32>(2, 1).unwrap();
+                let (rc, sc) = c.wait_with_stats();
+                let (rd, sd) = d.wait_with_stats();
+                assert_ne!(sc.seq, sd.seq, "{sc:?} {sd:?}");
+                vec![rc.unwrap()[0], rd.unwrap()[0]]
+            } else {
+                let me = comm.rank() as i32;
+                let got = comm.recv::<i32>(0, 1).unwrap();
+                comm.send(vec![10 * me], 0).unwrap();
+                got
+            }
+        })
+        .unwrap();
+        assert_eq!(out, vec![vec![10, 20], vec![1], vec![2]]);
+    });
+}
+
 /// One launcher over the transports: the same closure gives the same sums on local threads, on
 /// loopback TCP and as the only rank of a TCP job; an impossible world is a typed error.
 #[test]
