@@ -35,6 +35,18 @@ impl Default for Arch {
     }
 }
 
+/// The stored layout of a dense layer's weight drawn as `[out, in]` (PyTorch's, whose order
+/// of draws the initialisation keeps): its transpose `[in, out]`, contiguous, so that the layer
+/// is `x · w` with no transpose in the graph. Through a transpose node, candle's backward adds
+/// the weight's gradient to its zero-initialised sum as a strided view, element by element with
+/// index arithmetic (a fifth of a training step's time); stored `[in, out]` the gradient comes
+/// out contiguous. The products are the same numbers: candle's matrix product gives identical
+/// bits for either layout of the right-hand side (checked in the tests), except for a single
+/// row (`[1, in]` inputs), where its matrix-vector path rounds differently.
+pub(super) fn dense_layout(w: &Tensor) -> Result<Tensor> {
+    Ok(w.t()?.contiguous()?)
+}
+
 /// A feature extractor plus a growing linear head. The trainable network (built by
 /// [`Net::new`]) keeps its weights in a [`ParamStore`]; [`Net::frozen_copy`] makes a detached
 /// copy (a distillation teacher or an exponential-moving-average teacher) that only runs
@@ -44,7 +56,8 @@ pub struct Net {
     arch: Arch,
     dim: usize,
     image: Option<(usize, usize)>,
-    /// Body `(weight, bias)` pairs, then one pair per head block.
+    /// Body `(weight, bias)` pairs, then one pair per head block (dense weights `[in, out]`,
+    /// convolutions `[out, in, 3, 3]`).
     weights: Vec<Tensor>,
     n_body: usize,
     heads: Vec<usize>,
@@ -79,6 +92,12 @@ impl Net {
             let bound = 1.0 / (fan_in as f32).sqrt();
             let w = init.uniform(wshape, -bound, bound, &dev)?;
             let b = init.uniform(&[wshape[0]], -bound, bound, &dev)?;
+            // Dense layers keep `[in, out]` (see `dense_layout`); convolutions stay as drawn.
+            let w = if wshape.len() == 2 {
+                dense_layout(&w)?
+            } else {
+                w
+            };
             weights.push(store.add(format!("{name}.w"), w, true)?.as_tensor().clone());
             weights.push(store.add(format!("{name}.b"), b, true)?.as_tensor().clone());
             Ok(())
@@ -174,9 +193,12 @@ impl Net {
         }
         let k = self.heads.len();
         let bound = 1.0 / (self.feat_dim as f32).sqrt();
-        let w = self
-            .init
-            .uniform(&[n, self.feat_dim], -bound, bound, &Device::Cpu)?;
+        let w = dense_layout(&self.init.uniform(
+            &[n, self.feat_dim],
+            -bound,
+            bound,
+            &Device::Cpu,
+        )?)?;
         let b = self.init.uniform(&[n], -bound, bound, &Device::Cpu)?;
         self.weights.push(
             store
@@ -237,7 +259,7 @@ impl Net {
     pub fn features(&self, x: &Tensor) -> Result<Tensor> {
         let w = &self.weights;
         let dense = |h: &Tensor, i: usize| -> Result<Tensor> {
-            leaky_relu(&h.matmul(&w[i].t()?)?.broadcast_add(&w[i + 1])?)
+            leaky_relu(&h.matmul(&w[i])?.broadcast_add(&w[i + 1])?)
         };
         match &self.arch {
             Arch::Mlp { .. } => {
@@ -270,7 +292,7 @@ impl Net {
         let blocks = (self.n_body..self.weights.len())
             .step_by(2)
             .map(|i| {
-                f.matmul(&self.weights[i].t()?)?
+                f.matmul(&self.weights[i])?
                     .broadcast_add(&self.weights[i + 1])
             })
             .collect::<candle_core::Result<Vec<_>>>()?;

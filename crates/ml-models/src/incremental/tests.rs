@@ -681,3 +681,49 @@ fn recorded_targets_and_exemplar_labels_run_and_keep_the_memory_bounded() {
         assert!(acc > 0.45, "{c:?}: final accuracy {acc}");
     }
 }
+
+/// The bits of a tensor's elements.
+fn tensor_bits(t: &candle_core::Tensor) -> Vec<u32> {
+    t.flatten_all()
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// The dense layers' `[in, out]` storage computes the same bits as PyTorch's `[out, in]`
+    /// through a transpose: the forward product `x · w` and the backward product `g · wᵀ`, for
+    /// the widths of the networks here (inputs 64 or 784, hidden 256, head blocks of 2, CNN
+    /// features 1 568 → 128) and batches of 2 to 600 rows (not 1: see `net::dense_layout`).
+    #[test]
+    fn dense_layout_gives_the_same_products(
+        rows in 2usize..600,
+        (k, n) in prop_oneof![
+            Just((784usize, 256usize)), Just((64, 256)), Just((256, 256)), Just((256, 2)),
+            Just((1568, 128)), Just((128, 2)), (1usize..40, 1usize..40)
+        ],
+        seed in 0u64..1000,
+    ) {
+        let dev = candle_core::Device::Cpu;
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut draw = |len: usize| -> Vec<f32> { (0..len).map(|_| rng.random::<f32>() - 0.5).collect() };
+        let x = candle_core::Tensor::from_vec(draw(rows * k), (rows, k), &dev).unwrap();
+        let g = candle_core::Tensor::from_vec(draw(rows * n), (rows, n), &dev).unwrap();
+        let w = candle_core::Tensor::from_vec(draw(n * k), (n, k), &dev).unwrap();
+        let stored = super::net::dense_layout(&w).unwrap();
+        prop_assert_eq!(stored.dims(), &[k, n]);
+        prop_assert_eq!(
+            tensor_bits(&x.matmul(&w.t().unwrap()).unwrap()),
+            tensor_bits(&x.matmul(&stored).unwrap())
+        );
+        prop_assert_eq!(
+            tensor_bits(&g.matmul(&w).unwrap()),
+            tensor_bits(&g.matmul(&stored.t().unwrap()).unwrap())
+        );
+    }
+}
