@@ -122,6 +122,40 @@ impl Target {
         self.bytes
     }
 
+    /// Fills the slot's region from `data`, its whole payload already in memory: copied, or
+    /// reduced in straight from `data` when it is 8-byte aligned (through `scratch` as in
+    /// [`receive`](Self::receive) otherwise). A `data` of another length than the slot's is
+    /// refused (`InvalidData`) and the region left alone.
+    pub(crate) fn receive_from(&self, data: &[u8], scratch: &mut [u64]) -> std::io::Result<()> {
+        if data.len() != self.bytes {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "{} payload bytes for a {}-byte slot",
+                    data.len(),
+                    self.bytes
+                ),
+            ));
+        }
+        if self.action == Action::Reduce && data.as_ptr().align_offset(8) == 0 {
+            // SAFETY: the slot is `InFlight` and owned by this thread (see `receive`): its
+            // `bytes` bytes at `ptr` are initialised elements nobody else accesses; `data` has
+            // exactly that length (a multiple of the element size: a claimed slot's length)
+            // and is 8-byte aligned, enough for every element type.
+            unsafe { (self.reduce)(self.op, self.ptr, data) };
+            return Ok(());
+        }
+        let mut at = 0;
+        self.receive(
+            |buf| {
+                buf.copy_from_slice(&data[at..at + buf.len()]);
+                at += buf.len();
+                Ok(())
+            },
+            scratch,
+        )
+    }
+
     /// Fills the slot's region with its payload: `read(buf)` must fill `buf` with the next
     /// `buf.len()` payload bytes. A copying step reads straight into the region; a reducing
     /// step reads through `scratch` (8-byte aligned) in pieces of its size and reduces each in.
@@ -159,6 +193,72 @@ impl Target {
                 }
                 Ok(())
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::dtype::Element;
+
+    /// A target over `region` (the test keeps it alive and otherwise untouched meanwhile).
+    fn target(region: &mut [i32], action: Action, op: ReduceOp) -> Target {
+        Target {
+            slot: 0,
+            ptr: region.as_mut_ptr().cast(),
+            bytes: std::mem::size_of_val(region),
+            action,
+            op,
+            reduce: reduce_bytes::<i32>,
+        }
+    }
+
+    proptest! {
+        /// `receive_from` (reduce straight from aligned data, through the scratch from
+        /// unaligned data, or copy) against the serial reference, and a payload of the wrong
+        /// length refused with the region untouched.
+        #[test]
+        fn receive_from_matches_the_reference(
+            pairs in prop::collection::vec((any::<i32>(), any::<i32>()), 1..300),
+            reduce in any::<bool>(),
+            offset in 0usize..2,
+            op_code in 1u8..=4,
+        ) {
+            let op = match op_code {
+                1 => ReduceOp::Sum,
+                2 => ReduceOp::Prod,
+                3 => ReduceOp::Min,
+                _ => ReduceOp::Max,
+            };
+            let (mut region, incoming): (Vec<i32>, Vec<i32>) = pairs.iter().copied().unzip();
+            let before = region.clone();
+            // The payload at a byte offset of 4 (`offset` 1) is not 8-byte aligned.
+            let mut words = vec![0u64; incoming.len() / 2 + 2];
+            // SAFETY: the words are initialised u64s viewed as bytes (alignment 1).
+            let bytes: &mut [u8] = unsafe {
+                std::slice::from_raw_parts_mut(words.as_mut_ptr().cast(), words.len() * 8)
+            };
+            let at = 4 * offset;
+            for (k, v) in incoming.iter().enumerate() {
+                bytes[at + 4 * k..at + 4 * k + 4].copy_from_slice(&v.to_ne_bytes());
+            }
+            let data = &bytes[at..at + 4 * incoming.len()];
+            let action = if reduce { Action::Reduce } else { Action::Copy };
+            let mut scratch = vec![0u64; 3];
+            let t = target(&mut region, action, op);
+            prop_assert!(t.receive_from(&data[..data.len() - 4], &mut scratch).is_err());
+            prop_assert_eq!(&region, &before);
+            let t = target(&mut region, action, op);
+            prop_assert!(t.receive_from(data, &mut scratch).is_ok());
+            let want: Vec<i32> = if reduce {
+                before.iter().zip(&incoming).map(|(&a, &b)| i32::combine(op, a, b)).collect()
+            } else {
+                incoming.clone()
+            };
+            prop_assert_eq!(region, want);
         }
     }
 }

@@ -357,7 +357,7 @@ impl MpiTransport {
             inbox: inbox.clone(),
             lock: Mutex::new(()),
             stopped: AtomicBool::new(false),
-            scratch: Mutex::new(Vec::new()),
+            scratch: Mutex::new(receiver::Scratch::default()),
         });
         let receiver = {
             let (r, cfg) = (receiving.clone(), cfg.clone());

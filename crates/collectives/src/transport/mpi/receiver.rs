@@ -32,9 +32,18 @@ pub(super) struct Receiver {
     pub(super) lock: Mutex<()>,
     /// The stop message was taken (by either thread): the receiver thread ends.
     pub(super) stopped: AtomicBool,
-    /// Where reducing steps receive a payload before reducing it into the collective's buffer
-    /// ([direct receive](crate::direct)); grown to the largest payload.
-    pub(super) scratch: Mutex<Vec<u64>>,
+    /// Where messages land before they are routed (see [`Scratch`]).
+    pub(super) scratch: Mutex<Scratch>,
+}
+
+/// The receiving side's own buffers, reused for every message (no pool round trip).
+#[derive(Default)]
+pub(super) struct Scratch {
+    /// Where reducing steps receive a two-message frame's payload before reducing it into the
+    /// collective's buffer ([direct receive](crate::direct)); grown to the largest payload.
+    words: Vec<u64>,
+    /// Where a one-message frame (header and payload) is received; grown to the largest.
+    frame: AlignedBuf,
 }
 
 impl Receiver {
@@ -75,7 +84,8 @@ impl Receiver {
                         return Took::Message;
                     }
                     let mut pmsg = Some(pmsg);
-                    let mut scratch = self.scratch.lock().expect("mpi scratch poisoned");
+                    let mut guard = self.scratch.lock().expect("mpi scratch poisoned");
+                    let scratch = &mut guard.words;
                     let words = target.bytes().div_ceil(8).max(1);
                     if scratch.len() < words {
                         scratch.resize(words, 0);
@@ -87,7 +97,7 @@ impl Receiver {
                             }
                             Ok(())
                         },
-                        &mut scratch,
+                        scratch,
                     );
                     mailbox.complete(target.slot, r.is_ok());
                     self.inbox.wake();
@@ -116,10 +126,11 @@ impl Receiver {
             }
             TAG_FRAME => {
                 let n = status.count(u8::equivalent_datatype()) as usize;
-                let mut packed = self.inbox.pool().take(n);
-                msg.matched_receive_into(packed.as_bytes_mut());
-                self.take_packed(src, &packed);
-                self.inbox.pool().give(packed);
+                let mut guard = self.scratch.lock().expect("mpi scratch poisoned");
+                let Scratch { words, frame } = &mut *guard;
+                frame.set_len_bytes(n);
+                msg.matched_receive_into(frame.as_bytes_mut());
+                self.take_packed(src, frame.as_bytes(), words);
             }
             TAG_GOODBYE => {
                 msg.matched_receive_into(&mut byte[..]);
@@ -141,8 +152,7 @@ impl Receiver {
 
     /// Delivers a whole frame received in one message (header, then payload): into its posted
     /// slot if there is one, else into the mailbox.
-    fn take_packed(&self, src: usize, packed: &AlignedBuf) {
-        let bytes = packed.as_bytes();
+    fn take_packed(&self, src: usize, bytes: &[u8], scratch: &mut Vec<u64>) {
         let decoded = bytes
             .get(..HEADER_BYTES)
             .and_then(|h| <&[u8; HEADER_BYTES]>::try_from(h).ok())
@@ -159,20 +169,12 @@ impl Receiver {
         }
         frame.src = src;
         if let Some((mailbox, target)) = self.inbox.route(&frame, len) {
-            let mut scratch = self.scratch.lock().expect("mpi scratch poisoned");
-            let words = len.div_ceil(8).max(1);
-            if scratch.len() < words {
-                scratch.resize(words, 0);
+            // The payload follows the 56-byte header in 8-byte words: aligned, so a reducing
+            // step reduces straight from it (the scratch only serves an unaligned fallback).
+            if scratch.is_empty() {
+                scratch.resize(1 << 10, 0);
             }
-            let mut at = 0;
-            let r = target.receive(
-                |buf| {
-                    buf.copy_from_slice(&data[at..at + buf.len()]);
-                    at += buf.len();
-                    Ok(())
-                },
-                &mut scratch,
-            );
+            let r = target.receive_from(data, scratch);
             mailbox.complete(target.slot, r.is_ok());
             self.inbox.wake();
             return;
