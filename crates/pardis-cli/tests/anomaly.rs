@@ -194,3 +194,59 @@ fn adbench_protocol_splits_all_rows_stratified() {
     let (train, _) = read(&dir.0.join("pclad"), 0);
     assert_eq!((train.len(), anomalies(&train)), (100, 0));
 }
+
+/// `--jobs`: every (set, detector, seed) is seeded on its own, so running them on one thread or
+/// several (in another order) gives the same report, deep detectors included.
+#[test]
+fn jobs_do_not_change_the_report() {
+    let dir = TempDir::new("jobs");
+    let path = write_csv(&dir.0, "line.csv", false);
+    let run = |jobs: &str| {
+        json_report(&[
+            "ml",
+            "anomaly",
+            "--data",
+            &path,
+            "--detector",
+            "all",
+            "--seeds",
+            "2",
+            "--jobs",
+            jobs,
+            "--json",
+        ])
+    };
+    // (data, detector, (AUC-ROC, AUC-PR) per seed) of every cell.
+    type Metrics = Vec<(String, String, Vec<(f64, f64)>)>;
+    let metrics = |r: &serde_json::Value| -> Metrics {
+        r.as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                assert!(c["error"].is_null(), "{c}");
+                let runs = c["runs"].as_array().unwrap();
+                assert_eq!(runs.len(), 2, "{c}");
+                (
+                    c["data"].as_str().unwrap().to_string(),
+                    c["detector"].as_str().unwrap().to_string(),
+                    runs.iter()
+                        .map(|r| {
+                            (
+                                r["auc_roc"].as_f64().unwrap(),
+                                r["auc_pr"].as_f64().unwrap(),
+                            )
+                        })
+                        .collect(),
+                )
+            })
+            .collect()
+    };
+    let one = metrics(&run("1"));
+    assert_eq!(one.len(), 6);
+    let detectors: Vec<&str> = one.iter().map(|c| c.1.as_str()).collect();
+    assert_eq!(
+        detectors,
+        ["pcl", "iforest", "ecod", "knn", "icl", "neutral"]
+    );
+    assert_eq!(one, metrics(&run("3")));
+}
