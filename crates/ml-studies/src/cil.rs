@@ -78,10 +78,10 @@ pub struct CilBenchConfig {
     pub methods: Vec<Method>,
     /// Shared training settings (memory size, steps, network).
     pub run: CilConfig,
-    /// Runs (one method on one class order) trained at once, default the number of CPUs
-    /// (`std::thread::available_parallelism`); 1 runs them one after the other. The results do
-    /// not depend on it: every run has its own seeds and network.
-    pub workers: usize,
+    /// Runs (one method on one class order) trained at once (`pardis ml cil --jobs`), default
+    /// the number of CPUs (`std::thread::available_parallelism`); 1 runs them one after the
+    /// other. The results do not depend on it: every run has its own seeds and network.
+    pub jobs: usize,
 }
 
 impl CilBenchConfig {
@@ -106,7 +106,7 @@ impl CilBenchConfig {
                 steps_per_task: steps,
                 ..CilConfig::default()
             },
-            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
     }
 }
@@ -169,7 +169,7 @@ impl CilRow {
     }
 }
 
-/// Runs every method on every class order, `cfg.workers` runs at a time; `on_row` sees each
+/// Runs every method on every class order, `cfg.jobs` runs at a time; `on_row` sees each
 /// result as it comes (in the order the runs finish). The rows come back sorted by class order,
 /// then method, whatever the number of workers.
 ///
@@ -203,17 +203,17 @@ pub fn run_cil_benchmark(
             )
         })
         .collect::<std::result::Result<Vec<_>, _>>()?;
-    // Jobs (order, method index), costliest methods first.
+    // Runs (order, method index), costliest methods first.
     let cost = |m: &Method| match m {
         Method::Temporal(_) => 0,
         Method::Der(_) => 1,
         Method::Icarl(_) => 2,
         _ => 3,
     };
-    let mut jobs: Vec<(usize, usize)> = (0..streams.len())
+    let mut queue: Vec<(usize, usize)> = (0..streams.len())
         .flat_map(|o| (0..cfg.methods.len()).map(move |m| (o, m)))
         .collect();
-    jobs.sort_by_key(|&(o, m)| (cost(&cfg.methods[m]), o, m));
+    queue.sort_by_key(|&(o, m)| (cost(&cfg.methods[m]), o, m));
     let run_job = |(o, m): (usize, usize)| -> Result<CilRow> {
         let stream = &streams[o];
         let order = o as u64;
@@ -235,10 +235,10 @@ pub fn run_cil_benchmark(
             seconds: r.seconds,
         })
     };
-    let mut done: Vec<((usize, usize), CilRow)> = Vec::with_capacity(jobs.len());
-    let workers = cfg.workers.clamp(1, jobs.len());
+    let mut done: Vec<((usize, usize), CilRow)> = Vec::with_capacity(queue.len());
+    let workers = cfg.jobs.clamp(1, queue.len());
     if workers == 1 {
-        for &job in &jobs {
+        for &job in &queue {
             let row = run_job(job)?;
             on_row(&row);
             done.push((job, row));
@@ -251,11 +251,11 @@ pub fn run_cil_benchmark(
         std::thread::scope(|scope| {
             for _ in 0..workers {
                 let tx = tx.clone();
-                let (next, failed, jobs, run_job) = (&next, &failed, &jobs, &run_job);
+                let (next, failed, queue, run_job) = (&next, &failed, &queue, &run_job);
                 scope.spawn(move || {
                     use std::sync::atomic::Ordering::SeqCst;
                     while !failed.load(SeqCst) {
-                        let Some(&job) = jobs.get(next.fetch_add(1, SeqCst)) else {
+                        let Some(&job) = queue.get(next.fetch_add(1, SeqCst)) else {
                             break;
                         };
                         let r = run_job(job);
@@ -438,7 +438,7 @@ mod tests {
             .collect();
         let run = |workers: usize| {
             let cfg = CilBenchConfig {
-                workers,
+                jobs: workers,
                 ..cfg.clone()
             };
             let mut seen = 0;

@@ -89,6 +89,7 @@ fn cil_bad_arguments_are_clean_errors() {
     fails_with(&["ml", "cil", "--label-ratio", "1.5"], "label ratio");
     fails_with(&["ml", "cil", "--arch", "transformer"], "--arch");
     fails_with(&["ml", "cil", "--data", "cifar"], "cifar");
+    fails_with(&["ml", "cil", "--jobs", "0"], "--jobs");
 }
 
 #[test]

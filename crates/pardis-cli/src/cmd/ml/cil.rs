@@ -45,6 +45,10 @@ pub(super) struct CilArgs {
     /// task's unlabelled rows (chosen on validation rows of Fashion-MNIST; see the README).
     #[arg(long)]
     replay_only: bool,
+    /// Runs (one method on one class order) trained at once, default the number of CPUs; the
+    /// results do not depend on it.
+    #[arg(long)]
+    jobs: Option<usize>,
     /// Write a PNG of the mean accuracy after each task per method to this file.
     #[arg(long)]
     plot: Option<PathBuf>,
@@ -66,6 +70,10 @@ pub(super) fn run(a: CilArgs, roots: &DataRoots) -> anyhow::Result<()> {
     cfg.label_ratio = a.label_ratio;
     cfg.orders = a.orders;
     cfg.run.memory = a.memory;
+    if let Some(j) = a.jobs {
+        anyhow::ensure!(j > 0, "--jobs must be at least 1");
+        cfg.jobs = j;
+    }
     if let Some(s) = a.steps {
         cfg.run.steps_per_task = s;
     }
