@@ -95,7 +95,7 @@ fn spin_for_arrival(shared: &Shared, seen: u64, until: Instant) {
         if inbox.wakes() != seen || shared.aborted.load(Ordering::SeqCst) {
             return;
         }
-        shared.transport.progress();
+        shared.transport.progress_one();
         polls += 1;
         if polls.is_multiple_of(SPIN_POLLS_PER_CLOCK) && Instant::now() >= until {
             return;

@@ -42,10 +42,15 @@ pub(crate) trait Transport: Send + Sync + Debug {
     fn mark_self_lost(&self);
     /// This rank's mailboxes.
     fn inbox(&self) -> &Arc<Inbox>;
-    /// Called by the engine thread before each round with collectives waiting: a transport
-    /// that can move incoming messages into the inbox from this thread does so here (saving a
-    /// hand-off between threads). Never blocks.
+    /// Called by the thread running this rank's rounds after a round that made no progress: a
+    /// transport that can move incoming messages into the inbox from this thread does so here
+    /// (saving a hand-off between threads). Never blocks.
     fn progress(&self) {}
+    /// Like [`progress`](Self::progress), for a waiter busy-polling between rounds: takes at
+    /// most one message (the waiter runs a round as soon as one came). Default: `progress`.
+    fn progress_one(&self) {
+        self.progress();
+    }
     /// Whether [`progress`](Self::progress) takes incoming messages itself, so that a waiter
     /// polling it makes progress without another thread of this rank running (MPI). Only then
     /// does a waiter busy-poll ([`Config::busy_poll`](crate::Config::busy_poll)).

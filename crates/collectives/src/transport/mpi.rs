@@ -440,10 +440,19 @@ impl MpiTransport {
     /// [`reap`](Self::reap) on the send path only once [`REAP_AT_SEND`] sends are pending:
     /// each `MPI_Test` of an unfinished request runs MPI's progress engine (about 0.2 µs here),
     /// which would sit between a small frame's `MPI_Isend` and the engine's next look for the
-    /// answer; `progress` reaps whenever it finds nothing to take.
+    /// answer; `progress` reaps after every look for messages that found nothing.
     fn reap_some(&self, sending: &mut Vec<PendingSend>) {
         if sending.len() >= REAP_AT_SEND {
             self.reap(sending);
+        }
+    }
+
+    /// [`reap`](Self::reap) unless another thread holds the send lock.
+    fn reap_pending(&self) {
+        if let Ok(mut sending) = self.sending.try_lock() {
+            if !sending.is_empty() {
+                self.reap(&mut sending);
+            }
         }
     }
 
@@ -631,28 +640,31 @@ impl Transport for MpiTransport {
         true
     }
 
-    /// Takes one incoming message from the engine thread or a driver (no hand-off from the
-    /// receiver thread), unless the receiver thread is busy receiving; when none came, reaps
-    /// finished sends.
+    /// Takes the messages that have arrived (no hand-off from the receiver thread), unless the
+    /// receiver thread is busy receiving, then reaps finished sends.
     fn progress(&self) {
         if self.comm.lock().expect("mpi comm poisoned").is_none() {
             return;
         }
-        // Incoming messages first (they are on the critical path), then the finished sends,
-        // but only in a call that took nothing: each `MPI_Test` of an unfinished send runs
-        // MPI's progress engine. One message per call: the delivery's wake-up sends the driver
-        // through a round, which consumes it and calls this again, and a look that finds
-        // nothing (the end of a "take while there is something" loop) costs as much as one
-        // that finds a message.
+        if let Ok(_g) = self.receiving.lock.try_lock() {
+            while self.receiving.take_one() == Took::Message {}
+        }
+        self.reap_pending();
+    }
+
+    /// Takes one message if one has arrived; reaps finished sends only when none had. A look
+    /// that finds nothing costs as much as one that finds a message (an `MPI_Improbe`), and
+    /// each `MPI_Test` of an unfinished send runs MPI's progress engine: neither should sit
+    /// between a message's arrival and the round that consumes it.
+    fn progress_one(&self) {
+        if self.comm.lock().expect("mpi comm poisoned").is_none() {
+            return;
+        }
         if let Ok(_g) = self.receiving.lock.try_lock() {
             if self.receiving.take_one() != Took::Nothing {
                 return;
             }
         }
-        if let Ok(mut sending) = self.sending.try_lock() {
-            if !sending.is_empty() {
-                self.reap(&mut sending);
-            }
-        }
+        self.reap_pending();
     }
 }
