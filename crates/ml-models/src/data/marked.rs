@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use crate::data::{Encoded, FewRel, FewRelInstance, SubwordTokenizer};
-use crate::Result;
+use crate::{MlError, Result};
 
 /// One tokenised, marked instance.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,15 +23,12 @@ pub struct RelationExample {
 }
 
 /// Words of `inst` with `@`/`#` around the first mention of the head/tail, and the indices of
-/// the two opening markers among the returned words.
+/// the two opening markers among the returned words. Meant for instances that pass
+/// [`FewRelInstance::check`] (every file [`crate::data::read_fewrel`] returns); for others the
+/// markers may be missing or cross, never a panic ([`encode_marked`] refuses them).
 pub fn mark_entities(inst: &FewRelInstance) -> (Vec<&str>, usize, usize) {
-    let span = |pos: &[Vec<usize>]| -> (usize, usize) {
-        let first = pos.first().map(Vec::as_slice).unwrap_or(&[]);
-        let lo = first.iter().copied().min().unwrap_or(0);
-        (lo, first.iter().copied().max().unwrap_or(lo))
-    };
-    let (hs, he) = span(&inst.h.2);
-    let (ts, te) = span(&inst.t.2);
+    let (hs, he) = inst.span(true).unwrap_or((0, 0));
+    let (ts, te) = inst.span(false).unwrap_or((0, 0));
     let mut words = Vec::with_capacity(inst.tokens.len() + 4);
     let (mut h_at, mut t_at) = (0, 0);
     for (i, w) in inst.tokens.iter().enumerate() {
@@ -56,33 +53,66 @@ pub fn mark_entities(inst: &FewRelInstance) -> (Vec<&str>, usize, usize) {
 
 /// Tokenises one instance with entity markers; marker positions cut off by truncation fall back
 /// to position 0 (`[CLS]`).
+///
+/// # Errors
+/// [`MlError::InvalidInput`] when `inst` fails [`FewRelInstance::check`] (no tokens, entity
+/// positions missing or beyond the tokens, overlapping head and tail); the tokenizer's errors.
 pub fn encode_marked(
     inst: &FewRelInstance,
     tok: &dyn WordEncoder,
     label: u32,
 ) -> Result<RelationExample> {
+    inst.check()
+        .map_err(|why| MlError::InvalidInput(format!("FewRel instance: {why}")))?;
     let (words, h, t) = mark_entities(inst);
     let enc = tok.encode_words(&words)?;
+    let at = |i: usize| -> Result<usize> {
+        match enc.word_start.get(i) {
+            Some(p) => Ok(p.unwrap_or(0)),
+            None => Err(MlError::InvalidInput(format!(
+                "the tokenizer returned {} word starts for {} words",
+                enc.word_start.len(),
+                words.len()
+            ))),
+        }
+    };
     Ok(RelationExample {
-        head: enc.word_start[h].unwrap_or(0),
-        tail: enc.word_start[t].unwrap_or(0),
-        ids: enc.ids,
+        head: at(h)?,
+        tail: at(t)?,
+        ids: enc.ids.clone(),
         label,
     })
 }
 
 /// Tokenises every instance; marker positions cut off by truncation fall back to `[CLS]` (0).
+///
+/// # Errors
+/// As [`encode_marked`], naming the relation and the instance's index in it.
 pub fn encode_fewrel(data: &FewRel, tok: &dyn WordEncoder) -> Result<Vec<Vec<RelationExample>>> {
     data.relations
         .iter()
         .enumerate()
-        .map(|(label, (_, insts))| {
+        .map(|(label, (id, insts))| {
             insts
                 .iter()
-                .map(|inst| encode_marked(inst, tok, label as u32))
+                .enumerate()
+                .map(|(i, inst)| {
+                    encode_marked(inst, tok, label as u32).map_err(|e| in_instance(e, id, i))
+                })
                 .collect()
         })
         .collect()
+}
+
+/// `e` with the relation id and instance index prefixed to an [`MlError::InvalidInput`]
+/// message (other errors unchanged).
+pub(crate) fn in_instance(e: MlError, relation: &str, index: usize) -> MlError {
+    match e {
+        MlError::InvalidInput(m) => {
+            MlError::InvalidInput(format!("relation {relation}, instance {index}: {m}"))
+        }
+        other => other,
+    }
 }
 
 /// Encodes pre-split words into ids starting with a `[CLS]`-like token, reporting where each

@@ -10,6 +10,7 @@ mod csv;
 mod fewrel;
 mod idx;
 mod marked;
+pub(crate) use marked::in_instance;
 mod npy;
 mod split;
 mod text;
@@ -18,7 +19,7 @@ mod tokenize;
 pub use csv::{parse_csv, read_csv, CsvTable};
 pub use fewrel::{
     read_fewrel, read_fewrel_unlabelled, read_pid2name, Entity, FewRel, FewRelInstance,
-    RelationNames,
+    RelationNames, MAX_FILE_BYTES,
 };
 pub use idx::{parse_idx, read_idx, IdxArray, IdxData};
 pub use marked::{

@@ -1,8 +1,15 @@
-//! Sentence encoders for few-shot relation extraction behind one trait, and the two feature
-//! kinds of PO-HRL (Hu et al., COLING 2025): an instance is `[h_E1; h_E2]`, the hidden states at
-//! the opening head and tail markers (typed markers `@ … @`, `# … #`, see
-//! [`crate::data::mark_entities`]); a relation is `[h_CLS; mean of its tokens]` of its name and
-//! description.
+//! The sentence encoder of few-shot relation extraction and the two feature kinds of PO-HRL
+//! (Hu et al., COLING 2025): an instance is `[h_E1; h_E2]`, the hidden states at the opening
+//! head and tail markers (typed markers `@ … @`, `# … #`, see [`crate::data::mark_entities`]); a
+//! relation is `[h_CLS; mean of its tokens]` of its name and description.
+//!
+//! The "two encoders" — a small transformer trained from scratch and the pretrained
+//! all-MiniLM-L6-v2 — are one architecture, [`Bert`], with different shapes and weights, so
+//! they are one type, [`FewShotEncoder`], told apart by [`EncoderKind`]; there is no encoder
+//! trait with a single implementation. What does differ between them, the tokenisation
+//! (whole words for the tiny encoder, WordPiece for MiniLM), is behind a trait with two
+//! implementations that this type holds as `dyn` ([`WordEncoder`]: [`WordVocab`],
+//! [`SubwordTokenizer`]).
 
 use std::path::Path;
 
@@ -16,24 +23,6 @@ use crate::models::bert::marker_states;
 use crate::models::{Bert, BertConfig};
 use crate::train::{ParamStore, SeededInit};
 use crate::{MlError, Result};
-
-/// A contextual encoder: token ids `[b, t]` and a mask `[b, t]` (1 = token) to hidden states
-/// `[b, t, d]`.
-pub trait SentenceEncoder {
-    /// Width `d` of the hidden states.
-    fn hidden_size(&self) -> usize;
-    /// Hidden states; `train` switches dropout-like behaviour on (none in BERT here).
-    fn hidden_states(&self, ids: &Tensor, mask: &Tensor, train: bool) -> Result<Tensor>;
-}
-
-impl SentenceEncoder for Bert {
-    fn hidden_size(&self) -> usize {
-        self.config().hidden_size
-    }
-    fn hidden_states(&self, ids: &Tensor, mask: &Tensor, train: bool) -> Result<Tensor> {
-        self.forward(ids, mask, train)
-    }
-}
 
 /// The files of a pretrained MiniLM directory (`scripts/fetch-minilm`).
 const MINILM_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
@@ -200,7 +189,7 @@ impl FewShotEncoder {
 
     /// Width of instance and relation features, `2·d`.
     pub fn feature_dim(&self) -> usize {
-        2 * self.bert.hidden_size()
+        2 * self.bert.config().hidden_size
     }
 
     /// Tokenises relations: texts with or without descriptions, instances with markers.
@@ -217,7 +206,11 @@ impl FewShotEncoder {
                 let instances = r
                     .instances
                     .iter()
-                    .map(|inst| encode_marked(inst, self.tok.as_ref(), label as u32))
+                    .enumerate()
+                    .map(|(i, inst)| {
+                        encode_marked(inst, self.tok.as_ref(), label as u32)
+                            .map_err(|e| crate::data::in_instance(e, &r.id, i))
+                    })
                     .collect::<Result<Vec<_>>>()?;
                 Ok(EncodedRelation {
                     text: self.tok.encode_words(&words)?.ids,
@@ -230,9 +223,9 @@ impl FewShotEncoder {
     fn hidden(&self, seqs: &[&[u32]], train: bool) -> Result<(Tensor, Tensor)> {
         let (ids, mask) = pad_batch(seqs, self.tok.pad_id(), &Device::Cpu)?;
         let h = if train {
-            self.bert.hidden_states(&ids, &mask, true)?
+            self.bert.forward(&ids, &mask, true)?
         } else {
-            self.bert.detached().hidden_states(&ids, &mask, false)?
+            self.bert.detached().forward(&ids, &mask, false)?
         };
         Ok((h, mask))
     }

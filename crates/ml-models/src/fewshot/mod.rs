@@ -1,8 +1,9 @@
 //! The few-shot relation-extraction harness of FewRel (Han et al., EMNLP 2018; Gao et al.,
 //! FewRel 2.0, EMNLP 2019): relations with names and descriptions, the meta-train/meta-test
 //! split used here, seeded N-way K-shot episodes, accuracy with a 95 % confidence interval, and
-//! the sentence encoders (entity-marker instance features, description features) behind one
-//! trait. The methods trained and evaluated in it live in [`crate::hyperbolic::pohrl`].
+//! the sentence encoder (entity-marker instance features, description features; the tiny and
+//! the MiniLM encoder are one BERT type with different shapes, weights and tokenizers, see
+//! [`FewShotEncoder`]). The methods trained and evaluated in it live in [`crate::hyperbolic::pohrl`].
 //!
 //! FewRel's `train_wiki.json` is not available offline, so the split is built from the public
 //! validation files: meta-train on the 25 relations of `val_nyt.json` plus 8 of the 16 relations
@@ -16,7 +17,7 @@
 mod encoder;
 mod episode;
 
-pub use encoder::{tiny_bert, EncodedRelation, EncoderKind, FewShotEncoder, SentenceEncoder};
+pub use encoder::{tiny_bert, EncodedRelation, EncoderKind, FewShotEncoder};
 pub use episode::{accuracy_ci, Accuracy, Episode, EpisodeConfig, EpisodeSampler};
 
 use crate::data::{FewRel, FewRelInstance, RelationNames};

@@ -112,7 +112,9 @@ pub struct PohrlConfig {
     pub cone_k: f64,
     /// Margin `m` of the other-relation cone term, default 0.2.
     pub margin: f64,
-    /// Temperature τ of the contrastive loss and of the prototype weights, default 0.1.
+    /// Temperature τ, default 0.1: divides the Lorentzian cosines of the alignment (contrastive)
+    /// loss and scales the hyperbolic methods' logits `−d_L(q, c)²/τ`. The prototype weights
+    /// `softmax(cos_L(s, r))` (the paper's Eq. 5) use no temperature.
     pub tau: f64,
     /// λ₁, weight of the alignment (contrastive) loss, default 1.
     pub lambda_align: f64,

@@ -76,6 +76,128 @@ fn malformed_fewrel_and_pid2name_are_typed_errors() {
     assert_eq!(names["P1"], ("name".to_string(), "description".to_string()));
 }
 
+/// Hostile FewRel files are typed errors naming the relation and the instance, never a panic:
+/// no tokens, entities without positions, positions beyond the tokens, overlapping head and
+/// tail, a relation without instances, bytes that are not UTF-8, a file over the size limit.
+#[test]
+fn hostile_fewrel_files_are_typed_errors_naming_the_instance() {
+    let dir = scratch("fewshot-hostile");
+    let path = dir.join("hostile.json");
+    let ok = r#"{"tokens": ["a", "b", "c"], "h": ["a", "Q1", [[0]]], "t": ["c", "Q2", [[2]]]}"#;
+    let cases = [
+        (
+            r#"{"tokens": [], "h": ["a", "Q1", [[0]]], "t": ["c", "Q2", [[2]]]}"#,
+            "no tokens",
+        ),
+        (
+            r#"{"tokens": ["a", "b"], "h": ["a", "Q1", []], "t": ["b", "Q2", [[1]]]}"#,
+            "no token positions",
+        ),
+        (
+            r#"{"tokens": ["a", "b"], "h": ["a", "Q1", [[0]]], "t": ["b", "Q2", [[]]]}"#,
+            "empty occurrence",
+        ),
+        (
+            r#"{"tokens": ["a", "b"], "h": ["a", "Q1", [[0]]], "t": ["b", "Q2", [[7]]]}"#,
+            "at token 7, the sentence has 2",
+        ),
+        (
+            r#"{"tokens": ["a", "b"], "h": ["a", "Q1", [[0]]], "t": ["b", "Q2", [[1], [9]]]}"#,
+            "at token 9",
+        ),
+        (
+            r#"{"tokens": ["a", "b", "c"], "h": ["a b", "Q1", [[0, 1]]], "t": ["b c", "Q2", [[1, 2]]]}"#,
+            "overlap",
+        ),
+        (
+            r#"{"tokens": ["a", "b"], "h": ["a", "Q1", [[0]]], "t": ["a", "Q2", [[0]]]}"#,
+            "overlap",
+        ),
+    ];
+    for (inst, why) in cases {
+        std::fs::write(&path, format!(r#"{{"P9": [{ok}, {inst}]}}"#)).unwrap();
+        let e = read_fewrel(&path).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, MlError::Format { .. }), "{msg}");
+        assert!(
+            msg.contains("relation P9, instance 1") && msg.contains(why),
+            "{msg}"
+        );
+    }
+    std::fs::write(&path, format!(r#"{{"P1": [{ok}], "P2": []}}"#)).unwrap();
+    let e = read_fewrel(&path).unwrap_err();
+    assert!(
+        matches!(&e, MlError::Format { reason, .. } if reason.contains("relation P2 has no instances")),
+        "{e}"
+    );
+    let mut bytes = format!(r#"{{"P1": [{ok}]}}"#).into_bytes();
+    bytes[20] = 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    let e = read_fewrel(&path).unwrap_err();
+    assert!(
+        matches!(&e, MlError::Format { reason, .. } if reason.contains("not UTF-8 (byte 20)")),
+        "{e}"
+    );
+    assert!(matches!(read_pid2name(&path), Err(MlError::Format { .. })));
+    // A sparse file one byte over the limit: refused before it is read.
+    let huge = dir.join("huge.json");
+    let f = std::fs::File::create(&huge).unwrap();
+    f.set_len(ml_models::data::MAX_FILE_BYTES + 1).unwrap();
+    drop(f);
+    let e = read_fewrel(&huge).unwrap_err();
+    assert!(
+        matches!(&e, MlError::Format { reason, .. } if reason.contains("more than")),
+        "{e}"
+    );
+    std::fs::remove_file(&huge).unwrap();
+    // The unlabelled list checks its instances too.
+    std::fs::write(&path, format!("[{ok}, {}]", cases[0].0)).unwrap();
+    let e = ml_models::data::read_fewrel_unlabelled(&path).unwrap_err();
+    assert!(e.to_string().contains("instance 1: no tokens"), "{e}");
+}
+
+/// Instances built in memory (not read from a file) that cannot be marked are typed errors
+/// from the encoders, naming the relation and the instance: the empty sentence used to panic
+/// at the marker lookup.
+#[test]
+fn unmarkable_instances_in_memory_are_typed_errors() {
+    use ml_models::data::{encode_marked, WordVocab};
+    let vocab = WordVocab::fit(["a", "b", "a", "b"], 1, 100, 16);
+    let empty = FewRelInstance {
+        tokens: vec![],
+        h: Entity("h".into(), "Q1".into(), vec![vec![0]]),
+        t: Entity("t".into(), "Q2".into(), vec![vec![0]]),
+    };
+    let e = encode_marked(&empty, &vocab, 0).unwrap_err();
+    assert!(
+        matches!(&e, MlError::InvalidInput(m) if m.contains("no tokens")),
+        "{e}"
+    );
+    let beyond = FewRelInstance {
+        t: Entity("t".into(), "Q2".into(), vec![vec![5]]),
+        ..inst(&["a", "b"])
+    };
+    assert!(matches!(
+        encode_marked(&beyond, &vocab, 0),
+        Err(MlError::InvalidInput(_))
+    ));
+    let rels = vec![RelationSet {
+        id: "P7".into(),
+        name: "p".into(),
+        description: "p".into(),
+        instances: vec![inst(&["a", "b"]), inst(&["a", "b"]), empty],
+    }];
+    let mut store = ParamStore::new();
+    let enc =
+        FewShotEncoder::tiny(&rels, Some(micro), &mut store, &mut SeededInit::new(0)).unwrap();
+    let e = enc.encode(&rels, true).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("relation P7, instance 2: FewRel instance: no tokens"),
+        "{e}"
+    );
+}
+
 #[test]
 fn accuracy_interval_is_the_normal_approximation() {
     let a = accuracy_ci(&[0.2, 0.4, 0.6, 0.8]);
@@ -569,19 +691,65 @@ fn small_split(per: usize) -> Option<MetaSplit> {
     Some(split)
 }
 
-/// A short run (120 episodes) of the Euclidean prototypical network on a micro encoder
-/// (1 layer, width 32) trained from scratch on the meta-training relations beats chance (20 %)
-/// clearly on the unseen test relations, 5-way 1-shot, and its training loss falls. (Measured:
-/// the randomly initialised encoder is already at ~30 % — random word embeddings make sentences
-/// with shared words similar — and 120 steps do not move the unseen-relation accuracy; PO-HRL on
-/// the same micro encoder reaches ~24 %. See the crate README.)
-#[test]
-fn micro_encoder_training_beats_chance_on_unseen_relations() {
-    let Some(split) = small_split(60) else {
-        return;
+/// A synthetic relation set in FewRel's format where only training can find the signal: every
+/// instance reads `HEAD TRIGGER TAIL` followed by `fill` random filler words, the relation being
+/// the trigger word between the two entities (`@ HEAD @ TRIGGER # TAIL #` once marked). Entity
+/// names are random; the fillers are drawn from a pool that holds every relation's trigger
+/// too (so the test triggers are in the training vocabulary and no word's mere presence names
+/// a relation); relation texts are uninformative (`relation rN`, the test ones `[UNK]`). An
+/// untrained encoder mixes a sentence's words nearly uniformly, so one shared trigger among
+/// `3 + fill` words leaves it near chance; a trained one can learn where the trigger sits and
+/// carry that to triggers it never saw as triggers.
+fn trigger_split(train_rels: usize, test_rels: usize, per: usize, fill: usize) -> MetaSplit {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(28);
+    let triggers: Vec<String> = (0..train_rels + test_rels)
+        .map(|i| format!("trig{i}"))
+        .collect();
+    let mut pool: Vec<String> = (0..300).map(|i| format!("w{i}")).collect();
+    pool.extend(triggers.iter().cloned());
+    let mut rel = |i: usize| -> RelationSet {
+        let instances = (0..per)
+            .map(|_| {
+                let mut tokens = vec![
+                    format!("e{}", rng.random_range(0..200)),
+                    triggers[i].clone(),
+                    format!("e{}", rng.random_range(0..200)),
+                ];
+                tokens.extend((0..fill).map(|_| pool[rng.random_range(0..pool.len())].clone()));
+                FewRelInstance {
+                    tokens,
+                    h: Entity("h".into(), "Q1".into(), vec![vec![0]]),
+                    t: Entity("t".into(), "Q2".into(), vec![vec![2]]),
+                }
+            })
+            .collect();
+        RelationSet {
+            id: format!("R{i}"),
+            name: format!("relation r{i}"),
+            description: format!("relation r{i}"),
+            instances,
+        }
     };
+    let train = (0..train_rels).map(&mut rel).collect();
+    let test = (train_rels..train_rels + test_rels).map(&mut rel).collect();
+    MetaSplit { train, test }
+}
+
+/// Accuracy on the test relations of `split` of `method` on a micro encoder (1 layer, width
+/// 32) with seed 1, untrained and after `steps` training episodes, 5-way 1-shot, 300 seeded test
+/// episodes each; and the training losses.
+fn micro_before_after(
+    split: &MetaSplit,
+    method: Method,
+    steps: usize,
+) -> (
+    ml_models::fewshot::Accuracy,
+    ml_models::fewshot::Accuracy,
+    Vec<f32>,
+) {
     let mut store = ParamStore::new();
-    let mut init = SeededInit::new(0);
+    let mut init = SeededInit::new(1);
     let enc = FewShotEncoder::tiny(&split.train, Some(micro), &mut store, &mut init).unwrap();
     assert!(enc.fine_tuned());
     let train_rels = enc.encode(&split.train, true).unwrap();
@@ -591,20 +759,21 @@ fn micro_encoder_training_beats_chance_on_unseen_relations() {
         proj_dim: 32,
         ..PohrlConfig::default()
     };
+    // The untrained model of the same seed: the head `train` starts from, the same encoder.
     let before = {
-        let model = untrained(Method::Proto, &cfg, &enc, 1).unwrap();
+        let model = untrained(method, &cfg, &enc, 1).unwrap();
         let table = FeatureTable::build(&enc, &test_rels).unwrap();
-        evaluate(&model, &table, shape, 200, 7).unwrap().accuracy
+        evaluate(&model, &table, shape, 300, 7).unwrap().accuracy
     };
     let settings = TrainSettings {
-        steps: 120,
-        lr: 1e-3,
+        steps,
+        lr: 3e-3,
         encoder_lr: None,
         episode: shape,
         seed: 1,
     };
     let model = train(
-        Method::Proto,
+        method,
         &cfg,
         &settings,
         &enc,
@@ -614,23 +783,68 @@ fn micro_encoder_training_beats_chance_on_unseen_relations() {
         &mut NoCallback,
     )
     .unwrap();
-    assert_eq!(model.steps, 120);
+    assert_eq!(model.steps, steps);
     let table = FeatureTable::build(&enc, &test_rels).unwrap();
-    let after = evaluate(&model, &table, shape, 200, 7).unwrap().accuracy;
+    let after = evaluate(&model, &table, shape, 300, 7).unwrap().accuracy;
     println!(
-        "micro proto 5-way 1-shot on 8 unseen relations: {:.3} ± {:.3} untrained, {:.3} ± {:.3} after 120 steps",
-        before.mean, before.ci95, after.mean, after.ci95
+        "micro {} 5-way 1-shot on unseen relations: {:.3} ± {:.3} untrained, {:.3} ± {:.3} after {steps} steps",
+        method.name(),
+        before.mean,
+        before.ci95,
+        after.mean,
+        after.ci95
+    );
+    (before, after, model.losses)
+}
+
+/// Training episodes of the micro-encoder runs (a few seconds each in the dev profile).
+const STEPS: usize = 150;
+
+/// Training is what makes the micro encoder work: on the synthetic trigger relations, PO-HRL
+/// and the prototypical network trained for a short run on the training relations beat the
+/// untrained model of the same seed by a clear margin on the unseen test relations, and beat
+/// chance (20 %) clearly, 5-way 1-shot.
+#[test]
+fn training_beats_the_untrained_micro_encoder_on_unseen_relations() {
+    // Measured (seed 1, 150 steps): PO-HRL 22.3 ± 0.7 % untrained → 91.8 ± 1.0 % trained,
+    // proto 24.6 ± 1.0 % → 83.4 ± 1.3 %.
+    let split = trigger_split(20, 8, 20, 12);
+    split.check_disjoint().unwrap();
+    for method in [Method::Pohrl, Method::Proto] {
+        let (before, after, losses) = micro_before_after(&split, method, STEPS);
+        assert!(
+            after.mean - after.ci95 > before.mean + before.ci95 + 0.15,
+            "{}: trained {after:?} vs untrained {before:?}",
+            method.name()
+        );
+        assert!(
+            after.mean - after.ci95 > 0.4,
+            "{}: {after:?}",
+            method.name()
+        );
+        let first: f32 = losses[..20].iter().sum();
+        let last: f32 = losses[losses.len() - 20..].iter().sum();
+        assert!(last < first, "{}: loss {first} -> {last}", method.name());
+    }
+}
+
+/// The same on real FewRel (skipped when the data is absent): PO-HRL on the micro encoder,
+/// trained on the 25 meta-training relations (60 instances each), against its untrained self
+/// on the 8 unseen wiki relations. A micro encoder learns little from 1,500 real sentences in
+/// a test-sized run (measured: 23.6 ± 0.8 % untrained, 29.0 ± 1.0 % after 150 steps), so this
+/// asks only that the two 95 % intervals do not touch and that the trained model is above
+/// chance; the synthetic test above is the one with a large margin.
+#[test]
+fn micro_encoder_training_helps_on_real_unseen_relations() {
+    let Some(split) = small_split(60) else {
+        return;
+    };
+    let (before, after, _) = micro_before_after(&split, Method::Pohrl, STEPS);
+    assert!(
+        after.mean - after.ci95 > before.mean + before.ci95,
+        "trained {after:?} vs untrained {before:?}"
     );
     assert!(after.mean - after.ci95 > 0.25, "{after:?}");
-    let l = &model.losses;
-    let (first, last) = (
-        l[..10].iter().sum::<f32>(),
-        l[l.len() - 10..].iter().sum::<f32>(),
-    );
-    assert!(
-        last < first,
-        "training loss {first} -> {last} (sums of 10 steps)"
-    );
 }
 
 /// The feature cache writes the instance table once and reads back the same values; relation

@@ -212,14 +212,7 @@ pub(super) fn run(a: FewrelArgs, roots: &DataRoots) -> anyhow::Result<()> {
         },
         a.episodes,
         a.steps,
-        if a.encoder == "tiny" {
-            "tiny, trained with each method".to_string()
-        } else {
-            format!(
-                "MiniLM, frozen (features cached in {:.1} s)",
-                rep.cache_seconds
-            )
-        }
+        encoder_label(&a.encoder, a.fine_tune_layers, rep.cache_seconds)
     );
     let mut t = table([
         "method",
@@ -248,4 +241,43 @@ pub(super) fn run(a: FewrelArgs, roots: &DataRoots) -> anyhow::Result<()> {
     }
     println!("{t}");
     Ok(())
+}
+
+/// What the text header says of the encoder: whether it trains with each method (the tiny
+/// encoder; MiniLM with `--fine-tune-layers N`) or stays frozen with its features cached — the
+/// same split as each JSON row's `fine_tuned_encoder`.
+fn encoder_label(encoder: &str, fine_tune_layers: usize, cache_seconds: f64) -> String {
+    match (encoder, fine_tune_layers) {
+        ("tiny", _) => "tiny, trained with each method".to_string(),
+        (_, 0) => format!("MiniLM, frozen (features cached in {cache_seconds:.1} s)"),
+        (_, 1) => "MiniLM, top layer fine-tuned with each method (test set re-encoded per \
+                   method, no feature cache)"
+            .to_string(),
+        (_, n) => format!(
+            "MiniLM, top {n} layers fine-tuned with each method (test set re-encoded per \
+             method, no feature cache)"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::encoder_label;
+
+    #[test]
+    fn the_header_says_which_runs_fine_tune() {
+        assert_eq!(
+            encoder_label("tiny", 0, 0.0),
+            "tiny, trained with each method"
+        );
+        assert_eq!(
+            encoder_label("minilm", 0, 12.34),
+            "MiniLM, frozen (features cached in 12.3 s)"
+        );
+        for n in [1, 2] {
+            let l = encoder_label("minilm", n, 0.0);
+            assert!(l.contains("fine-tuned") && !l.contains("frozen"), "{l}");
+        }
+        assert!(encoder_label("minilm", 2, 0.0).contains("top 2 layers"));
+    }
 }
