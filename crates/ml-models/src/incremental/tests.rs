@@ -727,3 +727,36 @@ proptest! {
         );
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// The first layer's product without an input gradient gives `x.matmul(w)`'s values and
+    /// weight gradient bit for bit (and no gradient for the input).
+    #[test]
+    fn input_product_matches_matmul(
+        rows in 1usize..300,
+        (k, n) in prop_oneof![Just((784usize, 256usize)), Just((64, 256)), (1usize..40, 1usize..40)],
+        seed in 0u64..1000,
+    ) {
+        let dev = candle_core::Device::Cpu;
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut draw = |len: usize| -> Vec<f32> { (0..len).map(|_| rng.random::<f32>() - 0.5).collect() };
+        let x = candle_core::Tensor::from_vec(draw(rows * k), (rows, k), &dev).unwrap();
+        let g = candle_core::Tensor::from_vec(draw(rows * n), (rows, n), &dev).unwrap();
+        let w = candle_core::Var::from_tensor(
+            &candle_core::Tensor::from_vec(draw(k * n), (k, n), &dev).unwrap(),
+        )
+        .unwrap();
+        let plain = x.matmul(w.as_tensor()).unwrap();
+        let fused = x.apply_op2(w.as_tensor(), super::net::InputProduct).unwrap();
+        prop_assert_eq!(tensor_bits(&plain), tensor_bits(&fused));
+        let grads = |y: &candle_core::Tensor| (y * &g).unwrap().sum_all().unwrap().backward().unwrap();
+        let (gp, gf) = (grads(&plain), grads(&fused));
+        prop_assert_eq!(
+            tensor_bits(gp.get(w.as_tensor()).unwrap()),
+            tensor_bits(gf.get(w.as_tensor()).unwrap())
+        );
+        prop_assert!(gf.get(&x).is_none());
+    }
+}
