@@ -1106,6 +1106,12 @@ pub fn run_benchmark(
     cb: &mut dyn TrainCallback,
 ) -> Result<BenchmarkReport> {
     split.check_disjoint()?;
+    if cfg.episodes == 0 {
+        // An accuracy over no episodes is NaN, not a result.
+        return Err(MlError::InvalidInput(
+            "at least one test episode is needed (episodes = 0)".into(),
+        ));
+    }
     // A method or shape listed twice would train the same cell twice (and, saving checkpoints,
     // fail on the second save after all that training).
     for (i, m) in cfg.methods.iter().enumerate() {

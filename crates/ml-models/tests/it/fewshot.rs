@@ -1,5 +1,6 @@
 //! Few-shot relation extraction: episodes, the meta split, typed errors, the four methods'
-//! losses, and a short PO-HRL training run on a micro encoder that beats chance.
+//! losses, and short PO-HRL and proto training runs on a micro encoder that must beat the
+//! untrained encoder of the same seed (synthetic trigger relations; real FewRel when present).
 
 use std::collections::BTreeSet;
 
@@ -935,6 +936,11 @@ fn benchmark_rejects_impossible_shapes_up_front() {
     twice.shapes = vec![EpisodeConfig { n: 5, k: 1, q: 5 }; 2];
     let e = run_benchmark(&split, &twice, &mut |_| phases += 1, &mut NoCallback).unwrap_err();
     assert!(e.to_string().contains("listed twice"), "{e}");
+    // No test episodes would report a NaN accuracy.
+    twice.shapes = vec![EpisodeConfig { n: 5, k: 1, q: 5 }];
+    twice.episodes = 0;
+    let e = run_benchmark(&split, &twice, &mut |_| phases += 1, &mut NoCallback).unwrap_err();
+    assert!(e.to_string().contains("at least one test episode"), "{e}");
     assert_eq!(phases, 0, "nothing started");
 }
 
