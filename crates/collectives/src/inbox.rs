@@ -5,9 +5,8 @@
 //! blocking any other collective: the transport never stalls on one collective's unread data.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::Thread;
 
 use crate::dtype::AlignedBuf;
@@ -172,14 +171,19 @@ pub(crate) struct Inbox {
 
 #[derive(Debug, Default)]
 struct InboxMap {
-    open: HashMap<MailboxKey, Arc<Mailbox>, KeyHash>,
+    open: HashMap<MailboxKey, OpenMailbox, KeyHash>,
+    /// Per world rank: the mailboxes its frames opened that this rank has not started (see
+    /// [`PEER_UNSTARTED_MAILBOXES`]).
+    unstarted: Vec<usize>,
     /// Collectives finished here (completed or failed): late frames for them — failure
     /// notices that peers send or pass on after this rank finished — are dropped instead of
     /// opening a mailbox that nothing would ever read or remove. One record per stream (a
     /// communicator's collectives, its point-to-point messages with one peer in one direction), kept while
     /// the communicator lives: it grows with the operations in flight, not with those run,
     /// and [`forget_comm`](Inbox::forget_comm) removes a dropped communicator's records.
-    closed: HashMap<(u64, u64), Finished, KeyHash>,
+    /// Keyed by communicator first (then by the stream's high bits), so that forgetting one
+    /// communicator touches only its own records.
+    closed: HashMap<u64, HashMap<u64, Finished, KeyHash>, KeyHash>,
     /// The last [`DROPPED_COMMS_KEPT`] communicators dropped on this rank (their records gone):
     /// a late frame for one of them, with no mailbox open, is dropped too. Late frames come
     /// within moments of a collective's end (failure notices), so remembering the recent
@@ -189,33 +193,34 @@ struct InboxMap {
     dropped_order: VecDeque<u64>,
 }
 
-/// Hashing of the inbox's keys (pairs of `u64`): one rotate, xor and multiply per word (the
-/// `FxHasher` of rustc). The maps are looked up three to four times per collective (open,
-/// route, close and its record), and SipHash, the default, cost about 40 ns of a 1 KiB
-/// all-reduce's engine work in `perf`; the keys come from this job's own ranks, so the
-/// flooding resistance SipHash buys is not needed.
-#[derive(Debug, Default, Clone, Copy)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
+/// An open mailbox, and the peer whose frame opened it while this rank has not started its
+/// collective (`None` once started here).
+#[derive(Debug)]
+struct OpenMailbox {
+    mailbox: Arc<Mailbox>,
+    opener: Option<usize>,
 }
 
-type KeyHash = BuildHasherDefault<KeyHasher>;
+/// Hashing of the inbox's keys: foldhash, seeded at random per map, in its `quality` variant
+/// (folded multiplies plus a final avalanche, so keys that differ only in high bits — the
+/// peer and direction bits of point-to-point keys — still spread over the low bits that pick
+/// a bucket; the `fast` variant put 128 such keys (64 peers, both directions) in as few as 6 buckets for some
+/// seeds), and a peer does not know the seed to aim its keys at one bucket. The maps are
+/// looked up three to four times per collective; SipHash, the default, cost about 40 ns of a
+/// 1 KiB all-reduce's engine work in `perf`.
+type KeyHash = foldhash::quality::RandomState;
+
+/// Most mailboxes the frames of one peer may open for collectives this rank has not started
+/// (each holds its frames until the collective starts here). A peer beyond this is treated as
+/// lost ([`Flooded`]): a corrupt or hostile peer cannot grow this rank's inbox without bound.
+/// Honest peers run ahead only by the nonblocking operations they have in flight.
+pub(crate) const PEER_UNSTARTED_MAILBOXES: usize = 1 << 16;
+
+/// A peer's frames opened more than [`PEER_UNSTARTED_MAILBOXES`] mailboxes for collectives
+/// this rank has not started: the transport treats the peer as lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("rank {0} opened more than {PEER_UNSTARTED_MAILBOXES} mailboxes for operations not started here")]
+pub(crate) struct Flooded(pub(crate) usize);
 
 /// How many dropped communicators an inbox remembers ([`InboxMap::dropped`]).
 const DROPPED_COMMS_KEPT: usize = 1024;
@@ -264,42 +269,78 @@ fn stream_of(key: &MailboxKey) -> ((u64, u64), u64) {
 impl InboxMap {
     /// Whether the collective `key` finished on this rank (or its communicator was dropped).
     fn finished(&self, key: &MailboxKey) -> bool {
-        let (stream, i) = stream_of(key);
-        self.closed.get(&stream).is_some_and(|f| f.contains(i)) || self.dropped.contains(&key.comm)
+        let ((comm, stream), i) = stream_of(key);
+        self.closed
+            .get(&comm)
+            .and_then(|c| c.get(&stream))
+            .is_some_and(|f| f.contains(i))
+            || self.dropped.contains(&comm)
     }
 
-    /// The open mailbox of `key`; a new one unless the collective finished. Frames for an
-    /// open mailbox are kept even when its communicator was dropped: a collective still
-    /// running needs them.
-    fn mailbox_for(&mut self, key: MailboxKey) -> Option<Arc<Mailbox>> {
+    /// The open mailbox of `key` for a frame from world rank `src`; a new one unless the
+    /// collective finished. Frames for an open mailbox are kept even when its communicator
+    /// was dropped: a collective still running needs them.
+    fn mailbox_for(
+        &mut self,
+        key: MailboxKey,
+        src: usize,
+    ) -> Result<Option<Arc<Mailbox>>, Flooded> {
         if let Some(m) = self.open.get(&key) {
-            return Some(m.clone());
+            return Ok(Some(m.mailbox.clone()));
         }
         if self.finished(&key) {
-            return None;
+            return Ok(None);
         }
-        Some(self.open.entry(key).or_default().clone())
+        if self.unstarted.len() <= src {
+            self.unstarted.resize(src + 1, 0);
+        }
+        if self.unstarted[src] >= PEER_UNSTARTED_MAILBOXES {
+            return Err(Flooded(src));
+        }
+        self.unstarted[src] += 1;
+        let mailbox = Arc::<Mailbox>::default();
+        self.open.insert(
+            key,
+            OpenMailbox {
+                mailbox: mailbox.clone(),
+                opener: Some(src),
+            },
+        );
+        Ok(Some(mailbox))
+    }
+
+    /// Counts off a mailbox that `opener`'s frame opened (started here, closed or forgotten).
+    fn release(&mut self, opener: Option<usize>) {
+        if let Some(src) = opener {
+            self.unstarted[src] -= 1;
+        }
     }
 }
 
 impl Inbox {
-    /// Stores a frame in its collective's mailbox (creating it) and wakes the engine.
-    pub(crate) fn deliver(&self, frame: Frame) {
+    /// Stores a frame in its collective's mailbox (creating it) and wakes the engine. An
+    /// error: the sender's frames opened too many mailboxes (the frame is dropped; the
+    /// transport treats the sender as lost).
+    pub(crate) fn deliver(&self, frame: Frame) -> Result<(), Flooded> {
         {
             let mut g = self.map.lock().expect("inbox poisoned");
-            let Some(mailbox) = g.mailbox_for(frame.key) else {
-                drop(g);
-                self.pool.give(frame.payload);
-                return;
+            let mailbox = match g.mailbox_for(frame.key, frame.src) {
+                Ok(Some(m)) => m,
+                r => {
+                    drop(g);
+                    self.pool.give(frame.payload);
+                    return r.map(|_| ());
+                }
             };
             mailbox.push(frame);
         }
         self.wake();
+        Ok(())
     }
 
     /// For a transport that receives directly: claims the posted slot a data frame with this
     /// header belongs to (counting the frame either way). `None`: read the payload into a
-    /// pooled buffer and [`deliver`](Self::deliver) it.
+    /// pooled buffer and [`deliver`](Self::deliver) it (which reports a [`Flooded`] inbox).
     pub(crate) fn route(&self, head: &Frame, len: usize) -> Option<(Arc<Mailbox>, Target)> {
         if head.kind != FrameKind::Data {
             return None;
@@ -308,7 +349,8 @@ impl Inbox {
             .map
             .lock()
             .expect("inbox poisoned")
-            .mailbox_for(head.key)?;
+            .mailbox_for(head.key, head.src)
+            .ok()??;
         let target = mailbox.route_data(head.src, &head.fp, len)?;
         Some((mailbox, target))
     }
@@ -316,31 +358,65 @@ impl Inbox {
     /// The mailbox of a collective, created if no frame has arrived for it yet.
     pub(crate) fn open(&self, key: MailboxKey) -> Arc<Mailbox> {
         let mut g = self.map.lock().expect("inbox poisoned");
-        g.open.entry(key).or_default().clone()
+        let g = &mut *g;
+        match g.open.entry(key) {
+            std::collections::hash_map::Entry::Occupied(mut e) => {
+                let opener = e.get_mut().opener.take();
+                let mailbox = e.get().mailbox.clone();
+                if let Some(src) = opener {
+                    g.unstarted[src] -= 1;
+                }
+                mailbox
+            }
+            std::collections::hash_map::Entry::Vacant(e) => e
+                .insert(OpenMailbox {
+                    mailbox: Arc::default(),
+                    opener: None,
+                })
+                .mailbox
+                .clone(),
+        }
     }
 
     /// Removes a finished (completed or failed) collective's mailbox; frames that arrive for
     /// it later are discarded.
     pub(crate) fn close(&self, key: MailboxKey) {
         let mut g = self.map.lock().expect("inbox poisoned");
-        g.open.remove(&key);
+        if let Some(m) = g.open.remove(&key) {
+            g.release(m.opener);
+        }
         if g.dropped.contains(&key.comm) {
             // A collective of a dropped communicator that was still running: nothing to record.
             return;
         }
-        let (stream, i) = stream_of(&key);
-        g.closed.entry(stream).or_default().insert(i);
+        let ((comm, stream), i) = stream_of(&key);
+        g.closed
+            .entry(comm)
+            .or_default()
+            .entry(stream)
+            .or_default()
+            .insert(i);
     }
 
     /// Forgets the records of communicator `comm`, dropped on this rank: its finished-stream
     /// records, and the mailboxes that only late frames opened (no collective of it will
     /// start any more; those still running hold their own mailbox and keep receiving).
+    /// Takes the lock even if a panicking thread poisoned it (it runs from `Drop`, maybe
+    /// while unwinding).
     pub(crate) fn forget_comm(&self, comm: u64) {
-        let mut g = self.map.lock().expect("inbox poisoned");
-        g.closed.retain(|&(c, _), _| c != comm);
-        // A mailbox that only the map holds belongs to no running collective.
-        g.open
-            .retain(|k, m| k.comm != comm || Arc::strong_count(m) > 1);
+        let mut g = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        let g = &mut *g;
+        g.closed.remove(&comm);
+        // Mailboxes that frames opened and this rank never started: only those are dropped
+        // (open mailboxes are the operations in flight, a handful).
+        let unstarted = &mut g.unstarted;
+        g.open.retain(|k, m| match m.opener {
+            Some(src) if k.comm == comm => {
+                unstarted[src] -= 1;
+                false
+            }
+            _ => true,
+        });
         if g.dropped.insert(comm) {
             g.dropped_order.push_back(comm);
             if g.dropped_order.len() > DROPPED_COMMS_KEPT {
@@ -352,7 +428,8 @@ impl Inbox {
 
     /// Finished-stream records kept ([`InboxMap::closed`]).
     pub(crate) fn finished_records(&self) -> usize {
-        self.map.lock().expect("inbox poisoned").closed.len()
+        let g = self.map.lock().expect("inbox poisoned");
+        g.closed.values().map(HashMap::len).sum()
     }
 
     /// Mailboxes open on this rank: collectives started and not finished, and those that
@@ -544,22 +621,22 @@ mod tests {
             inbox.close(key(7, p2p | seq));
         }
         for seq in [0, 2, 3, 5] {
-            inbox.deliver(notice(key(7, seq)));
-            inbox.deliver(notice(key(7, p2p | seq)));
+            inbox.deliver(notice(key(7, seq))).unwrap();
+            inbox.deliver(notice(key(7, p2p | seq))).unwrap();
         }
         assert_eq!(inbox.open_mailboxes(), 0);
         // Not finished yet: kept for when the collective starts.
-        inbox.deliver(notice(key(7, 1)));
-        inbox.deliver(notice(key(8, 0)));
-        inbox.deliver(notice(key(7, p2p | 1)));
+        inbox.deliver(notice(key(7, 1))).unwrap();
+        inbox.deliver(notice(key(8, 0))).unwrap();
+        inbox.deliver(notice(key(7, p2p | 1))).unwrap();
         assert_eq!(inbox.open_mailboxes(), 3);
         inbox.close(key(7, 1));
         inbox.close(key(7, 4));
         {
             let g = inbox.map.lock().unwrap();
-            let f = &g.closed[&(7, 0)];
+            let f = &g.closed[&7][&0];
             assert_eq!((f.below, f.ahead.len()), (6, 0));
-            let f = &g.closed[&(7, p2p >> STREAM_INDEX_BITS)];
+            let f = &g.closed[&7][&(p2p >> STREAM_INDEX_BITS)];
             assert_eq!(
                 (f.below, f.ahead.iter().copied().collect::<Vec<_>>()),
                 (1, vec![2, 3, 5])
@@ -569,10 +646,10 @@ mod tests {
         // Many instances: the record stays one counter.
         for seq in 6..10_000 {
             inbox.close(key(7, seq));
-            inbox.deliver(notice(key(7, seq)));
+            inbox.deliver(notice(key(7, seq))).unwrap();
         }
         assert_eq!(inbox.open_mailboxes(), 2);
-        assert!(inbox.map.lock().unwrap().closed[&(7, 0)].ahead.is_empty());
+        assert!(inbox.map.lock().unwrap().closed[&7][&0].ahead.is_empty());
     }
 
     /// A dropped communicator's records go; its late frames open no mailbox, while a
@@ -588,16 +665,16 @@ mod tests {
             inbox.close(key(4, seq));
         }
         let running = inbox.open(key(9, 5));
-        inbox.deliver(notice(key(9, 7))); // early frame, nobody will start it now
+        inbox.deliver(notice(key(9, 7))).unwrap(); // early frame, nobody will start it now
         assert_eq!(inbox.finished_records(), 3);
         assert_eq!(inbox.open_mailboxes(), 2);
         inbox.forget_comm(9);
         assert_eq!(inbox.finished_records(), 1);
         assert_eq!(inbox.open_mailboxes(), 1);
-        inbox.deliver(notice(key(9, 2)));
-        inbox.deliver(notice(key(9, 8)));
+        inbox.deliver(notice(key(9, 2))).unwrap();
+        inbox.deliver(notice(key(9, 8))).unwrap();
         assert_eq!(inbox.open_mailboxes(), 1);
-        inbox.deliver(notice(key(9, 5)));
+        inbox.deliver(notice(key(9, 5))).unwrap();
         assert!(running.take_abort().is_some());
         inbox.close(key(9, 5));
         assert_eq!((inbox.finished_records(), inbox.open_mailboxes()), (1, 0));
@@ -605,8 +682,61 @@ mod tests {
         for comm in 100..100 + DROPPED_COMMS_KEPT as u64 {
             inbox.forget_comm(comm);
         }
-        inbox.deliver(notice(key(9, 9)));
+        inbox.deliver(notice(key(9, 9))).unwrap();
         assert_eq!(inbox.open_mailboxes(), 1);
         assert_eq!(inbox.map.lock().unwrap().dropped.len(), DROPPED_COMMS_KEPT);
+    }
+
+    /// Point-to-point keys that differ only in the peer and direction bits (bit 40 and up)
+    /// spread over the low bits that pick a bucket (the unmixed multiply put all of an
+    /// all-to-all's keys in one bucket).
+    #[test]
+    fn keys_differing_in_high_bits_spread_over_buckets() {
+        use std::hash::BuildHasher;
+        // Several seeds (the maps are seeded at random).
+        for _ in 0..20 {
+            let h = KeyHash::default();
+            let mut low = HashSet::new();
+            for peer in 0..64u64 {
+                for send in [0, 1u64 << 63] {
+                    low.insert(h.hash_one(key(3, send | (peer << STREAM_INDEX_BITS) | 5)) & 127);
+                }
+            }
+            // 128 keys into 128 buckets: a random function fills about 81 (the least of 2000
+            // seeds measured: 68; foldhash's `fast` variant, without the final mix: 6); the
+            // unmixed multiply filled 1.
+            assert!(low.len() > 50, "{} buckets", low.len());
+        }
+    }
+
+    /// One peer's frames open at most PEER_UNSTARTED_MAILBOXES mailboxes for operations not
+    /// started here; starting one frees a place, other peers are not affected, and forgetting
+    /// the communicator drops the mailboxes only frames opened even while a reader holds one.
+    #[test]
+    fn a_peer_cannot_open_mailboxes_without_bound() {
+        let inbox = Inbox::default();
+        let from = |src: usize, k: MailboxKey| Frame { src, ..notice(k) };
+        for seq in 0..PEER_UNSTARTED_MAILBOXES as u64 {
+            inbox.deliver(from(1, key(5, seq))).unwrap();
+        }
+        let over = key(5, PEER_UNSTARTED_MAILBOXES as u64);
+        assert_eq!(inbox.deliver(from(1, over)), Err(Flooded(1)));
+        assert_eq!(inbox.open_mailboxes(), PEER_UNSTARTED_MAILBOXES);
+        // Frames for mailboxes already open are still taken.
+        inbox.deliver(from(1, key(5, 0))).unwrap();
+        inbox.deliver(from(2, over)).unwrap();
+        assert_eq!(inbox.deliver(from(1, key(5, 1 << 20))), Err(Flooded(1)));
+        // Starting one of them here frees a place for peer 1.
+        let started = inbox.open(key(5, 0));
+        assert!(started.take_abort().is_some());
+        inbox.deliver(from(1, key(5, 1 << 20))).unwrap();
+        // A reader holding a mailbox only a frame opened does not keep it past forget_comm.
+        let held = inbox.map.lock().unwrap().open[&key(5, 1)].mailbox.clone();
+        inbox.forget_comm(5);
+        drop(held);
+        assert_eq!(inbox.open_mailboxes(), 1);
+        assert_eq!(inbox.map.lock().unwrap().unstarted, vec![0, 0, 0]);
+        inbox.close(key(5, 0));
+        assert_eq!(inbox.open_mailboxes(), 0);
     }
 }

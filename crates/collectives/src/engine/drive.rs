@@ -83,16 +83,17 @@ fn turn(shared: &Shared, queue: &mut VecDeque<Active>, now: Instant) -> Turn {
 const SPIN_POLLS_PER_CLOCK: u32 = 16;
 
 /// Busy-polls the transport alone (it takes incoming messages in `progress`) until a delivery,
-/// submission or lost peer bumps the inbox's wake-up count past `seen`, the engine aborts, or
-/// `until` passes; the caller then runs a full round. A full round (queue, submissions,
+/// submission or lost peer bumps the inbox's wake-up count past `seen`, the engine aborts,
+/// `ready()` (the caller's collective was completed by another thread's round: no message
+/// bumps the count for that), or `until` passes; the caller then runs a full round. A full round (queue, submissions,
 /// every collective's mailbox, timeouts) between two looks at the transport cost several
 /// times a look, and the time from a message's arrival to its look is on a small
 /// collective's critical path.
-fn spin_for_arrival(shared: &Shared, seen: u64, until: Instant) {
+fn spin_for_arrival(shared: &Shared, seen: u64, until: Instant, ready: &impl Fn() -> bool) {
     let inbox = shared.transport.inbox();
     let mut polls = 0u32;
     loop {
-        if inbox.wakes() != seen || shared.aborted.load(Ordering::SeqCst) {
+        if inbox.wakes() != seen || shared.aborted.load(Ordering::SeqCst) || ready() {
             return;
         }
         shared.transport.progress_one();
@@ -271,7 +272,8 @@ impl Engine {
                 // microseconds, sooner than a yield or a park comes back. Poll only the
                 // transport until something happens, not whole rounds.
                 let until = last + spin;
-                spin_for_arrival(shared, seen, deadline.map_or(until, |d| d.min(until)));
+                let until = deadline.map_or(until, |d| d.min(until));
+                spin_for_arrival(shared, seen, until, &ready);
                 continue;
             }
             idle_rounds += 1;
@@ -292,5 +294,29 @@ impl Engine {
             });
             shared.transport.inbox().park_driver(seen, nap);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::transport::local::{LocalTransport, LocalWorld};
+    use crate::Config;
+
+    /// A collective that another thread's round completed ends the busy-poll wait at once:
+    /// nothing arrives for it, so only `ready` can tell (without the check this waits until
+    /// `until`, a minute away).
+    #[test]
+    fn spinning_stops_when_the_collective_is_ready() {
+        let world = LocalWorld::new(1);
+        let engine =
+            Engine::start(Arc::new(LocalTransport::new(world, 0)), Config::default()).unwrap();
+        let shared = &engine.shared;
+        let seen = shared.transport.inbox().wakes();
+        let until = Instant::now() + Duration::from_secs(60);
+        spin_for_arrival(shared, seen, until, &|| true);
+        assert!(Instant::now() < until);
     }
 }

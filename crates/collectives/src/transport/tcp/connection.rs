@@ -173,7 +173,10 @@ fn read_frames(s: TcpStream, peer: usize, lost: &[AtomicBool], inbox: &Inbox) {
             break;
         };
         frame.payload = payload;
-        inbox.deliver(frame);
+        if inbox.deliver(frame).is_err() {
+            // Too many mailboxes for operations not started here: a broken or hostile peer.
+            break;
+        }
     }
     lost[peer].store(true, Ordering::SeqCst);
     inbox.wake_always();
