@@ -126,6 +126,7 @@ impl Target {
     /// reduced in straight from `data` when it is 8-byte aligned (through `scratch` as in
     /// [`receive`](Self::receive) otherwise). A `data` of another length than the slot's is
     /// refused (`InvalidData`) and the region left alone.
+    #[cfg(any(feature = "mpi", test))]
     pub(crate) fn receive_from(&self, data: &[u8], scratch: &mut [u64]) -> std::io::Result<()> {
         if data.len() != self.bytes {
             return Err(std::io::Error::new(
