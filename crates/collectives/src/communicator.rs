@@ -26,7 +26,7 @@ const P2P_BIT: u64 = 1 << 63;
 /// direction: the receiver by (sender, n), the sender by (`SEND_BIT`, destination, n), so
 /// that sends to different destinations never share a mailbox or a finished-stream record.
 /// Frames carry the key of the side they go to ([`OpMeta::peer_key`](crate::program::OpMeta)).
-const SEND_BIT: u64 = 1 << 62;
+pub(crate) const SEND_BIT: u64 = 1 << 62;
 /// Where the peer's rank starts in a point-to-point key (below it: the message count; the
 /// inbox's streams use the same split).
 const P2P_RANK_SHIFT: u32 = 40;

@@ -11,9 +11,13 @@ use crate::Result;
 /// Counters of one collective, filled by the progress engine.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OpStats {
-    /// Name of the collective.
+    /// Name of the collective; for a point-to-point message its direction on this rank,
+    /// `send` or `recv`.
     pub op: &'static str,
-    /// Sequence number on its communicator.
+    /// Sequence number on its communicator. For a point-to-point message: the other rank
+    /// (from bit 40) and the count of messages before it in that direction, so that the `n`-th
+    /// send to a rank and the `n`-th receive from it share the number and differ in
+    /// [`op`](Self::op).
     pub seq: u64,
     /// How often the engine preempted it (switched away while it was blocked).
     pub context_switches: u64,

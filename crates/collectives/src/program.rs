@@ -139,10 +139,22 @@ impl DirectPosts {
 }
 
 impl OpMeta {
+    /// The name reported in statistics and errors: the collective's, and for a point-to-point
+    /// message its direction on this rank (`send` or `recv`; the sequence number alone, the
+    /// peer's rank and the count in that direction, is the same for the `n`-th send to a rank
+    /// and the `n`-th receive from it).
+    pub(crate) fn name(&self) -> &'static str {
+        match self.kind {
+            OpKind::PointToPoint if self.key.seq & crate::communicator::SEND_BIT != 0 => "send",
+            OpKind::PointToPoint => "recv",
+            kind => kind.name(),
+        }
+    }
+
     pub(crate) fn lost(&self, rank: usize) -> CollectiveError {
         CollectiveError::PeerLost {
             rank,
-            op: self.kind.name(),
+            op: self.name(),
             seq: self.seq,
         }
     }
@@ -150,7 +162,7 @@ impl OpMeta {
     pub(crate) fn mismatch(&self, rank: usize, detail: String) -> CollectiveError {
         CollectiveError::Mismatch {
             rank,
-            op: self.kind.name(),
+            op: self.name(),
             seq: self.seq,
             detail,
         }
@@ -174,7 +186,7 @@ pub(crate) fn blocked_failure(meta: &OpMeta, mailbox: &Mailbox) -> Option<Failur
                     }
                     None => CollectiveError::Remote {
                         rank: f.src,
-                        op: meta.kind.name(),
+                        op: meta.name(),
                         seq: meta.seq,
                         reason,
                     },

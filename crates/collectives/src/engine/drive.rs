@@ -130,6 +130,9 @@ pub(super) fn run(shared: &Shared) {
                 }
                 continue;
             }
+            // Idle: sends that finished since the last round would hold their buffers until
+            // the next operation's sends (the send path reaps in batches).
+            shared.transport.reap_idle();
             std::thread::park_timeout(Duration::from_millis(100));
         } else if t.progressed {
             idle_rounds = 0;
@@ -159,7 +162,7 @@ fn intake(shared: &Shared, queue: &mut VecDeque<Active>, now: Instant) {
     for op in subs.drain(..) {
         let meta = op.meta();
         let stats = OpStats {
-            op: meta.kind.name(),
+            op: meta.name(),
             seq: meta.seq,
             queue_len_at_submit: queue.len() + 1,
             ..OpStats::default()

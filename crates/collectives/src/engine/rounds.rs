@@ -148,7 +148,7 @@ fn expire(
         let waited = now.saturating_duration_since(a.last_progress);
         if a.blocked_since.is_some() && waited > limit {
             let m = a.op.meta();
-            let (op, seq, comm, waiting_on) = (m.kind.name(), m.seq, m.key.comm, a.op.waiting_on());
+            let (op, seq, comm, waiting_on) = (m.name(), m.seq, m.key.comm, a.op.waiting_on());
             let error = if ordered {
                 CollectiveError::Deadlock {
                     op,

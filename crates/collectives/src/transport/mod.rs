@@ -51,6 +51,10 @@ pub(crate) trait Transport: Send + Sync + Debug {
     fn progress_one(&self) {
         self.progress();
     }
+    /// Called by the engine thread when this rank has no operation left (before it naps):
+    /// releases what finished sends still hold (buffers, requests), which the send path
+    /// releases only in batches. Never blocks. Default: nothing.
+    fn reap_idle(&self) {}
     /// Whether [`progress`](Self::progress) takes incoming messages itself, so that a waiter
     /// polling it makes progress without another thread of this rank running (MPI). Only then
     /// does a waiter busy-poll ([`Config::busy_poll`](crate::Config::busy_poll)).

@@ -81,8 +81,13 @@ const TAG_STOP: i32 = 0x5047;
 const TAG_FRAME: i32 = 0x5048;
 
 /// Sends pending (posted, not yet reaped) from which the send path itself reaps
-/// ([`MpiTransport::reap_some`]); below it `progress` does, once per round.
+/// ([`MpiTransport::reap_some`]); below it `progress` does, once per round, and the engine
+/// thread when the rank goes idle (`reap_idle`).
 const REAP_AT_SEND: usize = 16;
+
+/// Most messages one drain takes ([`MpiTransport::drain`]): a peer that keeps sending cannot
+/// hold the thread in the drain past its own timeouts and rounds.
+const DRAIN_MAX: usize = 64;
 
 /// How long shutdown waits for payloads still being sent to live peers.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -447,6 +452,18 @@ impl MpiTransport {
         }
     }
 
+    /// Takes the messages that have arrived, at most [`DRAIN_MAX`], unless the receiver
+    /// thread is receiving.
+    fn drain(&self) {
+        if let Ok(_g) = self.receiving.lock.try_lock() {
+            for _ in 0..DRAIN_MAX {
+                if self.receiving.take_one() != Took::Message {
+                    break;
+                }
+            }
+        }
+    }
+
     /// [`reap`](Self::reap) unless another thread holds the send lock.
     fn reap_pending(&self) {
         if let Ok(mut sending) = self.sending.try_lock() {
@@ -611,9 +628,7 @@ impl Transport for MpiTransport {
             }
             // Take incoming messages meanwhile: the peer may be sending to us at the same
             // time, and our receiver thread may be standing aside for the driver that is here.
-            if let Ok(_g) = self.receiving.lock.try_lock() {
-                while self.receiving.take_one() == Took::Message {}
-            }
+            self.drain();
             std::thread::yield_now();
         }
     }
@@ -640,15 +655,18 @@ impl Transport for MpiTransport {
         true
     }
 
-    /// Takes the messages that have arrived (no hand-off from the receiver thread), unless the
-    /// receiver thread is busy receiving, then reaps finished sends.
+    /// Takes the messages that have arrived, at most [`DRAIN_MAX`] (no hand-off from the
+    /// receiver thread), unless the receiver thread is busy receiving, then reaps finished
+    /// sends.
     fn progress(&self) {
         if self.comm.lock().expect("mpi comm poisoned").is_none() {
             return;
         }
-        if let Ok(_g) = self.receiving.lock.try_lock() {
-            while self.receiving.take_one() == Took::Message {}
-        }
+        self.drain();
+        self.reap_pending();
+    }
+
+    fn reap_idle(&self) {
         self.reap_pending();
     }
 

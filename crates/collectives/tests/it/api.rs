@@ -164,6 +164,10 @@ fn sends_to_different_destinations_have_distinct_keys() {
                 let (rc, sc) = c.wait_with_stats();
                 let (rd, sd) = d.wait_with_stats();
                 assert_ne!(sc.seq, sd.seq, "{sc:?} {sd:?}");
+                // The first send to 1 and the first receive from 1 share the number (peer
+                // and count) and are told apart by their direction.
+                assert_eq!((sa.op, sc.op), ("send", "recv"), "{sa:?} {sc:?}");
+                assert_ne!((sa.op, sa.seq), (sc.op, sc.seq), "{sa:?} {sc:?}");
                 vec![rc.unwrap()[0], rd.unwrap()[0]]
             } else {
                 let me = comm.rank() as i32;
@@ -174,6 +178,36 @@ fn sends_to_different_destinations_have_distinct_keys() {
         })
         .unwrap();
         assert_eq!(out, vec![vec![10, 20], vec![1], vec![2]]);
+    });
+}
+
+/// A send and a receive with the same peer and count are different operations: a failure
+/// of the send (the receiver refuses it) does not fail the receive from the same rank.
+#[test]
+fn a_failed_send_does_not_fail_the_receive_with_the_same_number() {
+    with_timeout(Duration::from_secs(30), || {
+        let out = run_local(2, |comm| {
+            if comm.rank() == 0 {
+                let s = comm.isend(vec![1i32], 1).unwrap();
+                let r = comm.irecv::<i32>(1, 1).unwrap();
+                let (got, stats) = r.wait_with_stats();
+                assert_eq!(stats.op, "recv");
+                // The send may have finished before the refusal came (then it is dropped).
+                let (sent, st) = s.wait_with_stats();
+                assert_eq!(st.op, "send");
+                if let Err(e) = sent {
+                    assert!(e.to_string().contains("send #"), "{e}");
+                }
+                got.unwrap()
+            } else {
+                let e = comm.recv::<i64>(0, 1).unwrap_err();
+                assert!(e.to_string().contains("recv #"), "{e}");
+                comm.send(vec![7i32], 0).unwrap();
+                vec![0]
+            }
+        })
+        .unwrap();
+        assert_eq!(out, vec![vec![7], vec![0]]);
     });
 }
 
