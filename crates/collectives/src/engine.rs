@@ -59,6 +59,9 @@ pub struct EngineStats {
     /// communicator's collectives, its point-to-point messages with one peer) of the
     /// communicators alive on this rank; a dropped communicator's are removed.
     pub finished_records: usize,
+    /// Sends the transport still holds buffers for (MPI: posted, not yet seen finished;
+    /// released in batches on the send path, and when the rank goes idle).
+    pub pending_sends: usize,
 }
 
 #[derive(Debug, Default)]
@@ -199,6 +202,7 @@ impl Engine {
             slow_yields: self.shared.yields.slow_yields(),
             open_mailboxes: self.shared.transport.inbox().open_mailboxes(),
             finished_records: self.shared.transport.inbox().finished_records(),
+            pending_sends: self.shared.transport.pending_sends(),
         }
     }
 }

@@ -55,6 +55,11 @@ pub(crate) trait Transport: Send + Sync + Debug {
     /// releases what finished sends still hold (buffers, requests), which the send path
     /// releases only in batches. Never blocks. Default: nothing.
     fn reap_idle(&self) {}
+    /// Sends whose buffers the transport still holds (see [`reap_idle`](Self::reap_idle)).
+    /// Default: none.
+    fn pending_sends(&self) -> usize {
+        0
+    }
     /// Whether [`progress`](Self::progress) takes incoming messages itself, so that a waiter
     /// polling it makes progress without another thread of this rank running (MPI). Only then
     /// does a waiter busy-poll ([`Config::busy_poll`](crate::Config::busy_poll)).

@@ -670,6 +670,10 @@ impl Transport for MpiTransport {
         self.reap_pending();
     }
 
+    fn pending_sends(&self) -> usize {
+        self.sending.lock().map_or(0, |s| s.len())
+    }
+
     /// Takes one message if one has arrived; reaps finished sends only when none had. A look
     /// that finds nothing costs as much as one that finds a message (an `MPI_Improbe`), and
     /// each `MPI_Test` of an unfinished send runs MPI's progress engine: neither should sit

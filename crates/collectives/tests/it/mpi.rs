@@ -183,6 +183,33 @@ fn mpi_child() {
         start.elapsed()
     );
     comm.barrier().unwrap();
+
+    // Sends that finished are released (buffer back to the pool, request freed) once the rank
+    // goes idle, not only when the next operation's sends reach the send path's batch: a few
+    // small sends, then nothing.
+    if me == 0 {
+        let sends: Vec<_> = (1..n)
+            .flat_map(|dst| (0..3).map(move |i| (dst, i)))
+            .map(|(dst, i)| comm.isend(vec![i as u8; 100], dst).unwrap())
+            .collect();
+        for h in sends {
+            h.wait().unwrap();
+        }
+    } else {
+        for i in 0..3u8 {
+            assert_eq!(comm.recv::<u8>(0, 100).unwrap(), vec![i; 100]);
+        }
+    }
+    let start = Instant::now();
+    while comm.engine_stats().pending_sends > 0 && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        comm.engine_stats().pending_sends,
+        0,
+        "rank {me}: sends never reaped"
+    );
+    comm.barrier().unwrap();
     println!("RANK {me} OK");
 
     // The last rank aborts: the others get PeerLost (goodbye messages), not a hang — with
