@@ -10,6 +10,10 @@
 //! The PNG is written only when a path other than `-` is given; `LABELLED_FRACTION` is the
 //! temporal method's share of the memory for labelled exemplars (default 0.5), `M` the memory
 //! size (default 500), `RHO` the labelled fraction of each class (default 0.1).
+//!
+//! The example runs the MLP with the library's temporal defaults only. `pardis ml cil` runs the
+//! same benchmark code (`run_cil_benchmark`) and is the full front end: `--arch cnn`,
+//! `--replay-only`, `--steps`, `--tasks`, `--jobs`, `--json`.
 
 use ml_models::incremental::Method;
 use ml_studies::cil::{

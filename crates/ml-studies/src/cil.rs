@@ -112,6 +112,32 @@ impl CilBenchConfig {
 }
 
 impl CilBenchConfig {
+    /// Checks the settings that do not depend on the data (tasks, label ratio, class orders,
+    /// methods, batch and steps), so that a front end can refuse them before loading anything.
+    /// [`run_cil_benchmark`] runs it too.
+    ///
+    /// # Errors
+    /// [`StudyError::InvalidInput`] or the library's error naming the bad setting.
+    pub fn check(&self) -> Result<()> {
+        StreamConfig {
+            tasks: self.tasks,
+            label_ratio: self.label_ratio,
+            ..StreamConfig::default()
+        }
+        .check()?;
+        if self.orders == 0 || self.methods.is_empty() {
+            return Err(StudyError::InvalidInput(
+                "need at least one class order and one method".into(),
+            ));
+        }
+        if self.run.batch == 0 || self.run.steps_per_task == 0 {
+            return Err(StudyError::InvalidInput(
+                "batch and steps per task must be positive".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// One line naming the data, its size and the settings, for progress output.
     pub fn describe(&self, train: &ClassData, test: &ClassData) -> String {
         format!(
@@ -184,11 +210,7 @@ pub fn run_cil_benchmark(
     test: &ClassData,
     on_row: &mut dyn FnMut(&CilRow),
 ) -> Result<Vec<CilRow>> {
-    if cfg.orders == 0 || cfg.methods.is_empty() {
-        return Err(StudyError::InvalidInput(
-            "need at least one class order and one method".into(),
-        ));
-    }
+    cfg.check()?;
     let streams = (0..cfg.orders)
         .map(|order| {
             TaskStream::new(
@@ -408,6 +430,45 @@ mod tests {
         let md = cil_markdown(&s);
         assert!(md.contains("| er | 0.700 ± 0.141 |"), "{md}");
         assert_eq!(md.lines().count(), 4);
+    }
+
+    /// Settings that need no data are refused by `check` (which the CLI runs before loading).
+    #[test]
+    fn check_refuses_bad_settings_without_data() {
+        let ok = CilBenchConfig::for_data(CilData::Digits);
+        assert!(ok.check().is_ok());
+        let bad = [
+            CilBenchConfig {
+                tasks: 0,
+                ..ok.clone()
+            },
+            CilBenchConfig {
+                label_ratio: 1.5,
+                ..ok.clone()
+            },
+            CilBenchConfig {
+                label_ratio: 0.0,
+                ..ok.clone()
+            },
+            CilBenchConfig {
+                orders: 0,
+                ..ok.clone()
+            },
+            CilBenchConfig {
+                methods: vec![],
+                ..ok.clone()
+            },
+            CilBenchConfig {
+                run: CilConfig {
+                    steps_per_task: 0,
+                    ..ok.run.clone()
+                },
+                ..ok.clone()
+            },
+        ];
+        for (i, c) in bad.iter().enumerate() {
+            assert!(c.check().is_err(), "case {i}");
+        }
     }
 
     /// Several workers give the rows one worker gives, in the same order.

@@ -14,6 +14,8 @@ fn cil_reports_curves_and_replay_beats_finetuning() {
         "cil",
         "--method",
         "finetune,er",
+        "--orders",
+        "1",
         "--steps",
         "30",
         "--json",
@@ -82,6 +84,7 @@ fn cil_plot_is_never_replaced_without_force() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Every one of these is refused before the data set is read, so the test needs no data.
 #[test]
 fn cil_bad_arguments_are_clean_errors() {
     fails_with(&["ml", "cil", "--tasks", "0"], "tasks");
@@ -90,6 +93,8 @@ fn cil_bad_arguments_are_clean_errors() {
     fails_with(&["ml", "cil", "--arch", "transformer"], "--arch");
     fails_with(&["ml", "cil", "--data", "cifar"], "cifar");
     fails_with(&["ml", "cil", "--jobs", "0"], "--jobs");
+    fails_with(&["ml", "cil", "--orders", "0"], "class order");
+    fails_with(&["ml", "cil", "--steps", "0"], "steps");
 }
 
 #[test]
@@ -100,6 +105,8 @@ fn replay_only_changes_the_temporal_method_and_nothing_else() {
             "cil",
             "--method",
             "er,temporal",
+            "--orders",
+            "1",
             "--steps",
             "20",
             "--json",

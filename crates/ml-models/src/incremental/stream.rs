@@ -34,6 +34,26 @@ impl Default for StreamConfig {
     }
 }
 
+impl StreamConfig {
+    /// Checks what does not depend on the data: at least one task and a label ratio in
+    /// `(0, 1]` ([`TaskStream::new`] checks this too, and the task count against the classes).
+    ///
+    /// # Errors
+    /// [`MlError::InvalidInput`] naming the bad setting.
+    pub fn check(&self) -> Result<()> {
+        if !(self.label_ratio > 0.0 && self.label_ratio <= 1.0) {
+            return Err(MlError::InvalidInput(format!(
+                "label ratio {} is not in (0, 1]",
+                self.label_ratio
+            )));
+        }
+        if self.tasks == 0 {
+            return Err(MlError::InvalidInput("0 tasks (need at least one)".into()));
+        }
+        Ok(())
+    }
+}
+
 /// One task: its classes and the rows that belong to them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Task {
@@ -100,12 +120,7 @@ impl TaskStream {
                 train.dim, test.dim
             )));
         }
-        if !(cfg.label_ratio > 0.0 && cfg.label_ratio <= 1.0) {
-            return Err(bad(format!(
-                "label ratio {} is not in (0, 1]",
-                cfg.label_ratio
-            )));
-        }
+        cfg.check()?;
         let mut present: Vec<u32> = train.y.clone();
         present.sort_unstable();
         present.dedup();
