@@ -171,10 +171,11 @@ pub(crate) struct Inbox {
 
 #[derive(Debug, Default)]
 struct InboxMap {
+    /// Open mailboxes. There is no cap on those that peers' frames open for operations this
+    /// rank has not started (an honest peer may run any number of blocking sends ahead of
+    /// its receiver): with no flow control, a hostile peer can exhaust this rank's memory
+    /// with such frames (a known limitation).
     open: HashMap<MailboxKey, OpenMailbox, KeyHash>,
-    /// Per world rank: the mailboxes its frames opened that this rank has not started (see
-    /// [`PEER_UNSTARTED_MAILBOXES`]).
-    unstarted: Vec<usize>,
     /// Collectives finished here (completed or failed): late frames for them — failure
     /// notices that peers send or pass on after this rank finished — are dropped instead of
     /// opening a mailbox that nothing would ever read or remove. One record per stream (a
@@ -193,12 +194,12 @@ struct InboxMap {
     dropped_order: VecDeque<u64>,
 }
 
-/// An open mailbox, and the peer whose frame opened it while this rank has not started its
-/// collective (`None` once started here).
+/// An open mailbox, and whether a frame opened it while this rank has not started its
+/// collective (`false` once started here).
 #[derive(Debug)]
 struct OpenMailbox {
     mailbox: Arc<Mailbox>,
-    opener: Option<usize>,
+    unstarted: bool,
 }
 
 /// Hashing of the inbox's keys: foldhash, seeded at random per map, in its `quality` variant
@@ -209,18 +210,6 @@ struct OpenMailbox {
 /// looked up three to four times per collective; SipHash, the default, cost about 40 ns of a
 /// 1 KiB all-reduce's engine work in `perf`.
 type KeyHash = foldhash::quality::RandomState;
-
-/// Most mailboxes the frames of one peer may open for collectives this rank has not started
-/// (each holds its frames until the collective starts here). A peer beyond this is treated as
-/// lost ([`Flooded`]): a corrupt or hostile peer cannot grow this rank's inbox without bound.
-/// Honest peers run ahead only by the nonblocking operations they have in flight.
-pub(crate) const PEER_UNSTARTED_MAILBOXES: usize = 1 << 16;
-
-/// A peer's frames opened more than [`PEER_UNSTARTED_MAILBOXES`] mailboxes for collectives
-/// this rank has not started: the transport treats the peer as lost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("rank {0} opened more than {PEER_UNSTARTED_MAILBOXES} mailboxes for operations not started here")]
-pub(crate) struct Flooded(pub(crate) usize);
 
 /// How many dropped communicators an inbox remembers ([`InboxMap::dropped`]).
 const DROPPED_COMMS_KEPT: usize = 1024;
@@ -277,70 +266,46 @@ impl InboxMap {
             || self.dropped.contains(&comm)
     }
 
-    /// The open mailbox of `key` for a frame from world rank `src`; a new one unless the
-    /// collective finished. Frames for an open mailbox are kept even when its communicator
-    /// was dropped: a collective still running needs them.
-    fn mailbox_for(
-        &mut self,
-        key: MailboxKey,
-        src: usize,
-    ) -> Result<Option<Arc<Mailbox>>, Flooded> {
+    /// The open mailbox of `key` for a frame; a new one unless the collective finished.
+    /// Frames for an open mailbox are kept even when its communicator was dropped: a
+    /// collective still running needs them.
+    fn mailbox_for(&mut self, key: MailboxKey) -> Option<Arc<Mailbox>> {
         if let Some(m) = self.open.get(&key) {
-            return Ok(Some(m.mailbox.clone()));
+            return Some(m.mailbox.clone());
         }
         if self.finished(&key) {
-            return Ok(None);
+            return None;
         }
-        if self.unstarted.len() <= src {
-            self.unstarted.resize(src + 1, 0);
-        }
-        if self.unstarted[src] >= PEER_UNSTARTED_MAILBOXES {
-            return Err(Flooded(src));
-        }
-        self.unstarted[src] += 1;
         let mailbox = Arc::<Mailbox>::default();
         self.open.insert(
             key,
             OpenMailbox {
                 mailbox: mailbox.clone(),
-                opener: Some(src),
+                unstarted: true,
             },
         );
-        Ok(Some(mailbox))
-    }
-
-    /// Counts off a mailbox that `opener`'s frame opened (started here, closed or forgotten).
-    fn release(&mut self, opener: Option<usize>) {
-        if let Some(src) = opener {
-            self.unstarted[src] -= 1;
-        }
+        Some(mailbox)
     }
 }
 
 impl Inbox {
-    /// Stores a frame in its collective's mailbox (creating it) and wakes the engine. An
-    /// error: the sender's frames opened too many mailboxes (the frame is dropped; the
-    /// transport treats the sender as lost).
-    pub(crate) fn deliver(&self, frame: Frame) -> Result<(), Flooded> {
+    /// Stores a frame in its collective's mailbox (creating it) and wakes the engine.
+    pub(crate) fn deliver(&self, frame: Frame) {
         {
             let mut g = self.map.lock().expect("inbox poisoned");
-            let mailbox = match g.mailbox_for(frame.key, frame.src) {
-                Ok(Some(m)) => m,
-                r => {
-                    drop(g);
-                    self.pool.give(frame.payload);
-                    return r.map(|_| ());
-                }
+            let Some(mailbox) = g.mailbox_for(frame.key) else {
+                drop(g);
+                self.pool.give(frame.payload);
+                return;
             };
             mailbox.push(frame);
         }
         self.wake();
-        Ok(())
     }
 
     /// For a transport that receives directly: claims the posted slot a data frame with this
     /// header belongs to (counting the frame either way). `None`: read the payload into a
-    /// pooled buffer and [`deliver`](Self::deliver) it (which reports a [`Flooded`] inbox).
+    /// pooled buffer and [`deliver`](Self::deliver) it.
     pub(crate) fn route(&self, head: &Frame, len: usize) -> Option<(Arc<Mailbox>, Target)> {
         if head.kind != FrameKind::Data {
             return None;
@@ -349,8 +314,7 @@ impl Inbox {
             .map
             .lock()
             .expect("inbox poisoned")
-            .mailbox_for(head.key, head.src)
-            .ok()??;
+            .mailbox_for(head.key)?;
         let target = mailbox.route_data(head.src, &head.fp, len)?;
         Some((mailbox, target))
     }
@@ -358,33 +322,19 @@ impl Inbox {
     /// The mailbox of a collective, created if no frame has arrived for it yet.
     pub(crate) fn open(&self, key: MailboxKey) -> Arc<Mailbox> {
         let mut g = self.map.lock().expect("inbox poisoned");
-        let g = &mut *g;
-        match g.open.entry(key) {
-            std::collections::hash_map::Entry::Occupied(mut e) => {
-                let opener = e.get_mut().opener.take();
-                let mailbox = e.get().mailbox.clone();
-                if let Some(src) = opener {
-                    g.unstarted[src] -= 1;
-                }
-                mailbox
-            }
-            std::collections::hash_map::Entry::Vacant(e) => e
-                .insert(OpenMailbox {
-                    mailbox: Arc::default(),
-                    opener: None,
-                })
-                .mailbox
-                .clone(),
-        }
+        let m = g.open.entry(key).or_insert_with(|| OpenMailbox {
+            mailbox: Arc::default(),
+            unstarted: false,
+        });
+        m.unstarted = false;
+        m.mailbox.clone()
     }
 
     /// Removes a finished (completed or failed) collective's mailbox; frames that arrive for
     /// it later are discarded.
     pub(crate) fn close(&self, key: MailboxKey) {
         let mut g = self.map.lock().expect("inbox poisoned");
-        if let Some(m) = g.open.remove(&key) {
-            g.release(m.opener);
-        }
+        g.open.remove(&key);
         if g.dropped.contains(&key.comm) {
             // A collective of a dropped communicator that was still running: nothing to record.
             return;
@@ -409,14 +359,7 @@ impl Inbox {
         g.closed.remove(&comm);
         // Mailboxes that frames opened and this rank never started: only those are dropped
         // (open mailboxes are the operations in flight, a handful).
-        let unstarted = &mut g.unstarted;
-        g.open.retain(|k, m| match m.opener {
-            Some(src) if k.comm == comm => {
-                unstarted[src] -= 1;
-                false
-            }
-            _ => true,
-        });
+        g.open.retain(|k, m| k.comm != comm || !m.unstarted);
         if g.dropped.insert(comm) {
             g.dropped_order.push_back(comm);
             if g.dropped_order.len() > DROPPED_COMMS_KEPT {
@@ -621,14 +564,14 @@ mod tests {
             inbox.close(key(7, p2p | seq));
         }
         for seq in [0, 2, 3, 5] {
-            inbox.deliver(notice(key(7, seq))).unwrap();
-            inbox.deliver(notice(key(7, p2p | seq))).unwrap();
+            inbox.deliver(notice(key(7, seq)));
+            inbox.deliver(notice(key(7, p2p | seq)));
         }
         assert_eq!(inbox.open_mailboxes(), 0);
         // Not finished yet: kept for when the collective starts.
-        inbox.deliver(notice(key(7, 1))).unwrap();
-        inbox.deliver(notice(key(8, 0))).unwrap();
-        inbox.deliver(notice(key(7, p2p | 1))).unwrap();
+        inbox.deliver(notice(key(7, 1)));
+        inbox.deliver(notice(key(8, 0)));
+        inbox.deliver(notice(key(7, p2p | 1)));
         assert_eq!(inbox.open_mailboxes(), 3);
         inbox.close(key(7, 1));
         inbox.close(key(7, 4));
@@ -646,7 +589,7 @@ mod tests {
         // Many instances: the record stays one counter.
         for seq in 6..10_000 {
             inbox.close(key(7, seq));
-            inbox.deliver(notice(key(7, seq))).unwrap();
+            inbox.deliver(notice(key(7, seq)));
         }
         assert_eq!(inbox.open_mailboxes(), 2);
         assert!(inbox.map.lock().unwrap().closed[&7][&0].ahead.is_empty());
@@ -665,16 +608,16 @@ mod tests {
             inbox.close(key(4, seq));
         }
         let running = inbox.open(key(9, 5));
-        inbox.deliver(notice(key(9, 7))).unwrap(); // early frame, nobody will start it now
+        inbox.deliver(notice(key(9, 7))); // early frame, nobody will start it now
         assert_eq!(inbox.finished_records(), 3);
         assert_eq!(inbox.open_mailboxes(), 2);
         inbox.forget_comm(9);
         assert_eq!(inbox.finished_records(), 1);
         assert_eq!(inbox.open_mailboxes(), 1);
-        inbox.deliver(notice(key(9, 2))).unwrap();
-        inbox.deliver(notice(key(9, 8))).unwrap();
+        inbox.deliver(notice(key(9, 2)));
+        inbox.deliver(notice(key(9, 8)));
         assert_eq!(inbox.open_mailboxes(), 1);
-        inbox.deliver(notice(key(9, 5))).unwrap();
+        inbox.deliver(notice(key(9, 5)));
         assert!(running.take_abort().is_some());
         inbox.close(key(9, 5));
         assert_eq!((inbox.finished_records(), inbox.open_mailboxes()), (1, 0));
@@ -682,7 +625,7 @@ mod tests {
         for comm in 100..100 + DROPPED_COMMS_KEPT as u64 {
             inbox.forget_comm(comm);
         }
-        inbox.deliver(notice(key(9, 9))).unwrap();
+        inbox.deliver(notice(key(9, 9)));
         assert_eq!(inbox.open_mailboxes(), 1);
         assert_eq!(inbox.map.lock().unwrap().dropped.len(), DROPPED_COMMS_KEPT);
     }
@@ -709,56 +652,22 @@ mod tests {
         }
     }
 
-    /// One peer's frames open at most PEER_UNSTARTED_MAILBOXES mailboxes for operations not
-    /// started here; starting one frees a place, other peers are not affected, and forgetting
-    /// the communicator drops the mailboxes only frames opened even while a reader holds one.
+    /// Forgetting a communicator drops the mailboxes only frames opened (even while a reader
+    /// holds one), not those started here.
     #[test]
-    fn a_peer_cannot_open_mailboxes_without_bound() {
+    fn forget_comm_drops_only_frame_opened_mailboxes() {
         let inbox = Inbox::default();
-        let from = |src: usize, k: MailboxKey| Frame { src, ..notice(k) };
-        for seq in 0..PEER_UNSTARTED_MAILBOXES as u64 {
-            inbox.deliver(from(1, key(5, seq))).unwrap();
+        for seq in 0..3 {
+            inbox.deliver(notice(key(5, seq)));
         }
-        let over = key(5, PEER_UNSTARTED_MAILBOXES as u64);
-        assert_eq!(inbox.deliver(from(1, over)), Err(Flooded(1)));
-        assert_eq!(inbox.open_mailboxes(), PEER_UNSTARTED_MAILBOXES);
-        // Frames for mailboxes already open are still taken.
-        inbox.deliver(from(1, key(5, 0))).unwrap();
-        inbox.deliver(from(2, over)).unwrap();
-        assert_eq!(inbox.deliver(from(1, key(5, 1 << 20))), Err(Flooded(1)));
-        // Starting one of them here frees a place for peer 1.
+        // Starting one here makes it a running collective's mailbox.
         let started = inbox.open(key(5, 0));
         assert!(started.take_abort().is_some());
-        inbox.deliver(from(1, key(5, 1 << 20))).unwrap();
-        // A reader holding a mailbox only a frame opened does not keep it past forget_comm.
         let held = inbox.map.lock().unwrap().open[&key(5, 1)].mailbox.clone();
         inbox.forget_comm(5);
         drop(held);
         assert_eq!(inbox.open_mailboxes(), 1);
-        assert_eq!(inbox.map.lock().unwrap().unstarted, vec![0, 0, 0]);
         inbox.close(key(5, 0));
         assert_eq!(inbox.open_mailboxes(), 0);
-    }
-
-    /// A communicator dropped while a thread that panicked holding the inbox lock unwinds:
-    /// forgetting it takes the poisoned lock (a panic in `Drop` while unwinding would abort).
-    #[test]
-    fn forgetting_a_communicator_survives_a_poisoned_inbox() {
-        let inbox = Arc::new(Inbox::default());
-        inbox.close(key(3, 0));
-        let i = inbox.clone();
-        let r = std::thread::spawn(move || {
-            let _g = i.map.lock().unwrap();
-            panic!("poisoning the inbox on purpose");
-        })
-        .join();
-        assert!(r.is_err() && inbox.map.is_poisoned());
-        inbox.forget_comm(3);
-        assert!(inbox
-            .map
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .closed
-            .is_empty());
     }
 }

@@ -261,3 +261,33 @@ fn one_launcher_runs_the_same_closure_on_every_transport() {
         ));
     });
 }
+
+/// An honest sender may run any number of blocking sends ahead of a receiver that starts
+/// late (a blocking send returns once the transport has the data): 70 000 of them, above the
+/// 65 536 frame-opened mailboxes a per-peer cap once allowed (the sender then counted as lost
+/// and the receives failed), all arrive, in order, and the sender stays a live peer.
+#[test]
+fn blocking_sends_may_run_far_ahead_of_a_late_receiver() {
+    const N: i32 = 70_000;
+    with_timeout(Duration::from_secs(300), || {
+        let sent_all = std::sync::Barrier::new(2);
+        let out = run_local(2, |comm| {
+            if comm.rank() == 0 {
+                for i in 0..N {
+                    comm.send(vec![i], 1).unwrap();
+                }
+                sent_all.wait();
+                comm.recv::<i32>(1, 1).unwrap()
+            } else {
+                sent_all.wait();
+                for i in 0..N {
+                    assert_eq!(comm.recv::<i32>(0, 1).unwrap(), vec![i]);
+                }
+                comm.send(vec![N], 0).unwrap();
+                vec![]
+            }
+        })
+        .unwrap();
+        assert_eq!(out, vec![vec![N], vec![]]);
+    });
+}

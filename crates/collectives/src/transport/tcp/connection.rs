@@ -148,35 +148,39 @@ fn read_payload(s: &mut FrameReader, pool: &BufPool, len: usize) -> std::io::Res
 /// Reader thread: until the connection ends, reads each frame's payload straight into its
 /// collective's working buffer where a receive slot is posted for it
 /// ([direct receive](crate::direct)), else into a pooled buffer sorted into its mailbox.
+/// Leaving for anything but the peer's end of stream (a corrupt frame, a read error), it shuts
+/// the connection down both ways, so that the peer sees end of stream instead of blocking in a
+/// write for good once the socket buffers fill.
 fn read_frames(s: TcpStream, peer: usize, lost: &[AtomicBool], inbox: &Inbox) {
     let mut s = FrameReader::new(s);
     let mut header = [0u8; HEADER_BYTES];
     let mut scratch = vec![0u64; SCRATCH_BYTES / 8];
-    loop {
-        if s.read_exact(&mut header).is_err() {
-            break;
+    let eof = |e: &std::io::Error| e.kind() == std::io::ErrorKind::UnexpectedEof;
+    let ended = loop {
+        if let Err(e) = s.read_exact(&mut header) {
+            break eof(&e);
         }
         let Ok((mut frame, len)) = Frame::decode_header(&header) else {
-            break;
+            break false;
         };
         frame.src = peer;
         if let Some((mailbox, target)) = inbox.route(&frame, len) {
             let ok = target.receive(|b| s.read_exact(b), &mut scratch).is_ok();
             mailbox.complete(target.slot, ok);
             if !ok {
-                break;
+                break false;
             }
             inbox.wake();
             continue;
         }
-        let Ok(payload) = read_payload(&mut s, inbox.pool(), len) else {
-            break;
-        };
-        frame.payload = payload;
-        if inbox.deliver(frame).is_err() {
-            // Too many mailboxes for operations not started here: a broken or hostile peer.
-            break;
+        match read_payload(&mut s, inbox.pool(), len) {
+            Ok(payload) => frame.payload = payload,
+            Err(e) => break eof(&e),
         }
+        inbox.deliver(frame);
+    };
+    if !ended {
+        let _ = s.s.shutdown(Shutdown::Both);
     }
     lost[peer].store(true, Ordering::SeqCst);
     inbox.wake_always();
@@ -309,5 +313,30 @@ mod tests {
         let lie = read_payload(&mut r, &pool, 1 << 40).unwrap_err();
         assert_eq!(lie.kind(), std::io::ErrorKind::UnexpectedEof);
         writer.join().unwrap();
+    }
+
+    /// A peer that sends a corrupt frame has its connection shut down: it reads end of stream
+    /// (instead of blocking, were it to write on until the buffers fill), and counts as lost.
+    #[test]
+    fn a_corrupt_frame_closes_the_connection() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut peer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (s, _) = listener.accept().unwrap();
+        // The writer's handle on the socket stays open, as in a transport: only a shutdown
+        // ends the stream for the peer, not the reader's handle closing.
+        let _writer = s.try_clone().unwrap();
+        let inbox = Inbox::default();
+        let lost = [AtomicBool::new(false)];
+        std::thread::scope(|scope| {
+            scope.spawn(|| read_frames(s, 0, &lost, &inbox));
+            // Kind 0xFF: no frame kind.
+            peer.write_all(&[0xFF; HEADER_BYTES]).unwrap();
+            // Without the shutdown this read blocks (and times out: an error, not `Ok(0)`).
+            peer.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .unwrap();
+            let mut one = [0u8; 1];
+            assert_eq!(peer.read(&mut one).unwrap(), 0);
+        });
+        assert!(lost[0].load(Ordering::SeqCst));
     }
 }
