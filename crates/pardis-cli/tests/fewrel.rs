@@ -120,6 +120,12 @@ fn fewrel_rejects_bad_flags_and_data_with_a_message() {
         ],
         "--fine-tune-layers",
     );
+    // Huge counts: typed errors, not an overflow panic or an allocation abort.
+    let huge = "18446744073709551615";
+    fails_with(&["ml", "fewrel", "--k", huge], "overflows");
+    fails_with(&["ml", "fewrel", "--steps", huge], "--steps");
+    fails_with(&["ml", "fewrel", "--episodes", huge], "--episodes");
+    fails_with(&["ml", "fewrel", "--steps", "10000001"], "allowed");
     let out = pardis(&["ml", "fewrel", "--k", "one"]);
     assert_ne!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--k"));

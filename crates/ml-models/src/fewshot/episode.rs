@@ -40,8 +40,8 @@ pub struct EpisodeSampler {
 impl EpisodeSampler {
     /// A sampler over relations with `sizes[r]` instances each (`ids[r]` names them in errors).
     ///
-    /// Errors: [`MlError::InvalidInput`] when `n`, `k` or `q` is 0 or there are fewer than `n`
-    /// relations, [`MlError::TooFewInstances`] when a relation has fewer than `k + q` instances.
+    /// Errors: [`MlError::InvalidInput`] when `n`, `k` or `q` is 0, `k + q` overflows, or there
+    /// are fewer than `n` relations, [`MlError::TooFewInstances`] when a relation has fewer than `k + q` instances.
     pub fn new(sizes: &[usize], ids: &[&str], cfg: EpisodeConfig, seed: u64) -> Result<Self> {
         if cfg.n == 0 || cfg.k == 0 || cfg.q == 0 {
             return Err(MlError::InvalidInput(format!(
@@ -56,7 +56,12 @@ impl EpisodeSampler {
                 sizes.len()
             )));
         }
-        let need = cfg.k + cfg.q;
+        let need = cfg.k.checked_add(cfg.q).ok_or_else(|| {
+            MlError::InvalidInput(format!(
+                "K + Q = {} + {} instances per relation is more than any data holds",
+                cfg.k, cfg.q
+            ))
+        })?;
         if let Some(r) = sizes.iter().position(|&s| s < need) {
             return Err(MlError::TooFewInstances {
                 relation: ids

@@ -539,6 +539,9 @@ pub struct TrainSettings {
 /// Trains `method` on the meta-training relations. With a tiny encoder (its parameters in
 /// `store`) every step encodes the episode's sentences and trains encoder and head; with a
 /// frozen one, `frozen` must hold the cached features of `train` and only the head trains.
+///
+/// Errors: [`MlError::InvalidInput`] beyond [`MAX_TRAIN_STEPS`] steps, for a frozen encoder
+/// without `frozen`, or for an episode shape the training relations cannot fill.
 #[allow(clippy::too_many_arguments)]
 pub fn train(
     method: Method,
@@ -555,6 +558,7 @@ pub fn train(
             "a frozen encoder trains on cached features; pass the feature table".into(),
         ));
     }
+    check_counts(0, settings.steps)?;
     let head = new_head(cfg, enc, store, settings.seed)?;
     let sizes: Vec<usize> = train.iter().map(|r| r.instances.len()).collect();
     let ids: Vec<String> = (0..train.len())
@@ -656,6 +660,30 @@ fn live_features(
     ))
 }
 
+/// The most test episodes [`evaluate`] and [`run_benchmark`] accept per method and shape,
+/// 10⁶ (the paper's tables use 10⁴; the 95 % interval is then about ±0.1 point).
+pub const MAX_EPISODES: usize = 1_000_000;
+
+/// The most training episodes (optimiser steps) [`train`] and [`run_benchmark`] accept,
+/// 10⁷ (the paper trains for 3·10⁴).
+pub const MAX_TRAIN_STEPS: usize = 10_000_000;
+
+/// [`MlError::InvalidInput`] unless `episodes` test episodes and `steps` training steps are
+/// within [`MAX_EPISODES`] and [`MAX_TRAIN_STEPS`].
+fn check_counts(episodes: usize, steps: usize) -> Result<()> {
+    if episodes > MAX_EPISODES {
+        return Err(MlError::InvalidInput(format!(
+            "{episodes} test episodes, more than the {MAX_EPISODES} allowed"
+        )));
+    }
+    if steps > MAX_TRAIN_STEPS {
+        return Err(MlError::InvalidInput(format!(
+            "{steps} training steps, more than the {MAX_TRAIN_STEPS} allowed"
+        )));
+    }
+    Ok(())
+}
+
 /// Outcome of [`evaluate`].
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct EvalReport {
@@ -667,6 +695,9 @@ pub struct EvalReport {
 
 /// Accuracy of `model` on `episodes` seeded test episodes of shape `cfg` drawn from the
 /// relations of `table` (features of the trained encoder, see [`FeatureTable::build`]).
+///
+/// Errors: [`MlError::InvalidInput`] beyond [`MAX_EPISODES`] episodes or for a shape the
+/// relations cannot fill.
 pub fn evaluate(
     model: &FewShotModel,
     table: &FeatureTable,
@@ -678,6 +709,7 @@ pub fn evaluate(
         .map(|i| format!("test relation #{i}"))
         .collect();
     let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    check_counts(episodes, 0)?;
     let mut sampler = EpisodeSampler::new(&table.sizes, &id_refs, cfg, seed)?;
     let head = model.head.detached();
     let start = Instant::now();
@@ -1112,6 +1144,7 @@ pub fn run_benchmark(
             "at least one test episode is needed (episodes = 0)".into(),
         ));
     }
+    check_counts(cfg.episodes, cfg.train_steps)?;
     // A method or shape listed twice would train the same cell twice (and, saving checkpoints,
     // fail on the second save after all that training).
     for (i, m) in cfg.methods.iter().enumerate() {

@@ -744,6 +744,7 @@ fn micro_before_after(
     split: &MetaSplit,
     method: Method,
     steps: usize,
+    test_episodes: usize,
 ) -> (
     ml_models::fewshot::Accuracy,
     ml_models::fewshot::Accuracy,
@@ -764,7 +765,9 @@ fn micro_before_after(
     let before = {
         let model = untrained(method, &cfg, &enc, 1).unwrap();
         let table = FeatureTable::build(&enc, &test_rels).unwrap();
-        evaluate(&model, &table, shape, 300, 7).unwrap().accuracy
+        evaluate(&model, &table, shape, test_episodes, 7)
+            .unwrap()
+            .accuracy
     };
     let settings = TrainSettings {
         steps,
@@ -786,7 +789,9 @@ fn micro_before_after(
     .unwrap();
     assert_eq!(model.steps, steps);
     let table = FeatureTable::build(&enc, &test_rels).unwrap();
-    let after = evaluate(&model, &table, shape, 300, 7).unwrap().accuracy;
+    let after = evaluate(&model, &table, shape, test_episodes, 7)
+        .unwrap()
+        .accuracy;
     println!(
         "micro {} 5-way 1-shot on unseen relations: {:.3} ± {:.3} untrained, {:.3} ± {:.3} after {steps} steps",
         method.name(),
@@ -812,7 +817,7 @@ fn training_beats_the_untrained_micro_encoder_on_unseen_relations() {
     let split = trigger_split(20, 8, 20, 12);
     split.check_disjoint().unwrap();
     for method in [Method::Pohrl, Method::Proto] {
-        let (before, after, losses) = micro_before_after(&split, method, STEPS);
+        let (before, after, losses) = micro_before_after(&split, method, STEPS, 300);
         assert!(
             after.mean - after.ci95 > before.mean + before.ci95 + 0.15,
             "{}: trained {after:?} vs untrained {before:?}",
@@ -840,12 +845,16 @@ fn micro_encoder_training_helps_on_real_unseen_relations() {
     let Some(split) = small_split(60) else {
         return;
     };
-    let (before, after, _) = micro_before_after(&split, Method::Pohrl, STEPS);
+    // 2000 test episodes (each 25 queries, cached features: a small part of the run) narrow
+    // the 95 % intervals to ±0.3–0.4 points, against a gain of 4.4 points (24.3 → 28.7 %, the
+    // check asks for 2 points between the intervals' ends); the untrained
+    // model is near chance (20 %), so a run where training did nothing fails both checks.
+    let (before, after, _) = micro_before_after(&split, Method::Pohrl, STEPS, 2000);
     assert!(
-        after.mean - after.ci95 > before.mean + before.ci95,
+        after.mean - after.ci95 > before.mean + before.ci95 + 0.02,
         "trained {after:?} vs untrained {before:?}"
     );
-    assert!(after.mean - after.ci95 > 0.25, "{after:?}");
+    assert!(after.mean - after.ci95 > 0.26, "{after:?}");
 }
 
 /// The feature cache writes the instance table once and reads back the same values; relation
@@ -941,6 +950,24 @@ fn benchmark_rejects_impossible_shapes_up_front() {
     twice.episodes = 0;
     let e = run_benchmark(&split, &twice, &mut |_| phases += 1, &mut NoCallback).unwrap_err();
     assert!(e.to_string().contains("at least one test episode"), "{e}");
+    // Counts beyond the documented maxima, and K + Q past usize, are typed errors up front
+    // (not an allocation abort or an overflow panic).
+    twice.episodes = usize::MAX;
+    let e = run_benchmark(&split, &twice, &mut |_| phases += 1, &mut NoCallback).unwrap_err();
+    assert!(e.to_string().contains("test episodes, more than"), "{e}");
+    twice.episodes = 10;
+    twice.train_steps = usize::MAX;
+    let e = run_benchmark(&split, &twice, &mut |_| phases += 1, &mut NoCallback).unwrap_err();
+    assert!(e.to_string().contains("training steps, more than"), "{e}");
+    twice.train_steps = 3;
+    twice.shapes = vec![EpisodeConfig {
+        n: 5,
+        k: usize::MAX,
+        q: 5,
+    }];
+    let e = run_benchmark(&split, &twice, &mut |_| phases += 1, &mut NoCallback).unwrap_err();
+    assert!(matches!(e, MlError::InvalidInput(_)), "{e}");
+    assert!(e.to_string().contains("K + Q"), "{e}");
     assert_eq!(phases, 0, "nothing started");
 }
 

@@ -8,7 +8,8 @@ use anyhow::Context;
 
 use pardis::ml::fewshot::{load_split, EpisodeConfig};
 use pardis::ml::hyperbolic::pohrl::{
-    run_benchmark, BenchmarkConfig, Checkpoints, EncoderChoice, Method, PohrlConfig,
+    run_benchmark, BenchmarkConfig, Checkpoints, EncoderChoice, Method, PohrlConfig, MAX_EPISODES,
+    MAX_TRAIN_STEPS,
 };
 use pardis::ml::train::{StepMetrics, TrainCallback};
 use pardis_datasets::{DataRoots, Origin};
@@ -36,10 +37,10 @@ pub(super) struct FewrelArgs {
     /// Query instances per class.
     #[arg(long, default_value_t = 5)]
     q: usize,
-    /// Test episodes per method and setting.
+    /// Test episodes per method and setting (at most 1000000).
     #[arg(long, default_value_t = 1000)]
     episodes: usize,
-    /// Training episodes (optimiser steps) per method and setting.
+    /// Training episodes (optimiser steps) per method and setting (at most 10000000).
     #[arg(long, default_value_t = 300)]
     steps: usize,
     /// AdamW learning rate.
@@ -113,6 +114,25 @@ pub(super) fn run(a: FewrelArgs, roots: &DataRoots) -> anyhow::Result<()> {
             );
         }
     }
+    // Counts checked before any data is read (the library checks them again).
+    if a.steps > MAX_TRAIN_STEPS {
+        anyhow::bail!(
+            "--steps {} is more than the {MAX_TRAIN_STEPS} allowed",
+            a.steps
+        );
+    }
+    if a.episodes > MAX_EPISODES {
+        anyhow::bail!(
+            "--episodes {} is more than the {MAX_EPISODES} allowed",
+            a.episodes
+        );
+    }
+    if let Some(&k) = a.k.iter().find(|&&k| k.checked_add(a.q).is_none()) {
+        anyhow::bail!(
+            "--k {k} plus --q {} overflows: no relation has that many instances",
+            a.q
+        );
+    }
     let dir = "relation-extraction/fewrel";
     let file = |rel: String| -> anyhow::Result<PathBuf> { Ok(roots.require_path(&rel)?.path) };
     let test = match a.data.as_deref() {
@@ -185,7 +205,7 @@ pub(super) fn run(a: FewrelArgs, roots: &DataRoots) -> anyhow::Result<()> {
         },
     };
     let cells = (cfg.methods.len() * cfg.shapes.len()) as u64;
-    let bar = progress(cells * a.steps as u64, "fewrel");
+    let bar = progress(cells.saturating_mul(a.steps as u64), "fewrel");
     if a.json {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
