@@ -140,6 +140,41 @@ fn bad_input_is_a_clean_error() {
         &["ml", "anomaly", "--data", &good, "--detector", "bogus"],
         "unknown detector `bogus`",
     );
+    fails_with(
+        &["ml", "anomaly", "--data", &good, "--jobs", "0"],
+        "--jobs must be at least 1",
+    );
+}
+
+/// A cell that fails (a row cap too small for a split) is "failed" in the table and its reason
+/// is on stderr even when stderr is not a terminal (a pipe here, so the progress bar is hidden).
+#[test]
+fn a_failing_cell_reports_its_reason_on_a_piped_stderr() {
+    let dir = TempDir::new("fail");
+    let path = write_csv(&dir.0, "line.csv", false);
+    let out = common::pardis(&[
+        "ml",
+        "anomaly",
+        "--data",
+        &path,
+        "--detector",
+        "ecod",
+        "--seeds",
+        "1",
+        "--max-rows",
+        "2",
+    ]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("failed"), "{stdout}");
+    assert!(
+        stderr.contains("line ecod")
+            && stderr.contains("a row cap of 2 leaves no room for 2 normals and an anomaly"),
+        "{stderr}"
+    );
 }
 
 /// `--protocol adbench`: the report says so, and the dumped splits are ADBench's — disjoint,
@@ -196,25 +231,56 @@ fn adbench_protocol_splits_all_rows_stratified() {
 }
 
 /// `--jobs`: every (set, detector, seed) is seeded on its own, so running them on one thread or
-/// several (in another order) gives the same report, deep detectors included.
+/// several (in another order, each set read when its first run starts and dropped after its
+/// last) gives the same report, deep detectors included. Two sets, found by name under
+/// `$PARDIS_DATA`.
 #[test]
 fn jobs_do_not_change_the_report() {
     let dir = TempDir::new("jobs");
-    let path = write_csv(&dir.0, "line.csv", false);
+    let sets = dir.0.join("tabular-ad/pclad");
+    std::fs::create_dir_all(&sets).unwrap();
+    write_csv(&sets, "1_line.csv", false);
+    // The second set: every third normal row dropped, the anomalies moved close to the line.
+    let full = std::fs::read_to_string(write_csv(&sets, "2_line.csv", false)).unwrap();
+    let short: String = full
+        .lines()
+        .enumerate()
+        .filter(|&(i, _)| i == 0 || i > 200 || i % 3 != 0)
+        .map(|(i, l)| {
+            if i > 200 {
+                let t = (i - 1) % 50;
+                let t = t as f64 / 50.0;
+                format!("{t},{},{},1\n", 2.0 * t + 0.05, 1.0 - t)
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    std::fs::write(sets.join("2_line.csv"), short).unwrap();
     let run = |jobs: &str| {
-        json_report(&[
-            "ml",
-            "anomaly",
-            "--data",
-            &path,
-            "--detector",
-            "all",
-            "--seeds",
-            "2",
-            "--jobs",
-            jobs,
-            "--json",
-        ])
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_pardis"))
+            .env("PARDIS_DATA", &dir.0)
+            .args([
+                "ml",
+                "anomaly",
+                "--data",
+                "line",
+                "--detector",
+                "all",
+                "--seeds",
+                "2",
+                "--jobs",
+                jobs,
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
     // (data, detector, (AUC-ROC, AUC-PR) per seed) of every cell.
     type Metrics = Vec<(String, String, Vec<(f64, f64)>)>;
@@ -242,11 +308,23 @@ fn jobs_do_not_change_the_report() {
             .collect()
     };
     let one = metrics(&run("1"));
-    assert_eq!(one.len(), 6);
-    let detectors: Vec<&str> = one.iter().map(|c| c.1.as_str()).collect();
-    assert_eq!(
-        detectors,
-        ["pcl", "iforest", "ecod", "knn", "icl", "neutral"]
+    assert_eq!(one.len(), 12);
+    let cells: Vec<(&str, &str)> = one.iter().map(|c| (c.0.as_str(), c.1.as_str())).collect();
+    let dets = ["pcl", "iforest", "ecod", "knn", "icl", "neutral"];
+    let want: Vec<(&str, &str)> = ["1_line", "2_line"]
+        .iter()
+        .flat_map(|s| dets.iter().map(move |d| (*s, *d)))
+        .collect();
+    assert_eq!(cells, want);
+    let aucs =
+        |cells: &Metrics| -> Vec<Vec<(f64, f64)>> { cells.iter().map(|c| c.2.clone()).collect() };
+    assert_ne!(
+        aucs(&one[..6].to_vec()),
+        aucs(&one[6..].to_vec()),
+        "the two sets differ"
     );
-    assert_eq!(one, metrics(&run("3")));
+    let three = run("3");
+    assert_eq!(one, metrics(&three));
+    // The report says how many runs shared the CPU (their seconds include the contention).
+    assert!(three.as_array().unwrap().iter().all(|c| c["jobs"] == 3));
 }

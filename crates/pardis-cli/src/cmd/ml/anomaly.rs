@@ -14,8 +14,11 @@ use pardis::ml::anomaly::Protocol;
 
 use pardis_datasets::DataRoots;
 
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use pardis::ml::anomaly::data::Labelled;
 
 use crate::output::{progress, table};
 
@@ -51,7 +54,9 @@ pub(super) struct AnomalyArgs {
     #[arg(long, hide = true)]
     dump_splits: Option<PathBuf>,
     /// (set, detector, seed) runs at once, each on its own thread (default: the machine's
-    /// cores). The report does not depend on it.
+    /// cores; at least 1). The AUCs do not depend on it, but with more than 1 the reported
+    /// fit/score seconds include the other runs' contention, and memory holds up to this many
+    /// runs' splits (and their sets) at once.
     #[arg(long)]
     jobs: Option<usize>,
 }
@@ -62,12 +67,65 @@ struct Cell {
     detector: String,
     protocol: Protocol,
     max_rows: Option<usize>,
+    /// The `--jobs` of the run: with more than 1, each run's `fit_s` and `score_s` were
+    /// measured while other runs competed for the CPU, so they are not fair timings
+    /// (scripts/compare-anomaly passes `--jobs 1`).
+    jobs: usize,
     runs: Vec<SeedResult>,
     error: Option<String>,
 }
 
 /// One seed of one cell: not run yet, its result, or its error message.
 type Outcome = Option<Result<SeedResult, String>>;
+
+/// One data set of the report: its name, file and shape (rows after the cap), and its data
+/// while any of its runs is in flight.
+struct Set {
+    name: String,
+    path: PathBuf,
+    rows: usize,
+    cols: usize,
+    slot: Mutex<Slot>,
+}
+
+/// A set's data (read by its first run) and how many of its runs have not ended.
+struct Slot {
+    data: Option<Arc<Labelled>>,
+    left: usize,
+}
+
+impl Set {
+    /// The set's data, read from its file by the first run that asks (the others wait for it).
+    fn acquire(&self) -> Result<Arc<Labelled>, String> {
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = &slot.data {
+            return Ok(Arc::clone(d));
+        }
+        let d = Arc::new(read_labelled(&self.path).map_err(|e| e.to_string())?);
+        slot.data = Some(Arc::clone(&d));
+        Ok(d)
+    }
+
+    /// One run of the set has ended (after dropping its `acquire`d data): the last one drops
+    /// the set.
+    fn release(&self) {
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        slot.left = slot.left.saturating_sub(1);
+        if slot.left == 0 {
+            slot.data = None;
+        }
+    }
+}
+
+/// A panic's message, as the run's error.
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    let msg = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string payload".into());
+    format!("panicked: {msg}")
+}
 
 /// A cell's runs in seed order up to its first failure, and that failure.
 fn collect(seeds: &[Outcome]) -> (Vec<SeedResult>, Option<String>) {
@@ -137,7 +195,7 @@ fn cost(det: &str, rows: usize, cols: usize) -> f64 {
 /// optimiser step; with glibc's defaults those buffers are fresh `mmap`s (or trimmed heap) each
 /// time, and the page faults and zeroing cost ICL about a quarter of its CPU time (26_optdigits
 /// at the 10 000-row cap, seed 0: 20.0 s user + 8.3 s system before, 21.9 + 0.45 after). The
-/// same as `MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4000000000
+/// same as `MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=2000000000
 /// MALLOC_TOP_PAD_=67108864`; scores do not change. Only this command sets it.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn keep_freed_memory() {
@@ -172,9 +230,17 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
     for d in &detectors {
         pardis::ml::anomaly::eval::detector(d, 0)?;
     }
+    let jobs = match a.jobs {
+        Some(0) => anyhow::bail!("--jobs must be at least 1"),
+        Some(j) => j,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
     let protocol = Protocol::from_name(&a.protocol)?;
     let files = resolve(&a.data, roots)?;
     let seeds = a.seeds.max(1);
+    // Each set is read once here, one at a time, for its shape (and `--dump-splits`), and
+    // dropped; the runs read it again when the first of them starts and drop it when the last
+    // ends (`Set::acquire`, `Set::release`), so memory holds only the sets in flight.
     let mut sets = Vec::with_capacity(files.len());
     for f in &files {
         let name = f
@@ -213,25 +279,43 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
                 std::io::Write::write_all(&mut file, text.as_bytes())?;
             }
         }
-        sets.push((name, data));
+        sets.push(Set {
+            name,
+            path: f.clone(),
+            rows: a.max_rows.map_or(data.x.rows, |m| data.x.rows.min(m)),
+            cols: data.x.cols,
+            slot: Mutex::new(Slot {
+                data: None,
+                left: detectors.len() * seeds as usize,
+            }),
+        });
     }
     // Every (set, detector, seed) is an independent, fully seeded computation, so they run on
-    // `--jobs` worker threads, longest first (by `cost`), and the report is the same for any
-    // number of jobs (test `jobs_do_not_change_the_report`).
-    let cells_n = sets.len() * detectors.len();
+    // `--jobs` worker threads and the report is the same for any number of jobs (test
+    // `jobs_do_not_change_the_report`). Longest first (by `cost`), but a set at a time: sets
+    // by their total cost, then that set's runs by theirs, so at most `jobs` sets are loaded
+    // at once.
+    let nd = detectors.len();
+    let cells_n = sets.len() * nd;
+    let cell_cost = |c: usize| {
+        let set = &sets[c / nd];
+        cost(detectors[c % nd], set.rows, set.cols)
+    };
+    let set_cost: Vec<f64> = (0..sets.len())
+        .map(|k| (0..nd).map(|d| cell_cost(k * nd + d)).sum())
+        .collect();
     let mut order: Vec<(usize, u64)> = (0..cells_n)
         .flat_map(|c| (0..seeds).map(move |s| (c, s)))
         .collect();
-    let cell_cost = |c: usize| {
-        let x = &sets[c / detectors.len()].1.x;
-        let rows = a.max_rows.map_or(x.rows, |m| x.rows.min(m));
-        cost(detectors[c % detectors.len()], rows, x.cols)
-    };
-    order.sort_by(|p, q| cell_cost(q.0).total_cmp(&cell_cost(p.0)).then(p.cmp(q)));
-    let jobs = a
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .clamp(1, order.len().max(1));
+    order.sort_by(|p, q| {
+        let (sp, sq) = (p.0 / nd, q.0 / nd);
+        set_cost[sq]
+            .total_cmp(&set_cost[sp])
+            .then(sp.cmp(&sq))
+            .then(cell_cost(q.0).total_cmp(&cell_cost(p.0)))
+            .then(p.cmp(q))
+    });
+    let jobs = jobs.min(order.len().max(1));
     let bar = progress(order.len() as u64, "anomaly");
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Vec<Outcome>>> = Mutex::new(vec![vec![None; seeds as usize]; cells_n]);
@@ -243,11 +327,18 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
                 let Some(&(c, seed)) = order.get(i) else {
                     break;
                 };
-                let (name, data) = &sets[c / detectors.len()];
-                let det = detectors[c % detectors.len()];
+                let set = &sets[c / nd];
+                let name = &set.name;
+                let det = detectors[c % nd];
                 bar.set_message(format!("{name} {det} seed {seed}"));
-                let r = run_seed_protocol(data, Some(name), det, seed, a.max_rows, protocol)
-                    .map_err(|e| e.to_string());
+                // A panic in one run is that run's error, not the end of every result.
+                let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    let data = set.acquire()?;
+                    run_seed_protocol(&data, Some(name), det, seed, a.max_rows, protocol)
+                        .map_err(|e| e.to_string())
+                }))
+                .unwrap_or_else(|p| Err(panic_message(p.as_ref())));
+                set.release();
                 let mut res = results.lock().unwrap_or_else(|e| e.into_inner());
                 res[c][seed as usize] = Some(r);
                 let mut left = left.lock().unwrap_or_else(|e| e.into_inner());
@@ -255,10 +346,13 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
                 if left[c] == 0 && !a.json {
                     let (runs, error) = collect(&res[c]);
                     let (m, s) = mean_std(&runs.iter().map(|r| r.auc_roc).collect::<Vec<_>>());
-                    bar.println(format!(
+                    let line = format!(
                         "  {name} {det:8} AUC-ROC {m:.4} ± {s:.4}{}",
                         error.map(|e| format!("  ({e})")).unwrap_or_default()
-                    ));
+                    );
+                    // Not `bar.println`: it prints nothing while the bar is hidden (stderr not
+                    // a terminal), and the failure reasons would be lost.
+                    bar.suspend(|| eprintln!("{line}"));
                 }
                 bar.inc(1);
             });
@@ -272,10 +366,11 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
         .map(|(c, seeds)| {
             let (runs, error) = collect(seeds);
             Cell {
-                data: sets[c / detectors.len()].0.clone(),
-                detector: detectors[c % detectors.len()].to_string(),
+                data: sets[c / nd].name.clone(),
+                detector: detectors[c % nd].to_string(),
                 protocol,
                 max_rows: a.max_rows,
+                jobs,
                 runs,
                 error,
             }
