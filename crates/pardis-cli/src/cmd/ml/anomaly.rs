@@ -95,6 +95,15 @@ struct Slot {
 }
 
 impl Set {
+    /// One run on the set's data: `f`'s result, a panic in it (or in reading the set) turned
+    /// into an error rather than the end of every result, and the set released either way.
+    fn run<T>(&self, f: impl FnOnce(&Labelled) -> Result<T, String>) -> Result<T, String> {
+        let r = std::panic::catch_unwind(AssertUnwindSafe(|| f(&*self.acquire()?)))
+            .unwrap_or_else(|p| Err(panic_message(p.as_ref())));
+        self.release();
+        r
+    }
+
     /// The set's data, read from its file by the first run that asks (the others wait for it).
     fn acquire(&self) -> Result<Arc<Labelled>, String> {
         let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
@@ -331,14 +340,10 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
                 let name = &set.name;
                 let det = detectors[c % nd];
                 bar.set_message(format!("{name} {det} seed {seed}"));
-                // A panic in one run is that run's error, not the end of every result.
-                let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    let data = set.acquire()?;
-                    run_seed_protocol(&data, Some(name), det, seed, a.max_rows, protocol)
+                let r = set.run(|data| {
+                    run_seed_protocol(data, Some(name), det, seed, a.max_rows, protocol)
                         .map_err(|e| e.to_string())
-                }))
-                .unwrap_or_else(|p| Err(panic_message(p.as_ref())));
-                set.release();
+                });
                 let mut res = results.lock().unwrap_or_else(|e| e.into_inner());
                 res[c][seed as usize] = Some(r);
                 let mut left = left.lock().unwrap_or_else(|e| e.into_inner());
@@ -419,4 +424,37 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A set of two runs: read by the first, kept for the second, dropped after it; a panic in
+    /// a run is its error and still releases the set.
+    #[test]
+    fn a_set_lives_from_its_first_run_to_its_last_and_survives_a_panic() {
+        let dir = std::env::temp_dir().join(format!("pardis-anomaly-set-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.csv");
+        std::fs::write(&path, "a,label\n0.5,0\n0.25,0\n9,1\n").unwrap();
+        let set = Set {
+            name: "s".into(),
+            path,
+            rows: 3,
+            cols: 1,
+            slot: Mutex::new(Slot {
+                data: None,
+                left: 2,
+            }),
+        };
+        let loaded = |set: &Set| set.slot.lock().unwrap().data.is_some();
+        assert!(!loaded(&set));
+        let r = set.run(|d| -> Result<usize, String> { panic!("boom at {} rows", d.x.rows) });
+        assert_eq!(r, Err("panicked: boom at 3 rows".to_string()));
+        assert!(loaded(&set), "one run left");
+        assert_eq!(set.run(|d| Ok(d.anomalies())), Ok(1));
+        assert!(!loaded(&set), "dropped after the last run");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
