@@ -328,3 +328,67 @@ fn jobs_do_not_change_the_report() {
     // The report says how many runs shared the CPU (their seconds include the contention).
     assert!(three.as_array().unwrap().iter().all(|c| c["jobs"] == 3));
 }
+
+/// `--ecod-ecdf` / `--ecod-aggregate`: the defaults spelled out give the same report as none,
+/// the PyOD mode (transductive ECDFs, per-feature max) runs and still separates the far points,
+/// an unknown value is a usage error.
+#[test]
+fn ecod_modes() {
+    let dir = TempDir::new("ecod");
+    let path = write_csv(&dir.0, "line.csv", false);
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "ml",
+            "anomaly",
+            "--data",
+            &path,
+            "--detector",
+            "ecod",
+            "--seeds",
+            "2",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let r = json_report(&args);
+        let cell = r.as_array().unwrap()[0].clone();
+        check_cell(&cell, "line", "ecod", 2);
+        let runs = cell["runs"].as_array().unwrap().clone();
+        runs.iter()
+            .map(|r| r["auc_roc"].as_f64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    let default = run(&[]);
+    let spelled = run(&[
+        "--ecod-ecdf",
+        "training",
+        "--ecod-aggregate",
+        "feature-mean",
+    ]);
+    assert_eq!(default, spelled);
+    let pyod = run(&[
+        "--ecod-ecdf",
+        "training+scored",
+        "--ecod-aggregate",
+        "feature-max",
+    ]);
+    assert!(pyod.iter().all(|&a| a > 0.9), "{pyod:?}");
+    let paper = run(&["--ecod-aggregate", "paper"]);
+    assert!(paper.iter().all(|&a| a > 0.9), "{paper:?}");
+    // A usage error: clap's exit status 2 and message.
+    let out = common::pardis(&[
+        "ml",
+        "anomaly",
+        "--data",
+        &path,
+        "--detector",
+        "ecod",
+        "--ecod-ecdf",
+        "all",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("expected training or training+scored"),
+        "{err}"
+    );
+}

@@ -142,8 +142,23 @@ pub fn run_seed_protocol(
     max_rows: Option<usize>,
     protocol: Protocol,
 ) -> Result<SeedResult> {
-    let split = protocol.split(data, seed, max_rows)?;
     let mut det = detector_for(name, seed, data_set)?;
+    run_seed_with(data, det.as_mut(), seed, max_rows, protocol)
+}
+
+/// [`run_seed_protocol`] with a detector the caller built (any configuration): `protocol`'s
+/// split of `seed`, fit on its training rows, score its test rows.
+///
+/// # Errors
+/// A data set the protocol cannot split, or the detector's own errors.
+pub fn run_seed_with(
+    data: &Labelled,
+    det: &mut dyn Detector,
+    seed: u64,
+    max_rows: Option<usize>,
+    protocol: Protocol,
+) -> Result<SeedResult> {
+    let split = protocol.split(data, seed, max_rows)?;
     let t0 = Instant::now();
     det.fit(&split.train)?;
     let t1 = Instant::now();

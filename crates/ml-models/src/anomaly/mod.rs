@@ -17,7 +17,9 @@
 //!
 //! Every detector is fitted on unlabelled training rows and scores rows independently of each
 //! other (a row's score never depends on which other rows are scored with it); higher scores
-//! mean more anomalous. Parallel work runs on the caller's rayon pool.
+//! mean more anomalous. The one opt-in exception is ECOD's PyOD-compatible
+//! [`EcdfRows::TrainingAndScored`], kept for comparisons with PyOD. Parallel work runs on the
+//! caller's rayon pool.
 //!
 //! ```
 //! use ml_models::anomaly::{auc_roc, Detector, Features, IsolationForest, IsolationForestConfig};
@@ -52,7 +54,7 @@ pub use data::{
     Protocol, Split, ADBENCH_MAX_ROWS, ADBENCH_TEST_SHARE,
 };
 pub use deep::DeepConfig;
-pub use ecod::Ecod;
+pub use ecod::{Aggregation, EcdfRows, Ecod, EcodConfig};
 pub use icl::{Icl, IclConfig};
 pub use iforest::{average_path_length, IsolationForest, IsolationForestConfig};
 pub use knn::{Knn, KnnConfig};
@@ -130,7 +132,8 @@ pub enum InputError {
 
 /// An unsupervised anomaly detector: fitted on (unlabelled) training rows, then scores rows,
 /// higher = more anomalous. Scores are finite, and a row's score depends only on the fitted
-/// state and the row itself.
+/// state and the row itself (except under a configuration documented as transductive: only
+/// [`EcodConfig`] with [`EcdfRows::TrainingAndScored`]).
 pub trait Detector {
     /// Short name (`iforest`, `ecod`, `knn`, `pcl`, `icl`, `neutral`).
     fn name(&self) -> &'static str;

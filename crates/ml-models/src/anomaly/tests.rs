@@ -550,13 +550,22 @@ fn ranks_and_mean_std() {
     assert!(eval::detector("nope", 0).is_err());
 }
 
-/// ECOD by its definition, O(n) per value: tail counts by a linear scan, skewness from the
-/// central moments.
-fn ecod_reference(train: &Features, x: &Features) -> Vec<f64> {
-    let n = train.rows as f64;
+/// ECOD by its definition, O(n) per value: the reference rows are the training rows (the scored
+/// row counted once more) or training ∪ `x` (`cfg.ecdf`), tail counts by a linear scan,
+/// skewness from the central moments, then `cfg.aggregation` written out term by term.
+fn ecod_reference(train: &Features, x: &Features, cfg: EcodConfig) -> Vec<f64> {
+    let mut refs: Vec<&[f64]> = (0..train.rows).map(|r| train.row(r)).collect();
+    let extra = match cfg.ecdf {
+        EcdfRows::Training => 1.0,
+        EcdfRows::TrainingAndScored => {
+            refs.extend((0..x.rows).map(|r| x.row(r)));
+            0.0
+        }
+    };
+    let n = refs.len() as f64;
     let skew: Vec<f64> = (0..train.cols)
         .map(|j| {
-            let col: Vec<f64> = (0..train.rows).map(|i| train.row(i)[j]).collect();
+            let col: Vec<f64> = refs.iter().map(|r| r[j]).collect();
             let m = col.iter().sum::<f64>() / n;
             let m2 = col.iter().map(|v| (v - m).powi(2)).sum::<f64>() / n;
             let m3 = col.iter().map(|v| (v - m).powi(3)).sum::<f64>() / n;
@@ -570,25 +579,146 @@ fn ecod_reference(train: &Features, x: &Features) -> Vec<f64> {
         .collect();
     (0..x.rows)
         .map(|i| {
-            (0..x.cols)
-                .map(|j| {
-                    let v = x.row(i)[j];
-                    let le = (0..train.rows).filter(|&r| train.row(r)[j] <= v).count() as f64;
-                    let ge = (0..train.rows).filter(|&r| train.row(r)[j] >= v).count() as f64;
-                    let ul = -((le + 1.0) / (n + 1.0)).ln();
-                    let ur = -((ge + 1.0) / (n + 1.0)).ln();
-                    let us = if skew[j] < 0.0 {
-                        ul
-                    } else if skew[j] > 0.0 {
-                        ur
-                    } else {
-                        ul + ur
-                    };
-                    us.max((ul + ur) / 2.0)
-                })
-                .sum()
+            let (mut l, mut r, mut auto, mut mean, mut max) = (0.0, 0.0, 0.0, 0.0, 0.0);
+            for j in 0..x.cols {
+                let v = x.row(i)[j];
+                let le = refs.iter().filter(|row| row[j] <= v).count() as f64;
+                let ge = refs.iter().filter(|row| row[j] >= v).count() as f64;
+                let ul = -((le + extra) / (n + extra)).ln();
+                let ur = -((ge + extra) / (n + extra)).ln();
+                let us = if skew[j] < 0.0 {
+                    ul
+                } else if skew[j] > 0.0 {
+                    ur
+                } else {
+                    ul + ur
+                };
+                mean += us.max((ul + ur) / 2.0);
+                max += us.max(ul).max(ur);
+                l += ul;
+                r += ur;
+                auto += if skew[j] < 0.0 { ul } else { ur };
+            }
+            match cfg.aggregation {
+                Aggregation::FeatureMean => mean,
+                Aggregation::FeatureMax => max,
+                Aggregation::Paper => l.max(r).max(auto),
+            }
         })
         .collect()
+}
+
+fn ecod_scores(cfg: EcodConfig, train: &[f64], cols: usize, x: &[f64]) -> Vec<f64> {
+    let train = Features::new(train.len() / cols, cols, train.to_vec()).unwrap();
+    let x = Features::new(x.len() / cols, cols, x.to_vec()).unwrap();
+    let mut e = Ecod::with_config(cfg);
+    e.fit(&train).unwrap();
+    e.score(&x).unwrap()
+}
+
+fn assert_close(got: &[f64], want: &[f64]) {
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        assert!((g - w).abs() < 1e-12, "{got:?} vs {want:?}");
+    }
+}
+
+#[test]
+fn ecod_hand_computed_training_ecdfs() {
+    // Training column 0, 1, 1, 2: symmetric (U_skew = U_l + U_r). Row 1 (ties): 3 of 4 training
+    // values ≤ 1 and 3 ≥ 1, F_l = F_r = (3 + 1)/5. Row 3: F_l = 5/5, F_r = (0 + 1)/5.
+    let (l, l5) = (1.25f64.ln(), 5f64.ln());
+    let train = [0.0, 1.0, 1.0, 2.0];
+    let cfg = |aggregation| EcodConfig {
+        ecdf: EcdfRows::Training,
+        aggregation,
+    };
+    assert_close(
+        &ecod_scores(cfg(Aggregation::FeatureMean), &train, 1, &[1.0, 3.0]),
+        &[2.0 * l, l5],
+    );
+    assert_eq!(EcodConfig::default(), cfg(Aggregation::FeatureMean));
+    assert_close(
+        &ecod_scores(EcodConfig::default(), &train, 1, &[1.0, 3.0]),
+        &[2.0 * l, l5],
+    );
+    assert_close(
+        &ecod_scores(cfg(Aggregation::FeatureMax), &train, 1, &[1.0, 3.0]),
+        &[2.0 * l, l5],
+    );
+    // The paper: U_auto = U_r for skewness ≥ 0; max of the three sums.
+    assert_close(
+        &ecod_scores(cfg(Aggregation::Paper), &train, 1, &[1.0, 3.0]),
+        &[l, l5],
+    );
+    // Two such features, row (3, −1): U = (0, ln 5) and (ln 5, 0). Per feature the maximum is
+    // ln 5 twice; the paper's sums are ln 5 each, so its score is ln 5, not 2 ln 5.
+    let two = [0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 2.0, 2.0];
+    for (agg, want) in [
+        (Aggregation::FeatureMean, 2.0 * l5),
+        (Aggregation::FeatureMax, 2.0 * l5),
+        (Aggregation::Paper, l5),
+    ] {
+        assert_close(&ecod_scores(cfg(agg), &two, 2, &[3.0, -1.0]), &[want]);
+    }
+    // Inductive: a row scores the same alone as in a batch.
+    assert_close(
+        &ecod_scores(EcodConfig::default(), &train, 1, &[3.0]),
+        &[l5],
+    );
+}
+
+#[test]
+fn ecod_hand_computed_transductive_ecdfs() {
+    // Training 0, 1, 1, 2 ∪ batch 1, 3: six values, mean 4/3, third central moment
+    // (−64 − 1 − 1 + 8 − 1 + 125)/27/6 > 0: right-skewed (U_skew = U_r).
+    // Row 1 (ties): 4 of 6 ≤ 1, 5 of 6 ≥ 1: U_l = ln 1.5, U_r = ln 1.2.
+    // Row 3: 6 of 6 ≤ 3, 1 of 6 ≥ 3: U_l = 0, U_r = ln 6.
+    let (ul, ur, l6) = (1.5f64.ln(), 1.2f64.ln(), 6f64.ln());
+    let train = [0.0, 1.0, 1.0, 2.0];
+    let cfg = |aggregation| EcodConfig {
+        ecdf: EcdfRows::TrainingAndScored,
+        aggregation,
+    };
+    assert_eq!(EcodConfig::pyod(), cfg(Aggregation::FeatureMax));
+    // PyOD 3.x: max(U_skew, U_l, U_r).
+    assert_close(
+        &ecod_scores(EcodConfig::pyod(), &train, 1, &[1.0, 3.0]),
+        &[ul, l6],
+    );
+    assert_close(
+        &ecod_scores(cfg(Aggregation::FeatureMean), &train, 1, &[1.0, 3.0]),
+        &[(ul + ur) / 2.0, l6],
+    );
+    assert_close(
+        &ecod_scores(cfg(Aggregation::Paper), &train, 1, &[1.0, 3.0]),
+        &[ul, l6],
+    );
+    // Transductive: row 3 scored alone sees 0, 1, 1, 2, 3 (1 of 5 ≥ 3): ln 5, not ln 6.
+    assert_close(
+        &ecod_scores(EcodConfig::pyod(), &train, 1, &[3.0]),
+        &[5f64.ln()],
+    );
+}
+
+#[test]
+fn ecod_names() {
+    assert_eq!(EcdfRows::from_name("training"), Some(EcdfRows::Training));
+    assert_eq!(
+        EcdfRows::from_name("training+scored"),
+        Some(EcdfRows::TrainingAndScored)
+    );
+    assert_eq!(EcdfRows::from_name("all"), None);
+    assert_eq!(Aggregation::from_name("paper"), Some(Aggregation::Paper));
+    assert_eq!(
+        Aggregation::from_name("feature-max"),
+        Some(Aggregation::FeatureMax)
+    );
+    assert_eq!(
+        Aggregation::from_name("feature-mean"),
+        Some(Aggregation::FeatureMean)
+    );
+    assert_eq!(Aggregation::from_name("max"), None);
 }
 
 /// Random small matrices with repeated values (ties are the ECDF's hard case).
@@ -631,8 +761,33 @@ proptest! {
         let mut e = Ecod::new();
         e.fit(&train).unwrap();
         let got = e.score(&x).unwrap();
-        for (g, r) in got.iter().zip(ecod_reference(&train, &x)) {
+        for (g, r) in got.iter().zip(ecod_reference(&train, &x, EcodConfig::default())) {
             prop_assert!((g - r).abs() < 1e-9, "{g} vs {r}");
+        }
+    }
+
+    /// Every (ECDF rows, aggregation) pair, the transductive ones included, against the
+    /// reference, on batches of 1 to 8 rows.
+    #[test]
+    fn ecod_variants_match_reference(
+        train in small_matrix(30),
+        seed in 0u64..1000,
+        m in 1usize..9,
+        ecdf in 0usize..2,
+        agg in 0usize..3,
+    ) {
+        let cfg = EcodConfig {
+            ecdf: [EcdfRows::Training, EcdfRows::TrainingAndScored][ecdf],
+            aggregation: [Aggregation::FeatureMean, Aggregation::FeatureMax, Aggregation::Paper][agg],
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let data: Vec<f64> = (0..m * train.cols).map(|_| f64::from(rng.random_range(0u8..10)) * 0.5 - 1.5).collect();
+        let x = Features::new(m, train.cols, data).unwrap();
+        let mut e = Ecod::with_config(cfg);
+        e.fit(&train).unwrap();
+        let got = e.score(&x).unwrap();
+        for (g, r) in got.iter().zip(ecod_reference(&train, &x, cfg)) {
+            prop_assert!(g.is_finite() && (g - r).abs() < 1e-9, "{cfg:?}: {g} vs {r}");
         }
     }
 

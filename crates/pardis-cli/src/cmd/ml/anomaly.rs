@@ -8,9 +8,9 @@ use anyhow::Context;
 
 use pardis::ml::anomaly::data::read_labelled;
 use pardis::ml::anomaly::eval::{
-    average_ranks, mean_std, run_seed_protocol, SeedResult, DETECTORS,
+    average_ranks, mean_std, run_seed_protocol, run_seed_with, SeedResult, DETECTORS,
 };
-use pardis::ml::anomaly::Protocol;
+use pardis::ml::anomaly::{Aggregation, EcdfRows, Ecod, EcodConfig, Protocol};
 
 use pardis_datasets::DataRoots;
 
@@ -59,6 +59,25 @@ pub(super) struct AnomalyArgs {
     /// runs' splits (and their sets) at once.
     #[arg(long)]
     jobs: Option<usize>,
+    /// ECOD's ECDFs: on the training rows (a row's score depends only on itself), or on the
+    /// training rows plus every scored row, as PyOD's decision_function (transductive: scores
+    /// depend on the test split as a whole).
+    #[arg(long, default_value = "training", value_parser = ecdf_rows, value_name = "training|training+scored")]
+    ecod_ecdf: EcdfRows,
+    /// ECOD's aggregation: sum of per-feature max(U_skew, (U_l+U_r)/2) (feature-mean), sum of
+    /// per-feature max(U_skew, U_l, U_r) (feature-max, PyOD 3.x), or the paper's max of the
+    /// left, right and skewness-picked sums (paper).
+    #[arg(long, default_value = "feature-mean", value_parser = aggregation, value_name = "feature-mean|feature-max|paper")]
+    ecod_aggregate: Aggregation,
+}
+
+fn ecdf_rows(s: &str) -> Result<EcdfRows, String> {
+    EcdfRows::from_name(s).ok_or_else(|| format!("`{s}`: expected training or training+scored"))
+}
+
+fn aggregation(s: &str) -> Result<Aggregation, String> {
+    Aggregation::from_name(s)
+        .ok_or_else(|| format!("`{s}`: expected feature-mean, feature-max or paper"))
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -245,6 +264,10 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     let protocol = Protocol::from_name(&a.protocol)?;
+    let ecod = EcodConfig {
+        ecdf: a.ecod_ecdf,
+        aggregation: a.ecod_aggregate,
+    };
     let files = resolve(&a.data, roots)?;
     let seeds = a.seeds.max(1);
     // Each set is read once here, one at a time, for its shape (and `--dump-splits`), and
@@ -341,8 +364,13 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
                 let det = detectors[c % nd];
                 bar.set_message(format!("{name} {det} seed {seed}"));
                 let r = set.run(|data| {
-                    run_seed_protocol(data, Some(name), det, seed, a.max_rows, protocol)
-                        .map_err(|e| e.to_string())
+                    if det == "ecod" {
+                        let mut e = Ecod::with_config(ecod);
+                        run_seed_with(data, &mut e, seed, a.max_rows, protocol)
+                    } else {
+                        run_seed_protocol(data, Some(name), det, seed, a.max_rows, protocol)
+                    }
+                    .map_err(|e| e.to_string())
                 });
                 let mut res = results.lock().unwrap_or_else(|e| e.into_inner());
                 res[c][seed as usize] = Some(r);
@@ -384,6 +412,12 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
     if a.json {
         println!("{}", serde_json::to_string_pretty(&cells)?);
         return Ok(());
+    }
+    if ecod != EcodConfig::default() && detectors.contains(&"ecod") {
+        println!(
+            "ecod: ECDFs on {:?} rows, {:?} aggregation",
+            ecod.ecdf, ecod.aggregation
+        );
     }
     for (metric, pick) in [("AUC-ROC", 0), ("AUC-PR", 1)] {
         let value = |r: &SeedResult| if pick == 0 { r.auc_roc } else { r.auc_pr };
