@@ -670,4 +670,26 @@ mod tests {
         inbox.close(key(5, 0));
         assert_eq!(inbox.open_mailboxes(), 0);
     }
+
+    /// A communicator dropped while another thread had panicked holding the inbox lock:
+    /// forgetting it takes the poisoned lock (a panic in `Drop` while unwinding would abort).
+    #[test]
+    fn forgetting_a_communicator_survives_a_poisoned_inbox() {
+        let inbox = Arc::new(Inbox::default());
+        inbox.close(key(3, 0));
+        let i = inbox.clone();
+        let r = std::thread::spawn(move || {
+            let _g = i.map.lock().unwrap();
+            panic!("poisoning the inbox on purpose");
+        })
+        .join();
+        assert!(r.is_err() && inbox.map.is_poisoned());
+        inbox.forget_comm(3);
+        assert!(inbox
+            .map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .closed
+            .is_empty());
+    }
 }

@@ -14,6 +14,9 @@ use serde::Serialize;
 
 use crate::{Result, StudyError};
 
+/// The most class orders one benchmark runs (each builds its own task stream up front).
+pub const MAX_ORDERS: u64 = 1000;
+
 /// The two data sets of the benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum CilData {
@@ -129,6 +132,12 @@ impl CilBenchConfig {
             return Err(StudyError::InvalidInput(
                 "need at least one class order and one method".into(),
             ));
+        }
+        if self.orders > MAX_ORDERS {
+            return Err(StudyError::InvalidInput(format!(
+                "{} class orders is more than {MAX_ORDERS}",
+                self.orders
+            )));
         }
         if self.run.batch == 0 || self.run.steps_per_task == 0 {
             return Err(StudyError::InvalidInput(

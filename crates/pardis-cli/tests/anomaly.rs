@@ -144,6 +144,17 @@ fn bad_input_is_a_clean_error() {
         &["ml", "anomaly", "--data", &good, "--jobs", "0"],
         "--jobs must be at least 1",
     );
+    fails_with(
+        &[
+            "ml",
+            "anomaly",
+            "--data",
+            &good,
+            "--seeds",
+            "18446744073709551615",
+        ],
+        "more than 1000",
+    );
 }
 
 /// A cell that fails (a row cap too small for a split) is "failed" in the table and its reason

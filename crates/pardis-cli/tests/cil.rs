@@ -94,6 +94,10 @@ fn cil_bad_arguments_are_clean_errors() {
     fails_with(&["ml", "cil", "--data", "cifar"], "cifar");
     fails_with(&["ml", "cil", "--jobs", "0"], "--jobs");
     fails_with(&["ml", "cil", "--orders", "0"], "class order");
+    fails_with(
+        &["ml", "cil", "--orders", "18446744073709551615"],
+        "more than 1000",
+    );
     fails_with(&["ml", "cil", "--steps", "0"], "steps");
 }
 

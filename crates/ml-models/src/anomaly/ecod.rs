@@ -199,8 +199,11 @@ impl Detector for Ecod {
                     let n1 = col.len() as f64 + extra;
                     let le = col.partition_point(|&c| c <= v) as f64;
                     let ge = (col.len() - col.partition_point(|&c| c < v)) as f64;
-                    let ul = -((le + extra) / n1).ln();
-                    let ur = -((ge + extra) / n1).ln();
+                    // At least one count: the transductive mode's union holds the row itself,
+                    // so this changes nothing for finite input, and keeps a NaN placed in a
+                    // public field from scoring `+inf`.
+                    let ul = -((le + extra).max(1.0) / n1).ln();
+                    let ur = -((ge + extra).max(1.0) / n1).ln();
                     (ul, ur, *skew)
                 });
                 match aggregation {

@@ -22,6 +22,10 @@ use pardis::ml::anomaly::data::Labelled;
 
 use crate::output::{progress, table};
 
+/// The most seeds one command runs (each is a whole protocol run per set and detector; the
+/// bound keeps `--seeds` from sizing allocations).
+const MAX_SEEDS: u64 = 1000;
+
 /// Arguments of `pardis ml anomaly`.
 #[derive(Debug, clap::Args)]
 pub(super) struct AnomalyArgs {
@@ -269,6 +273,9 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
         aggregation: a.ecod_aggregate,
     };
     let files = resolve(&a.data, roots)?;
+    if a.seeds > MAX_SEEDS {
+        anyhow::bail!("--seeds {} is more than {MAX_SEEDS}", a.seeds);
+    }
     let seeds = a.seeds.max(1);
     // Each set is read once here, one at a time, for its shape (and `--dump-splits`), and
     // dropped; the runs read it again when the first of them starts and drop it when the last
