@@ -641,7 +641,8 @@ mod tests {
             let h = KeyHash::default();
             let mut low = HashSet::new();
             for peer in 0..64u64 {
-                for send in [0, 1u64 << 63] {
+                // Point-to-point keys (bit 63) of both directions (`SEND_BIT`, bit 62).
+                for send in [1u64 << 63, 1 << 63 | crate::communicator::SEND_BIT] {
                     low.insert(h.hash_one(key(3, send | (peer << STREAM_INDEX_BITS) | 5)) & 127);
                 }
             }

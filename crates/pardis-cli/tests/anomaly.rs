@@ -157,8 +157,9 @@ fn bad_input_is_a_clean_error() {
     );
 }
 
-/// A cell that fails (a row cap too small for a split) is "failed" in the table and its reason
-/// is on stderr even when stderr is not a terminal (a pipe here, so the progress bar is hidden).
+/// A cell that fails (a row cap too small for a split) is "failed" in the table, its reason is
+/// on stderr even when stderr is not a terminal (a pipe here, so the progress bar is hidden),
+/// and the command exits with an error.
 #[test]
 fn a_failing_cell_reports_its_reason_on_a_piped_stderr() {
     let dir = TempDir::new("fail");
@@ -179,8 +180,9 @@ fn a_failing_cell_reports_its_reason_on_a_piped_stderr() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
     );
-    assert!(out.status.success(), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stdout.contains("failed"), "{stdout}");
+    assert!(stderr.contains("1 of 1 cells failed"), "{stderr}");
     assert!(
         stderr.contains("line ecod")
             && stderr.contains("a row cap of 2 leaves no room for 2 normals and an anomaly"),

@@ -198,11 +198,16 @@ fn a_failed_send_does_not_fail_the_receive_with_the_same_number() {
                 if let Err(e) = sent {
                     assert!(e.to_string().contains("send #"), "{e}");
                 }
+                comm.barrier().unwrap();
+                // The refusal went to the send's own key: no stray mailbox was opened for it.
+                assert_eq!(comm.engine_stats().open_mailboxes, 0);
                 got.unwrap()
             } else {
                 let e = comm.recv::<i64>(0, 1).unwrap_err();
                 assert!(e.to_string().contains("recv #"), "{e}");
                 comm.send(vec![7i32], 0).unwrap();
+                comm.barrier().unwrap();
+                assert_eq!(comm.engine_stats().open_mailboxes, 0);
                 vec![0]
             }
         })

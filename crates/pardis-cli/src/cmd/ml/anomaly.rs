@@ -416,9 +416,18 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
             }
         })
         .collect();
+    // A failed cell is in the report ("failed", its reason on stderr) and fails the command.
+    let failed = cells.iter().filter(|c| c.error.is_some()).count();
+    let outcome = || {
+        if failed == 0 {
+            Ok(())
+        } else {
+            anyhow::bail!("{failed} of {} cells failed (reasons above)", cells.len())
+        }
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&cells)?);
-        return Ok(());
+        return outcome();
     }
     if ecod != EcodConfig::default() && detectors.contains(&"ecod") {
         println!(
@@ -464,7 +473,7 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
             protocol.name()
         );
     }
-    Ok(())
+    outcome()
 }
 
 #[cfg(test)]
