@@ -4,7 +4,7 @@
  * Build: mpicc -O2 -o mpi_allreduce benches/c/mpi_allreduce.c
  * Run:   mpirun -n RANKS ./mpi_allreduce MIN_BYTES MAX_BYTES REPS
  *
- * For each size (MIN_BYTES, 4x, ... up to MAX_BYTES): ITERS = clamp(64 MiB / bytes, 20, 2000)
+ * For each size (MIN_BYTES, 2x, ... up to MAX_BYTES): ITERS = clamp(64 MiB / bytes, 20, 2000)
  * calls of warm-up, then REPS samples of (barrier; ITERS calls), each sample's time the slowest
  * rank's. Rank 0 prints "bytes ranks median_us min_us max_us" per size, microseconds per call
  * (the same protocol as the `compare_collectives_mpi` example). */
@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
     double *samples = malloc(sizeof(double) * (size_t)reps);
     if (!send || !recv || !samples) MPI_Abort(MPI_COMM_WORLD, 3);
     for (long i = 0; i < max / 4; i++) send[i] = 1.0f;
-    for (long bytes = min; bytes <= max; bytes *= 4) {
+    for (long bytes = min; bytes <= max; bytes *= 2) {
         int count = (int)(bytes / 4);
         long it = (64L << 20) / bytes;
         int iters = (int)(it < 20 ? 20 : it > 2000 ? 2000 : it);

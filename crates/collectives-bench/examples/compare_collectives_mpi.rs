@@ -12,7 +12,7 @@
 //! [BUSY_POLL_US [RECEIVER_DEFERS]]]` (they set `Config::recursive_doubling_bytes`,
 //! `MpiConfig::packed_frame_bytes`, `Config::busy_poll` and `MpiConfig::receiver_defers`;
 //! `0 0 0 0` is the code before issue 31): the protocol of
-//! `benches/c/mpi_allreduce.c` (for `scripts/compare-collectives-mpi`): per size
+//! `benches/c/mpi_allreduce.c` (for `scripts/compare-collectives-mpi`): per size (`MIN_BYTES`, doubling up to `MAX_BYTES`)
 //! `clamp(64 MiB / bytes, 20, 2000)` calls of warm-up, then REPS samples of (barrier; that many
 //! calls), each sample the slowest rank's; rank 0 prints `bytes ranks median_us min_us max_us`
 //! (µs per call) for pardis-mpi (lines `pardis ...`), then for `MPI_Allreduce` called through
@@ -164,7 +164,7 @@ fn samples_mode(args: &[usize]) -> collectives::Result<()> {
         }
         check_sum(comm, bytes)?;
         rows.push((bytes, spread(&mut ours), spread(&mut theirs)));
-        bytes = bytes.saturating_mul(4);
+        bytes = bytes.saturating_mul(2);
     }
     if comm.rank() == 0 {
         for (name, pick) in [("pardis", 0), ("inproc", 1)] {

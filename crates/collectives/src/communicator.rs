@@ -11,7 +11,7 @@ use crate::engine::{AbortHandle, EngineRef, EngineStats};
 use crate::frame::{Fingerprint, MailboxKey, OpKind};
 use crate::handle::Handle;
 use crate::inbox::Mailbox;
-use crate::program::{ActiveOp, DirectPosts, OpMeta, Refused, StepProgram};
+use crate::program::{self, ActiveOp, DirectPosts, OpMeta, Refused, StepProgram};
 use crate::schedule::Step;
 use crate::shm::ShmRegistry;
 use crate::{CollectiveError, Result};
@@ -195,20 +195,28 @@ impl Communicator {
     /// Submits the step program of `plan` over the working buffer `data`.
     fn submit<T: Element>(&self, data: Vec<T>, plan: Plan) -> Handle<T> {
         let meta = self.op_meta::<T>(&plan);
+        let mut buf = WorkBuf::new(data);
+        let engine = &self.inner.engine;
+        let sent = engine.sends_before_queueing()
+            && program::send_first(&**engine.transport(), &plan.steps, &buf, &meta);
         let completion = Completion::new();
         let mailbox = self.mailbox(&meta);
         let reduce = plan.reduce.unwrap_or(ReduceOp::Sum);
-        let mut buf = WorkBuf::new(data);
-        let direct = (self.config().direct_receive
-            && self.inner.engine.transport().direct_receive())
-        .then(|| DirectPosts::register(&mut buf, &mailbox, &plan.steps, &meta, reduce))
-        .flatten();
+        let direct = self
+            .inner
+            .engine
+            .transport()
+            .direct_receive_min_bytes()
+            .filter(|_| self.config().direct_receive)
+            .and_then(|min| {
+                DirectPosts::register(&mut buf, &mailbox, &plan.steps, &meta, reduce, min)
+            });
         let program = StepProgram {
             mailbox,
             meta,
             steps: plan.steps,
             pc: 0,
-            sent: false,
+            sent,
             buf,
             direct,
             output: plan.output,

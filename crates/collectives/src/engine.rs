@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crate::completion::OpStats;
-use crate::config::Config;
+use crate::config::{Config, Mode};
 use crate::frame::{Frame, FrameKind, OpKind, NOTICE_MISMATCH};
 use crate::program::{ActiveOp, Failure};
 use crate::transport::Transport;
@@ -78,6 +78,11 @@ struct Shared {
     transport: Arc<dyn Transport>,
     config: Config,
     submissions: Mutex<Vec<Box<dyn ActiveOp>>>,
+    /// Whether `submissions` may hold any: set under its lock by [`Engine::submit`], cleared
+    /// under it by the intake, read without it so that a turn with nothing submitted (most
+    /// turns) takes no lock. A submission that the flag misses is taken by the next turn (the
+    /// submitter's wake-up brings one).
+    submitted: AtomicBool,
     /// The queue of active collectives; whoever holds the lock (the engine thread or a
     /// driving application thread) runs the rounds.
     queue: Mutex<VecDeque<Active>>,
@@ -115,6 +120,7 @@ impl Engine {
             transport,
             config,
             submissions: Mutex::new(Vec::new()),
+            submitted: AtomicBool::new(false),
             queue: Mutex::new(VecDeque::new()),
             shutdown: AtomicBool::new(false),
             abort: Mutex::new(None),
@@ -153,6 +159,14 @@ impl Engine {
     }
 
     /// Queues a collective; fails it at once if the engine was aborted.
+    /// Whether a collective being submitted may send its first frame before it is queued
+    /// ([`send_first`](crate::program::send_first)): in preemptive mode, where collectives
+    /// progress independently (the order in which they first send is no order the engine
+    /// keeps), unless the engine was aborted.
+    pub(crate) fn sends_before_queueing(&self) -> bool {
+        self.shared.config.mode == Mode::Preemptive && !self.shared.aborted.load(Ordering::SeqCst)
+    }
+
     pub(crate) fn submit(&self, op: Box<dyn ActiveOp>) {
         self.shared
             .counters
@@ -171,11 +185,15 @@ impl Engine {
             op.finish(Err(CollectiveError::Aborted(reason)), OpStats::default());
             return;
         }
-        self.shared
-            .submissions
-            .lock()
-            .expect("submissions poisoned")
-            .push(op);
+        {
+            let mut subs = self
+                .shared
+                .submissions
+                .lock()
+                .expect("submissions poisoned");
+            subs.push(op);
+            self.shared.submitted.store(true, Ordering::SeqCst);
+        }
         self.shared.transport.inbox().wake();
     }
 
@@ -266,8 +284,10 @@ struct Active {
     submitted: Instant,
 }
 
-fn complete(shared: &Shared, mut a: Active) {
-    a.stats.elapsed = a.submitted.elapsed();
+/// Completes `a` in a round that started at `now` (its elapsed time counts to then: no clock
+/// read of its own).
+fn complete(shared: &Shared, mut a: Active, now: Instant) {
+    a.stats.elapsed = now.saturating_duration_since(a.submitted);
     shared.transport.inbox().close(a.op.meta().key);
     shared.counters.completed.fetch_add(1, Ordering::Relaxed);
     let stats = a.stats;

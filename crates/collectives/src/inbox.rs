@@ -29,6 +29,35 @@ struct MailboxInner {
     routed: Vec<(usize, usize)>,
 }
 
+impl MailboxInner {
+    fn pop_received(&mut self, src: usize) -> Received {
+        match self
+            .queues
+            .iter_mut()
+            .find(|(s, _)| *s == src)
+            .and_then(|(_, q)| q.pop_front())
+        {
+            Some(f) => Received::Frame(f),
+            None => self.pending(),
+        }
+    }
+
+    fn pending(&self) -> Received {
+        Received::Pending {
+            check: self.abort.is_some() || self.queues.iter().any(|(_, q)| !q.is_empty()),
+        }
+    }
+}
+
+/// Where an incoming frame goes ([`Inbox::route`]).
+pub(crate) enum Route {
+    /// Into a posted slot (direct receive): the reader fills the target, then completes it.
+    Slot(Arc<Mailbox>, Target),
+    /// The ordinary path: the payload is read into a pooled buffer and the frame handed to
+    /// [`Inbox::deliver_to`] with this mailbox.
+    Queue(Option<Arc<Mailbox>>),
+}
+
 /// What a receive step finds in its mailbox.
 #[derive(Debug)]
 pub(crate) enum Received {
@@ -36,8 +65,11 @@ pub(crate) enum Received {
     Direct,
     /// The data came the ordinary way.
     Frame(Frame),
-    /// Nothing yet (or the reader is still writing it).
-    Pending,
+    /// Nothing yet (or the reader is still writing it). `check`: a failure notice or a queued
+    /// data frame was there at the same look, so the blocked collective should look for a
+    /// reason to fail (a notice, a frame with another fingerprint); otherwise it need not
+    /// take the lock again for that.
+    Pending { check: bool },
 }
 
 impl Mailbox {
@@ -86,15 +118,18 @@ impl Mailbox {
     pub(crate) fn take_received(&self, slot: usize, src: usize) -> Received {
         let mut g = self.inner.lock().expect("mailbox poisoned");
         match g.posts.as_ref().map(|p| p.slots[slot].state) {
-            Some(SlotState::Done) => return Received::Direct,
-            Some(SlotState::InFlight) => return Received::Pending,
-            _ => {}
+            Some(SlotState::Done) => Received::Direct,
+            Some(SlotState::InFlight) => g.pending(),
+            _ => g.pop_received(src),
         }
-        g.queues
-            .iter_mut()
-            .find(|(s, _)| *s == src)
-            .and_then(|(_, q)| q.pop_front())
-            .map_or(Received::Pending, Received::Frame)
+    }
+
+    /// The next queued frame from world rank `src` (a collective without posted slots).
+    pub(crate) fn pop_received(&self, src: usize) -> Received {
+        self.inner
+            .lock()
+            .expect("mailbox poisoned")
+            .pop_received(src)
     }
 
     /// Withdraws every post; returns `false` if a reader is still writing into a slot.
@@ -155,10 +190,11 @@ pub(crate) struct Inbox {
     /// A transport thread that polls for messages and stands aside while drivers poll
     /// (the MPI receiver thread): unparked when a driver parks, or leaves work behind.
     poller: OnceLock<Thread>,
-    /// Number of application threads driving the engine right now (`driver_threads.len()`,
-    /// read without the lock).
+    /// Number of application threads driving the engine right now (deliveries wake them
+    /// instead of the engine thread).
     drivers: AtomicUsize,
-    /// The driving application threads: deliveries wake them instead of the engine thread.
+    /// The drivers parked or about to park, listed by [`park_driver`](Self::park_driver)
+    /// (entering and leaving as a driver takes no lock).
     driver_threads: Mutex<Vec<Thread>>,
     /// Drivers parked or about to park ([`park_driver`](Self::park_driver)): only then does
     /// a delivery take the `driver_threads` lock and unpark them.
@@ -303,20 +339,36 @@ impl Inbox {
         self.wake();
     }
 
-    /// For a transport that receives directly: claims the posted slot a data frame with this
-    /// header belongs to (counting the frame either way). `None`: read the payload into a
-    /// pooled buffer and [`deliver`](Self::deliver) it.
-    pub(crate) fn route(&self, head: &Frame, len: usize) -> Option<(Arc<Mailbox>, Target)> {
-        if head.kind != FrameKind::Data {
-            return None;
-        }
+    /// For a transport that receives directly: where a frame with this header goes — the
+    /// posted slot a data frame belongs to (counting the frame either way), else its
+    /// collective's mailbox (one lookup for both).
+    pub(crate) fn route(&self, head: &Frame, len: usize) -> Route {
         let mailbox = self
             .map
             .lock()
             .expect("inbox poisoned")
-            .mailbox_for(head.key)?;
-        let target = mailbox.route_data(head.src, &head.fp, len)?;
-        Some((mailbox, target))
+            .mailbox_for(head.key);
+        let Some(mailbox) = mailbox else {
+            return Route::Queue(None);
+        };
+        if head.kind == FrameKind::Data {
+            if let Some(target) = mailbox.route_data(head.src, &head.fp, len) {
+                return Route::Slot(mailbox, target);
+            }
+        }
+        Route::Queue(Some(mailbox))
+    }
+
+    /// Stores a frame that [`route`](Self::route) sent to `mailbox` (`None`: its collective
+    /// finished here, the frame is dropped) and wakes the engine.
+    pub(crate) fn deliver_to(&self, mailbox: Option<Arc<Mailbox>>, frame: Frame) {
+        match mailbox {
+            Some(m) => {
+                m.push(frame);
+                self.wake();
+            }
+            None => self.pool.give(frame.payload),
+        }
     }
 
     /// The mailbox of a collective, created if no frame has arrived for it yet.
@@ -335,7 +387,7 @@ impl Inbox {
     pub(crate) fn close(&self, key: MailboxKey) {
         let mut g = self.map.lock().expect("inbox poisoned");
         g.open.remove(&key);
-        if g.dropped.contains(&key.comm) {
+        if !g.dropped.is_empty() && g.dropped.contains(&key.comm) {
             // A collective of a dropped communicator that was still running: nothing to record.
             return;
         }
@@ -433,12 +485,20 @@ impl Inbox {
     /// unparks it) or bumped the count before the driver's second look (both sides
     /// `SeqCst`), so no delivery is missed.
     pub(crate) fn park_driver(&self, seen: u64, nap: std::time::Duration) {
+        let me = std::thread::current();
+        let id = me.id();
+        // Listed before it counts as parking: a waker that sees the count finds it listed.
+        self.driver_threads.lock().expect("inbox poisoned").push(me);
         self.parked_drivers.fetch_add(1, Ordering::SeqCst);
         self.wake_poller();
         if self.wakes.load(Ordering::SeqCst) == seen {
             std::thread::park_timeout(nap);
         }
         self.parked_drivers.fetch_sub(1, Ordering::SeqCst);
+        let mut g = self.driver_threads.lock().expect("inbox poisoned");
+        if let Some(i) = g.iter().position(|t| t.id() == id) {
+            g.swap_remove(i);
+        }
     }
 
     /// Wakes the engine thread and the drivers (abort, shutdown, lost peers).
@@ -467,8 +527,6 @@ impl Inbox {
 
     /// Registers the calling thread as a driver; returns the number of drivers before.
     pub(crate) fn enter_driver(&self) -> usize {
-        let mut g = self.driver_threads.lock().expect("inbox poisoned");
-        g.push(std::thread::current());
         self.drivers.fetch_add(1, Ordering::SeqCst)
     }
 
@@ -479,11 +537,6 @@ impl Inbox {
     /// engine thread ([`wake_poller`](Self::wake_poller)). Waking it on every leave cost a
     /// `futex` wake-up and a thread that competes for MPI's locks with the next call's driver.
     pub(crate) fn leave_driver(&self) -> usize {
-        let mut g = self.driver_threads.lock().expect("inbox poisoned");
-        let me = std::thread::current().id();
-        if let Some(i) = g.iter().position(|t| t.id() == me) {
-            g.swap_remove(i);
-        }
         self.drivers.fetch_sub(1, Ordering::SeqCst) - 1
     }
 

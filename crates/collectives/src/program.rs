@@ -74,6 +74,51 @@ pub(crate) trait ActiveOp: Send {
     fn finish(self: Box<Self>, result: Result<(), CollectiveError>, stats: OpStats);
 }
 
+/// Sends `range` of `buf` to group member `peer` of collective `meta`.
+fn send_range<T: Element>(
+    transport: &dyn Transport,
+    buf: &WorkBuf<T>,
+    meta: &OpMeta,
+    peer: usize,
+    range: Range<usize>,
+) -> crate::Result<()> {
+    // The transport copies into a pooled buffer (local, MPI) or writes straight from `buf`
+    // (TCP, large MPI payloads).
+    let data = as_bytes(buf.slice(range));
+    let head = Frame {
+        kind: FrameKind::Data,
+        src: transport.world_rank(),
+        key: meta.peer_key,
+        fp: meta.fp,
+        aux: 0,
+        payload: AlignedBuf::default(),
+    };
+    transport.send_slice(meta.group[peer], head, data)
+}
+
+/// Sends the first step's frame of a collective being submitted (before its mailbox, handle
+/// and queue entry exist: on a small collective's critical path, the first round would come
+/// after all of them and a clock reading) where the transport sends it without waiting
+/// ([`Transport::sends_at_once`]). Returns whether it went out; whatever fails is left for the
+/// first [`poll`](ActiveOp::poll) to meet again. Only for a preemptive engine, where
+/// collectives progress independently (the caller checks).
+pub(crate) fn send_first<T: Element>(
+    transport: &dyn Transport,
+    steps: &[Step],
+    buf: &WorkBuf<T>,
+    meta: &OpMeta,
+) -> bool {
+    let Some(Step {
+        send: Some((peer, range)),
+        ..
+    }) = steps.first()
+    else {
+        return false;
+    };
+    transport.sends_at_once(range.len() * std::mem::size_of::<T>())
+        && send_range(transport, buf, meta, *peer, range.clone()).is_ok()
+}
+
 /// The step-schedule state machine over a typed working buffer.
 pub(crate) struct StepProgram<T: Element> {
     pub(crate) meta: OpMeta,
@@ -107,14 +152,26 @@ pub(crate) struct DirectPosts {
 impl DirectPosts {
     /// Registers the receive slots of `steps` over `buf` in `mailbox`; `None` when no slot
     /// could ever be posted.
+    /// Receives of fewer than `min_bytes` are never posted.
     pub(crate) fn register<T: Element>(
         buf: &mut WorkBuf<T>,
         mailbox: &Arc<Mailbox>,
         steps: &[Step],
         meta: &OpMeta,
         op: ReduceOp,
+        min_bytes: usize,
     ) -> Option<Self> {
-        let ready = ready_steps(steps);
+        let min_elems = min_bytes.div_ceil(std::mem::size_of::<T>());
+        let postable = |s: &Step| {
+            s.recv
+                .as_ref()
+                .is_some_and(|(_, r, _)| r.len() >= min_elems)
+        };
+        if !steps.iter().any(postable) {
+            // No receive large enough (a small collective on MPI): nothing to work out.
+            return None;
+        }
+        let ready = ready_steps(steps, min_elems);
         let mut order: Vec<(usize, usize)> = ready
             .iter()
             .enumerate()
@@ -205,6 +262,29 @@ pub(crate) fn blocked_failure(meta: &OpMeta, mailbox: &Mailbox) -> Option<Failur
 }
 
 impl<T: Element> StepProgram<T> {
+    /// Sends `range` of the buffer to group member `peer`.
+    fn send(
+        &mut self,
+        transport: &dyn Transport,
+        peer: usize,
+        range: Range<usize>,
+    ) -> Result<(), Failure> {
+        let dst = self.meta.group[peer];
+        if let Err(e) = send_range(transport, &self.buf, &self.meta, peer, range) {
+            if !transport.is_lost(dst) {
+                return Err(e.into());
+            }
+            // A peer that failed (e.g. on a root mismatch) may have closed its connection right
+            // after telling us why; its notice, delivered before it was marked lost, is the
+            // cause to report.
+            if let Some(f) = blocked_failure(&self.meta, &self.mailbox) {
+                return Err(f);
+            }
+            return Err(self.meta.lost(dst).into());
+        }
+        Ok(())
+    }
+
     /// Applies a received frame to `range`.
     fn apply(
         &mut self,
@@ -257,22 +337,24 @@ impl<T: Element> StepProgram<T> {
     fn received(&self, src: usize) -> Received {
         match self.direct.as_ref().and_then(|d| d.slot_of_step[self.pc]) {
             Some(slot) => self.mailbox.take_received(slot, src),
-            None => self
-                .mailbox
-                .pop(src)
-                .map_or(Received::Pending, Received::Frame),
+            None => self.mailbox.pop_received(src),
         }
     }
 
     /// Why a blocked program cannot go on, if it can tell: a failure notice from a peer, a
     /// frame with a different fingerprint, or the awaited peer being dead.
+    /// `check`: the mailbox held a notice or frames at the look that found nothing for this
+    /// step (otherwise there is nothing to check there).
     fn check_blocked(
         &self,
         transport: &dyn Transport,
         peer: usize,
+        check: bool,
     ) -> Result<Option<Frame>, Failure> {
-        if let Some(f) = blocked_failure(&self.meta, &self.mailbox) {
-            return Err(f);
+        if check {
+            if let Some(f) = blocked_failure(&self.meta, &self.mailbox) {
+                return Err(f);
+            }
         }
         if transport.is_lost(peer) {
             // Frames sent before the peer died are delivered before it is marked lost: its data,
@@ -300,30 +382,7 @@ impl<T: Element> ActiveOp for StepProgram<T> {
             let step = step.clone();
             if !self.sent {
                 if let Some((peer, range)) = step.send {
-                    // The transport copies into a pooled buffer (local) or writes straight
-                    // from `buf` to the socket (TCP).
-                    let data = as_bytes(self.buf.slice(range));
-                    let head = Frame {
-                        kind: FrameKind::Data,
-                        src: transport.world_rank(),
-                        key: self.meta.peer_key,
-                        fp: self.meta.fp,
-                        aux: 0,
-                        payload: AlignedBuf::default(),
-                    };
-                    let dst = self.meta.group[peer];
-                    if let Err(e) = transport.send_slice(dst, head, data) {
-                        if !transport.is_lost(dst) {
-                            return Err(e.into());
-                        }
-                        // A peer that failed (e.g. on a root mismatch) may have closed its
-                        // connection right after telling us why; its notice, delivered before
-                        // it was marked lost, is the cause to report.
-                        if let Some(f) = blocked_failure(&self.meta, &self.mailbox) {
-                            return Err(f);
-                        }
-                        return Err(self.meta.lost(dst).into());
-                    }
+                    self.send(transport, peer, range)?;
                 }
                 self.sent = true;
                 progressed = true;
@@ -339,16 +398,18 @@ impl<T: Element> ActiveOp for StepProgram<T> {
                         None
                     }
                     Received::Frame(f) => Some(f),
-                    Received::Pending => match self.check_blocked(transport, src)? {
-                        Some(f) => Some(f),
-                        None => {
-                            return Ok(if progressed {
-                                Poll::Progressed
-                            } else {
-                                Poll::Blocked
-                            })
+                    Received::Pending { check } => {
+                        match self.check_blocked(transport, src, check)? {
+                            Some(f) => Some(f),
+                            None => {
+                                return Ok(if progressed {
+                                    Poll::Progressed
+                                } else {
+                                    Poll::Blocked
+                                })
+                            }
                         }
-                    },
+                    }
                 };
                 if let Some(frame) = frame {
                     let r = self.apply(&frame, range, action);

@@ -36,13 +36,14 @@ fn settle(
     queue: &mut VecDeque<Active>,
     i: usize,
     r: Result<Poll, Failure>,
+    now: Instant,
 ) -> bool {
     match r {
         Ok(Poll::Blocked) => false,
         Ok(Poll::Progressed) => true,
         Ok(Poll::Done) => {
             let a = queue.remove(i).expect("index in queue");
-            complete(shared, a);
+            complete(shared, a, now);
             true
         }
         Err(f) => {
@@ -91,7 +92,7 @@ pub(super) fn round_preemptive(
             continue;
         }
         let done = !matches!(r, Ok(Poll::Progressed));
-        progressed |= settle(shared, queue, 0, r);
+        progressed |= settle(shared, queue, 0, r, now);
         if done {
             break;
         }
@@ -101,7 +102,7 @@ pub(super) fn round_preemptive(
     while i < queue.len() {
         let r = poll(shared, &mut queue[i], now);
         let gone = matches!(r, Ok(Poll::Done) | Err(_));
-        progressed |= settle(shared, queue, i, r);
+        progressed |= settle(shared, queue, i, r, now);
         if !gone {
             i += 1;
         }
@@ -117,7 +118,7 @@ pub(super) fn round_ordered(shared: &Shared, queue: &mut VecDeque<Active>, now: 
         let Some(head) = queue.front_mut() else { break };
         let r = poll(shared, head, now);
         let stop = !matches!(r, Ok(Poll::Progressed));
-        progressed |= settle(shared, queue, 0, r);
+        progressed |= settle(shared, queue, 0, r, now);
         if stop {
             break;
         }

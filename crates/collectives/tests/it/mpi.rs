@@ -47,6 +47,13 @@ fn mpi_config_bounds_are_typed_errors() {
                 ..MpiConfig::default()
             },
         ),
+        (
+            "packed_frame_bytes",
+            MpiConfig {
+                packed_frame_bytes: collectives::mpi::MAX_PACKED_FRAME_BYTES + 1,
+                ..MpiConfig::default()
+            },
+        ),
         ("busy_poll", {
             let mut c = MpiConfig::default();
             c.engine.busy_poll = Duration::from_secs(1);
@@ -107,6 +114,24 @@ fn mpi_child() {
     check_all::<i64>(comm, 5);
     check_all::<u8>(comm, 3);
     check_all::<bf16>(comm, 11);
+
+    // Recursive doubling sends the whole buffer in one frame: the largest payload that goes
+    // out packed (it must fit the receivers' landing buffer, header included) and the
+    // smallest that goes as header and payload.
+    let packed_max = collectives::mpi::MAX_PACKED_FRAME_BYTES / 4 - 1;
+    for len in [packed_max, packed_max + 1] {
+        let mine: Vec<f32> = (0..len).map(|i| (i % 7 + me) as f32).collect();
+        let ours = comm
+            .iall_reduce_with(mine, ReduceOp::Sum, AllReduceAlgorithm::RecursiveDoubling)
+            .unwrap()
+            .wait()
+            .unwrap();
+        let want = |i: usize| (0..n).map(|r| (i % 7 + r) as f32).sum::<f32>();
+        assert!(
+            ours.iter().enumerate().all(|(i, &x)| x == want(i)),
+            "rank {me}: recursive doubling of {len} f32 differs from the reference"
+        );
+    }
 
     // Large messages (rendezvous protocol), both all-reduce algorithms, against MPI_Allreduce.
     let len = (1 << 20) + 3;

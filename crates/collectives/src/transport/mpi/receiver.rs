@@ -1,18 +1,31 @@
 //! The receiving side of the MPI transport: takes incoming frames (header, then payload) and
 //! goodbyes, from the receiver thread or from the engine thread between rounds.
+//!
+//! The next message on pardis's frame communicator is received into a *landing buffer* posted
+//! ahead (`MPI_Irecv` from any source with any tag), so that MPI copies an arriving small
+//! frame straight into it — one copy, matched on arrival — instead of parking it in its
+//! unexpected-message queue until a probe finds it (a second copy and a second look). One
+//! receive matching every message keeps MPI's arrival order between the frames, headers and
+//! goodbyes of a peer exactly as a probe for any message did. Two-message payloads travel on a
+//! communicator of their own, so they never land in (and never overflow) the landing buffer.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ::mpi::datatype::Equivalence as _;
+use ::mpi::ffi;
 use ::mpi::point_to_point::Source as _;
+use ::mpi::raw::AsRaw as _;
 use ::mpi::topology::Communicator as _;
 
-use super::{MpiConfig, SharedComm, TAG_FRAME, TAG_GOODBYE, TAG_HEADER, TAG_PAYLOAD, TAG_STOP};
+use super::{
+    MpiConfig, SharedComm, MAX_PACKED_FRAME_BYTES, TAG_FRAME, TAG_GOODBYE, TAG_HEADER, TAG_PAYLOAD,
+    TAG_STOP,
+};
 use crate::dtype::AlignedBuf;
 use crate::frame::{Frame, HEADER_BYTES};
-use crate::inbox::Inbox;
+use crate::inbox::{Inbox, Route};
 
 /// What taking one incoming message did.
 #[derive(PartialEq, Eq)]
@@ -22,132 +35,191 @@ pub(super) enum Took {
     Stop,
 }
 
+/// Bytes of the landing buffer: the largest message on the frame communicator (a packed frame:
+/// header plus a payload below [`MAX_PACKED_FRAME_BYTES`]; headers, goodbyes and the stop are
+/// smaller).
+const LANDING_BYTES: usize = HEADER_BYTES + MAX_PACKED_FRAME_BYTES;
+
 /// The receiving side: shared by the receiver thread and the engine thread (`progress`).
 pub(super) struct Receiver {
     pub(super) comm: Arc<SharedComm>,
     pub(super) lost: Arc<Vec<AtomicBool>>,
     pub(super) inbox: Arc<Inbox>,
-    /// Held from a header's probe to its payload's receive, so that two threads never split a
-    /// header from its payload.
-    pub(super) lock: Mutex<()>,
-    /// The stop message was taken (by either thread): the receiver thread ends.
+    /// The landing buffer and the receive posted into it. Held from a message's arrival to the
+    /// end of its handling (a header's payload included), so that two threads never split a
+    /// header from its payload; whoever holds it takes messages.
+    pub(super) lock: Mutex<Landing>,
+    /// The stop message was taken (by either thread): the receiver thread ends, and no receive
+    /// is posted any more (none may be pending at `MPI_Finalize`).
     pub(super) stopped: AtomicBool,
-    /// Where messages land before they are routed (see [`Scratch`]).
-    pub(super) scratch: Mutex<Scratch>,
 }
 
 /// The receiving side's own buffers, reused for every message (no pool round trip).
-#[derive(Default)]
-pub(super) struct Scratch {
+pub(super) struct Landing {
+    /// Where the next message on the frame communicator lands ([`LANDING_BYTES`]); never
+    /// resized, so its storage stays put while a receive into it is posted.
+    buf: AlignedBuf,
+    /// The receive posted into `buf`, if any.
+    request: Option<ffi::MPI_Request>,
     /// Where reducing steps receive a two-message frame's payload before reducing it into the
     /// collective's buffer ([direct receive](crate::direct)); grown to the largest payload.
     words: Vec<u64>,
-    /// Where a one-message frame (header and payload) is received; grown to the largest.
-    frame: AlignedBuf,
+}
+
+// SAFETY: an MPI request handle may be tested from any thread under `MPI_THREAD_MULTIPLE`;
+// `buf` is owned memory that MPI writes only while the request is pending, and the landing is
+// only reached through the receiver's mutex.
+unsafe impl Send for Landing {}
+
+impl Default for Landing {
+    fn default() -> Self {
+        let mut buf = AlignedBuf::default();
+        buf.set_len_bytes(LANDING_BYTES);
+        Self {
+            buf,
+            request: None,
+            words: Vec::new(),
+        }
+    }
 }
 
 impl Receiver {
-    /// Takes at most one incoming message (a frame with its payload, a goodbye or the stop).
-    pub(super) fn take_one(&self) -> Took {
-        let comm = &self.comm.0;
-        let Some((msg, status)) = comm.any_process().immediate_matched_probe() else {
+    /// Posts the landing buffer's receive unless one is pending or the stop was taken.
+    fn post(&self, landing: &mut Landing) {
+        if landing.request.is_some() || self.stopped.load(Ordering::SeqCst) {
+            return;
+        }
+        let bytes = landing.buf.as_bytes_mut();
+        // SAFETY: `bytes` is the landing buffer's storage, which is never resized or freed
+        // while the request is pending (the receiver lives until after the stop message
+        // completed the last one, and none is posted after it); its length fits an int; the
+        // communicator is valid until `MPI_Finalize`, and the constants are MPI's.
+        let request = unsafe {
+            let mut request = ffi::RSMPI_REQUEST_NULL;
+            ffi::MPI_Irecv(
+                bytes.as_mut_ptr().cast(),
+                bytes.len() as i32,
+                ffi::RSMPI_UINT8_T,
+                ffi::RSMPI_ANY_SOURCE,
+                ffi::RSMPI_ANY_TAG,
+                self.comm.frames.as_raw(),
+                &mut request,
+            );
+            request
+        };
+        landing.request = Some(request);
+    }
+
+    /// Takes at most one incoming message (a frame with its payload, a goodbye or the stop);
+    /// the caller holds [`Receiver::lock`] and passes what it guards.
+    pub(super) fn take_one(&self, landing: &mut Landing) -> Took {
+        self.post(landing);
+        let Some(request) = landing.request.as_mut() else {
             return Took::Nothing;
         };
-        let src = status.source_rank() as usize;
-        let mut byte = [0u8; 1];
-        match status.tag() {
-            TAG_HEADER => {
-                let mut header = [0u8; HEADER_BYTES];
-                msg.matched_receive_into(&mut header[..]);
-                let Ok((mut frame, len)) = Frame::decode_header(&header) else {
-                    // A corrupt header cannot be resynchronised: treat the peer as lost.
-                    self.mark_lost(src);
-                    return Took::Message;
-                };
-                frame.src = src;
-                if let Some((mailbox, target)) = self.inbox.route(&frame, len) {
-                    // Direct receive: the payload goes straight into the collective's buffer
-                    // (reducing steps receive it whole into the scratch, then reduce).
-                    let (pmsg, pstatus) = comm
-                        .process_at_rank(src as i32)
-                        .matched_probe_with_tag(TAG_PAYLOAD);
-                    let real = pstatus.count(u8::equivalent_datatype()) as usize;
-                    if real != len {
-                        // A header that lies about its payload: drain what was sent (its
-                        // real size) and count the sender as lost.
-                        let mut sink = self.inbox.pool().take(real);
-                        pmsg.matched_receive_into(sink.as_bytes_mut());
-                        self.inbox.pool().give(sink);
-                        mailbox.complete(target.slot, false);
-                        self.mark_lost(src);
-                        self.inbox.wake();
-                        return Took::Message;
-                    }
-                    let mut pmsg = Some(pmsg);
-                    let mut guard = self.scratch.lock().expect("mpi scratch poisoned");
-                    let scratch = &mut guard.words;
-                    let words = target.bytes().div_ceil(8).max(1);
-                    if scratch.len() < words {
-                        scratch.resize(words, 0);
-                    }
-                    let r = target.receive(
-                        |buf| {
-                            if let Some(m) = pmsg.take() {
-                                m.matched_receive_into(buf);
-                            }
-                            Ok(())
-                        },
-                        scratch,
-                    );
-                    mailbox.complete(target.slot, r.is_ok());
-                    self.inbox.wake();
-                    return Took::Message;
-                }
-                let payload = if len > 0 {
-                    // The payload was sent right after its header: it is (about to be) here.
-                    // Its buffer is sized by the message MPI holds, never by the header.
-                    let (pmsg, pstatus) = comm
-                        .process_at_rank(src as i32)
-                        .matched_probe_with_tag(TAG_PAYLOAD);
-                    let real = pstatus.count(u8::equivalent_datatype()) as usize;
-                    let mut payload = self.inbox.pool().take(real);
-                    pmsg.matched_receive_into(payload.as_bytes_mut());
-                    if real != len {
-                        self.inbox.pool().give(payload);
-                        self.mark_lost(src);
-                        return Took::Message;
-                    }
-                    payload
-                } else {
-                    self.inbox.pool().take(0)
-                };
-                frame.payload = payload;
-                self.inbox.deliver(frame);
-            }
-            TAG_FRAME => {
-                let n = status.count(u8::equivalent_datatype()) as usize;
-                let mut guard = self.scratch.lock().expect("mpi scratch poisoned");
-                let Scratch { words, frame } = &mut *guard;
-                frame.set_len_bytes(n);
-                msg.matched_receive_into(frame.as_bytes_mut());
-                self.take_packed(src, frame.as_bytes(), words);
-            }
-            TAG_GOODBYE => {
-                msg.matched_receive_into(&mut byte[..]);
-                self.mark_lost(src);
-            }
+        let mut flag = 0;
+        // SAFETY: `MPI_Status` is plain data that MPI fills in.
+        let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        // SAFETY: `request` is the pending receive posted above (a completed one is taken out
+        // of `landing.request` below and never tested again).
+        unsafe { ffi::MPI_Test(request, &mut flag, &mut status) };
+        if flag == 0 {
+            return Took::Nothing;
+        }
+        landing.request = None;
+        let mut n: i32 = 0;
+        // SAFETY: `status` belongs to the completed receive.
+        unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut n) };
+        let n = usize::try_from(n).unwrap_or(0).min(LANDING_BYTES);
+        let src = status.MPI_SOURCE as usize;
+        let Landing { buf, words, .. } = landing;
+        let bytes = &buf.as_bytes()[..n];
+        match status.MPI_TAG {
+            TAG_FRAME => self.take_packed(src, bytes, words),
+            TAG_HEADER => self.take_header(src, bytes, words),
+            TAG_GOODBYE => self.mark_lost(src),
             TAG_STOP => {
-                msg.matched_receive_into(&mut byte[..]);
                 self.stopped.store(true, Ordering::SeqCst);
                 return Took::Stop;
             }
-            _ => {
-                // Not ours (cannot happen on the duplicated communicator): drain it.
-                let n = status.count(u8::equivalent_datatype()) as usize;
-                msg.matched_receive_into(&mut vec![0u8; n][..]);
-            }
+            // Not ours (cannot happen on the duplicated communicator): already drained.
+            _ => {}
         }
         Took::Message
+    }
+
+    /// A frame header that arrived alone: its payload (if any) follows on the payload
+    /// communicator, straight into the collective's buffer where it has posted the receive
+    /// (direct receive), else into a pooled buffer put into its mailbox.
+    fn take_header(&self, src: usize, header: &[u8], scratch: &mut Vec<u64>) {
+        let decoded = <&[u8; HEADER_BYTES]>::try_from(header)
+            .ok()
+            .map(Frame::decode_header);
+        let Some(Ok((mut frame, len))) = decoded else {
+            // A corrupt header cannot be resynchronised: treat the peer as lost.
+            self.mark_lost(src);
+            return;
+        };
+        frame.src = src;
+        let payloads = &self.comm.payloads;
+        let mailbox = match self.inbox.route(&frame, len) {
+            Route::Queue(mailbox) => mailbox,
+            Route::Slot(mailbox, target) => {
+                // Direct receive: the payload goes straight into the collective's buffer
+                // (reducing steps receive it whole into the scratch, then reduce).
+                let (pmsg, pstatus) = payloads
+                    .process_at_rank(src as i32)
+                    .matched_probe_with_tag(TAG_PAYLOAD);
+                let real = pstatus.count(u8::equivalent_datatype()) as usize;
+                if real != len {
+                    // A header that lies about its payload: drain what was sent (its real size)
+                    // and count the sender as lost.
+                    let mut sink = self.inbox.pool().take(real);
+                    pmsg.matched_receive_into(sink.as_bytes_mut());
+                    self.inbox.pool().give(sink);
+                    mailbox.complete(target.slot, false);
+                    self.mark_lost(src);
+                    return;
+                }
+                let mut pmsg = Some(pmsg);
+                let words = target.bytes().div_ceil(8).max(1);
+                if scratch.len() < words {
+                    scratch.resize(words, 0);
+                }
+                let r = target.receive(
+                    |buf| {
+                        if let Some(m) = pmsg.take() {
+                            m.matched_receive_into(buf);
+                        }
+                        Ok(())
+                    },
+                    scratch,
+                );
+                mailbox.complete(target.slot, r.is_ok());
+                self.inbox.wake();
+                return;
+            }
+        };
+        let payload = if len > 0 {
+            // The payload was sent right after its header: it is (about to be) here. Its
+            // buffer is sized by the message MPI holds, never by the header.
+            let (pmsg, pstatus) = payloads
+                .process_at_rank(src as i32)
+                .matched_probe_with_tag(TAG_PAYLOAD);
+            let real = pstatus.count(u8::equivalent_datatype()) as usize;
+            let mut payload = self.inbox.pool().take(real);
+            pmsg.matched_receive_into(payload.as_bytes_mut());
+            if real != len {
+                self.inbox.pool().give(payload);
+                self.mark_lost(src);
+                return;
+            }
+            payload
+        } else {
+            self.inbox.pool().take(0)
+        };
+        frame.payload = payload;
+        self.inbox.deliver_to(mailbox, frame);
     }
 
     /// Delivers a whole frame received in one message (header, then payload): into its posted
@@ -168,21 +240,26 @@ impl Receiver {
             return;
         }
         frame.src = src;
-        if let Some((mailbox, target)) = self.inbox.route(&frame, len) {
-            // The payload follows the 56-byte header in 8-byte words: aligned, so a reducing
-            // step reduces straight from it (the scratch only serves an unaligned fallback).
-            if scratch.is_empty() {
-                scratch.resize(1 << 10, 0);
+        let mailbox = match self.inbox.route(&frame, len) {
+            Route::Slot(mailbox, target) => {
+                // The payload follows the 56-byte header in 8-byte words: aligned, so a
+                // reducing step reduces straight from it (the scratch only serves an unaligned
+                // fallback).
+                if scratch.is_empty() {
+                    scratch.resize(1 << 10, 0);
+                }
+                let r = target.receive_from(data, scratch);
+                mailbox.complete(target.slot, r.is_ok());
+                self.inbox.wake();
+                return;
             }
-            let r = target.receive_from(data, scratch);
-            mailbox.complete(target.slot, r.is_ok());
-            self.inbox.wake();
-            return;
-        }
+            Route::Queue(None) => return,
+            Route::Queue(Some(mailbox)) => Some(mailbox),
+        };
         let mut payload = self.inbox.pool().take(len);
         crate::copy::copy_slice(payload.as_bytes_mut(), data);
         frame.payload = payload;
-        self.inbox.deliver(frame);
+        self.inbox.deliver_to(mailbox, frame);
     }
 
     fn mark_lost(&self, rank: usize) {
@@ -211,8 +288,8 @@ impl Receiver {
                 continue;
             }
             let took = {
-                let _g = self.lock.lock().expect("mpi receive lock poisoned");
-                self.take_one()
+                let mut landing = self.lock.lock().expect("mpi receive lock poisoned");
+                self.take_one(&mut landing)
             };
             match took {
                 Took::Stop => return,

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::dtype::AlignedBuf;
 use crate::frame::{Frame, HEADER_BYTES};
-use crate::inbox::{BufPool, Inbox};
+use crate::inbox::{BufPool, Inbox, Route};
 use crate::posts::SCRATCH_BYTES;
 use crate::transport::Transport;
 use crate::{CollectiveError, Result};
@@ -164,20 +164,23 @@ fn read_frames(s: TcpStream, peer: usize, lost: &[AtomicBool], inbox: &Inbox) {
             break false;
         };
         frame.src = peer;
-        if let Some((mailbox, target)) = inbox.route(&frame, len) {
-            let ok = target.receive(|b| s.read_exact(b), &mut scratch).is_ok();
-            mailbox.complete(target.slot, ok);
-            if !ok {
-                break false;
+        let mailbox = match inbox.route(&frame, len) {
+            Route::Slot(mailbox, target) => {
+                let ok = target.receive(|b| s.read_exact(b), &mut scratch).is_ok();
+                mailbox.complete(target.slot, ok);
+                if !ok {
+                    break false;
+                }
+                inbox.wake();
+                continue;
             }
-            inbox.wake();
-            continue;
-        }
+            Route::Queue(mailbox) => mailbox,
+        };
         match read_payload(&mut s, inbox.pool(), len) {
             Ok(payload) => frame.payload = payload,
             Err(e) => break eof(&e),
         }
-        inbox.deliver(frame);
+        inbox.deliver_to(mailbox, frame);
     };
     if !ended {
         let _ = s.s.shutdown(Shutdown::Both);
@@ -213,8 +216,9 @@ impl Transport for TcpTransport {
         })
     }
 
-    fn direct_receive(&self) -> bool {
-        true
+    /// Every size: the reader reads from the socket straight into the collective's buffer.
+    fn direct_receive_min_bytes(&self) -> Option<usize> {
+        Some(0)
     }
 
     fn is_lost(&self, rank: usize) -> bool {
