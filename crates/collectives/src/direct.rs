@@ -247,4 +247,51 @@ mod tests {
         let long = vec![Step::recv(1, 0..1, Action::Copy); MAX_POSTED_STEPS + 1];
         assert!(ready_steps(&long, 0).iter().all(|&(_, r)| r.is_none()));
     }
+
+    /// A receive below the transport's minimum is never posted but keeps its slot, so the
+    /// `m`-th frame from a sender still maps to its `m`-th receive step: here the first
+    /// (small) frame takes the mailbox path and the second lands in the second step's slot.
+    #[test]
+    fn unposted_small_receives_keep_the_frame_to_step_mapping() {
+        use crate::dtype::AlignedBuf;
+        use crate::frame::{Frame, FrameKind, MailboxKey};
+        use crate::inbox::{Inbox, Route};
+
+        let steps = vec![
+            Step::recv(1, 0..2, Action::Copy),
+            Step::recv(1, 2..10, Action::Copy),
+        ];
+        let ready = ready_steps(&steps, 4);
+        assert_eq!(ready, vec![(0, None), (1, Some(0))]);
+        let fp = Fingerprint {
+            kind: 0,
+            dtype: 0,
+            reduce: 0,
+            algo: 0,
+            root: 0,
+            count: 10,
+        };
+        let key = MailboxKey { comm: 1, seq: 0 };
+        let inbox = Inbox::default();
+        let mailbox = inbox.open(key);
+        let mut buf = WorkBuf::new(vec![0.0f32; 10]);
+        buf.register(&mailbox, &steps, &[0, 1], fp, ReduceOp::Sum);
+        mailbox.post([1]);
+        let head = Frame {
+            kind: FrameKind::Data,
+            src: 1,
+            key,
+            fp,
+            aux: 0,
+            payload: AlignedBuf::default(),
+        };
+        assert!(matches!(inbox.route(&head, 8), Route::Queue(Some(_))));
+        match inbox.route(&head, 32) {
+            Route::Slot(m, target) => {
+                assert_eq!(target.slot, 1);
+                m.complete(target.slot, true);
+            }
+            Route::Queue(_) => panic!("the second frame missed the posted second slot"),
+        }
+    }
 }

@@ -158,7 +158,6 @@ impl Engine {
         &self.shared.config
     }
 
-    /// Queues a collective; fails it at once if the engine was aborted.
     /// Whether a collective being submitted may send its first frame before it is queued
     /// ([`send_first`](crate::program::send_first)): in preemptive mode, where collectives
     /// progress independently (the order in which they first send is no order the engine
@@ -167,6 +166,7 @@ impl Engine {
         self.shared.config.mode == Mode::Preemptive && !self.shared.aborted.load(Ordering::SeqCst)
     }
 
+    /// Queues a collective; fails it at once if the engine was aborted.
     pub(crate) fn submit(&self, op: Box<dyn ActiveOp>) {
         self.shared
             .counters

@@ -144,7 +144,8 @@ pub struct MpiConfig {
     /// even above: benches/README.md, collectives, "Measurements behind code defaults") with
     /// [`Config::small_message_bytes`] at [`DEFAULT_MPI_SMALL_MESSAGE_BYTES`].
     pub engine: Config,
-    /// Empty probes (each followed by a `yield`) before the receiver thread starts sleeping.
+    /// Empty looks (tests of the posted receive, each followed by a `yield`) before the
+    /// receiver thread starts sleeping.
     /// Default: [`DEFAULT_IDLE_SPINS`].
     pub idle_spins: u32,
     /// Longest sleep of an idle receiver thread; sleeps double from 1 µs up to this, and a
@@ -375,7 +376,7 @@ unsafe fn isend(comm: &SimpleCommunicator, dst: usize, bytes: &[u8], tag: i32) -
 struct MpiTransport {
     rank: usize,
     size: usize,
-    /// `None` once shut down (before `MPI_Finalize`).
+    /// pardis's communicators, valid until `MPI_Finalize` (see `closed`).
     comm: Arc<SharedComm>,
     /// Set once by [`shutdown`](Self::shutdown): later sends fail and polls do nothing.
     closed: AtomicBool,
@@ -414,6 +415,7 @@ impl MpiTransport {
             inbox: inbox.clone(),
             lock: Mutex::new(Landing::default()),
             stopped: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
         });
         let receiver = {
             let (r, cfg) = (receiving.clone(), cfg.clone());
@@ -454,7 +456,8 @@ impl MpiTransport {
         Ok(sending)
     }
 
-    /// Stops the receiver thread and releases the communicator; later sends fail.
+    /// Says goodbye, waits for the pending sends and stops the receiver thread; later sends
+    /// fail and polls do nothing (the communicators live until `MPI_Finalize`).
     fn shutdown(&self) {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
@@ -484,9 +487,11 @@ impl MpiTransport {
                 }
                 std::thread::sleep(Duration::from_micros(100));
             }
+            self.receiving.stopping.store(true, Ordering::SeqCst);
             comm.frames
                 .process_at_rank(self.rank as i32)
                 .send_with_tag(&[0u8][..], TAG_STOP);
+            self.inbox.wake_poller();
         }
         if let Some(t) = self.receiver.lock().expect("receiver poisoned").take() {
             let _ = t.join();
@@ -700,7 +705,8 @@ impl Transport for MpiTransport {
     }
 
     /// Frames that travel as header and payload (payloads of at least
-    /// [`MpiConfig::packed_frame_bytes`] and [`MpiConfig::zero_copy_send_bytes`]): their payload
+    /// [`MpiConfig::packed_frame_bytes`] or [`MpiConfig::zero_copy_send_bytes`], whichever is
+    /// smaller): their payload
     /// is received straight into the collective's buffer. A packed frame is in the landing
     /// buffer already; delivering it to the mailbox costs less than registering, posting,
     /// claiming and withdrawing a slot (1 KiB all-reduce, 2 ranks: about 0.2 µs of 2.5 µs,
@@ -719,9 +725,9 @@ impl Transport for MpiTransport {
     }
 
     fn mark_self_lost(&self) {
-        let Some(comm) = self.comm() else { return };
-        let _g = self.sending.lock().expect("mpi send lock poisoned");
-        self.say_goodbye(comm);
+        // Checked under the send lock: no goodbye goes out after shutdown said its own.
+        let Ok(_g) = self.lock_sending() else { return };
+        self.say_goodbye(&self.comm);
     }
 
     fn inbox(&self) -> &Arc<Inbox> {

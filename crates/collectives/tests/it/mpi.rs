@@ -116,20 +116,20 @@ fn mpi_child() {
     check_all::<bf16>(comm, 11);
 
     // Recursive doubling sends the whole buffer in one frame: the largest payload that goes
-    // out packed (it must fit the receivers' landing buffer, header included) and the
-    // smallest that goes as header and payload.
-    let packed_max = collectives::mpi::MAX_PACKED_FRAME_BYTES / 4 - 1;
+    // out packed (it must fit the receivers' landing buffer, header included: one byte below
+    // `MAX_PACKED_FRAME_BYTES`) and the smallest that goes as header and payload.
+    let packed_max = collectives::mpi::MAX_PACKED_FRAME_BYTES - 1;
     for len in [packed_max, packed_max + 1] {
-        let mine: Vec<f32> = (0..len).map(|i| (i % 7 + me) as f32).collect();
+        let mine: Vec<u8> = (0..len).map(|i| (i % 7 + me) as u8).collect();
         let ours = comm
             .iall_reduce_with(mine, ReduceOp::Sum, AllReduceAlgorithm::RecursiveDoubling)
             .unwrap()
             .wait()
             .unwrap();
-        let want = |i: usize| (0..n).map(|r| (i % 7 + r) as f32).sum::<f32>();
+        let want = |i: usize| (0..n).map(|r| (i % 7 + r) as u8).sum::<u8>();
         assert!(
             ours.iter().enumerate().all(|(i, &x)| x == want(i)),
-            "rank {me}: recursive doubling of {len} f32 differs from the reference"
+            "rank {me}: recursive doubling of {len} bytes differs from the reference"
         );
     }
 

@@ -8,6 +8,10 @@
 //! receive matching every message keeps MPI's arrival order between the frames, headers and
 //! goodbyes of a peer exactly as a probe for any message did. Two-message payloads travel on a
 //! communicator of their own, so they never land in (and never overflow) the landing buffer.
+//! The receive is posted again at the start of the next look, not at the end of a take: there
+//! it would sit between a frame's arrival and its collective's completion; a frame that comes
+//! while none is posted waits in MPI's unexpected queue and is matched (one copy more) when the
+//! next look posts.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -52,6 +56,10 @@ pub(super) struct Receiver {
     /// The stop message was taken (by either thread): the receiver thread ends, and no receive
     /// is posted any more (none may be pending at `MPI_Finalize`).
     pub(super) stopped: AtomicBool,
+    /// The transport is shutting down: the receiver thread no longer stands aside for polling
+    /// drivers (a driver on a surviving communicator clone polls nothing once the transport is
+    /// closed, and the stop message must still be taken).
+    pub(super) stopping: AtomicBool,
 }
 
 /// The receiving side's own buffers, reused for every message (no pool round trip).
@@ -279,7 +287,10 @@ impl Receiver {
         let mut idle = 0u32;
         let mut nap = FIRST_NAP;
         while !self.stopped.load(Ordering::SeqCst) {
-            if cfg.receiver_defers && self.inbox.drivers_polling() {
+            if cfg.receiver_defers
+                && !self.stopping.load(Ordering::SeqCst)
+                && self.inbox.drivers_polling()
+            {
                 // A driver polls MPI itself; it unparks us when it parks or leaves work behind
                 // (the timeout bounds the other hand-backs, e.g. a driver asleep on its handle,
                 // or one that left with nothing pending).
