@@ -28,8 +28,12 @@ impl CsvTable {
 
 /// Reads a numeric CSV file. Blank lines are skipped; every row must have the same number of
 /// fields; a non-numeric first row is taken as the header.
+///
+/// # Errors
+/// Those of [`super::read_text_limited`] with the limit [`super::MAX_FILE_BYTES`], and
+/// [`MlError::Format`] naming the line of a bad row.
 pub fn read_csv(path: &Path) -> Result<CsvTable> {
-    let text = std::fs::read_to_string(path).map_err(|e| MlError::io(path, e))?;
+    let text = super::read_text_limited(path, "csv", super::MAX_FILE_BYTES)?;
     parse_csv(&text, path)
 }
 

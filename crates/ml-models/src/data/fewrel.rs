@@ -5,6 +5,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::limited::{read_text_limited, MAX_FILE_BYTES};
 use crate::{MlError, Result};
 
 /// An entity mention: surface name, knowledge-base id, token positions of each occurrence.
@@ -70,41 +71,10 @@ impl FewRelInstance {
     }
 }
 
-/// The largest FewRel or pid2name file read, 1 GiB (FewRel's largest file is 3.5 MB): a
-/// longer one is an [`MlError::Format`] after at most one byte more than this is read (the
-/// limit holds for devices, FIFOs and files that grow while read, whatever their metadata says).
-pub const MAX_FILE_BYTES: u64 = 1 << 30;
-
-/// The text of a JSON file of `format`: [`MlError::Io`] when it cannot be read, and
-/// [`MlError::Format`] when it is longer than [`MAX_FILE_BYTES`] or not UTF-8 (naming the byte
-/// offset).
+/// The text of a JSON file of `format`, at most [`MAX_FILE_BYTES`] (see
+/// [`read_text_limited`] for its errors).
 fn read_text(path: &Path, format: &'static str) -> Result<String> {
     read_text_limited(path, format, MAX_FILE_BYTES)
-}
-
-/// [`read_text`] with the size limit `max` (bytes): reads at most `max + 1` bytes, so a source
-/// without a length (`/dev/zero`, a FIFO, a `/proc` file) never grows past the limit.
-fn read_text_limited(path: &Path, format: &'static str, max: u64) -> Result<String> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| MlError::io(path, e))?;
-    let mut bytes = Vec::new();
-    file.take(max.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|e| MlError::io(path, e))?;
-    if bytes.len() as u64 > max {
-        return Err(MlError::format(
-            format,
-            path,
-            format!("more than the {max} bytes this reader accepts"),
-        ));
-    }
-    String::from_utf8(bytes).map_err(|e| {
-        MlError::format(
-            format,
-            path,
-            format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to()),
-        )
-    })
 }
 
 /// A labelled FewRel file: relations in file order, each with its instances.
@@ -183,39 +153,4 @@ pub fn read_pid2name(path: &Path) -> Result<RelationNames> {
             )),
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A source without a length (`/dev/zero` never ends) is cut at the limit and refused with
-    /// the typed error, not read until memory runs out.
-    #[test]
-    fn endless_source_is_refused_at_the_limit() {
-        let zero = Path::new("/dev/zero");
-        if !zero.exists() {
-            return;
-        }
-        let err = read_text_limited(zero, "fewrel", 1 << 16).unwrap_err();
-        assert!(
-            matches!(&err, MlError::Format { .. }) && err.to_string().contains("65536 bytes"),
-            "{err}"
-        );
-    }
-
-    /// A file at the limit is read; one byte more is refused.
-    #[test]
-    fn limit_is_inclusive() {
-        let dir = std::env::temp_dir().join(format!("pardis-fewrel-limit-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let f = dir.join("x.json");
-        std::fs::write(&f, "[1, 2]").unwrap();
-        assert_eq!(read_text_limited(&f, "fewrel", 6).unwrap(), "[1, 2]");
-        assert!(matches!(
-            read_text_limited(&f, "fewrel", 5),
-            Err(MlError::Format { .. })
-        ));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 }

@@ -3,6 +3,7 @@
 use std::io::Read;
 use std::path::Path;
 
+use super::{read_bytes_limited, MAX_FILE_BYTES};
 use crate::{MlError, Result};
 
 /// An IDX array: unsigned-byte data stays bytes, other element types become `f64`.
@@ -24,29 +25,100 @@ pub struct IdxArray {
 }
 
 /// Reads an IDX file; a gzip stream (magic `1f 8b`) is decompressed first.
+///
+/// A compressed file is decompressed only as far as its header says the array reaches (plus
+/// one byte, to tell trailing data), and never past [`MAX_FILE_BYTES`], so a gzip bomb is
+/// neither decompressed nor held in memory.
+///
+/// # Errors
+/// Those of [`read_bytes_limited`] with the limit [`MAX_FILE_BYTES`]; [`MlError::Format`] when
+/// the gzip stream is corrupt, the header's shape needs more than [`MAX_FILE_BYTES`], or the
+/// bytes fail [`parse_idx`].
 pub fn read_idx(path: &Path) -> Result<IdxArray> {
-    let raw = std::fs::read(path).map_err(|e| MlError::io(path, e))?;
-    let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(raw.as_slice())
-            .read_to_end(&mut out)
-            .map_err(|e| MlError::format("idx", path, format!("gzip: {e}")))?;
-        out
+    let raw = read_bytes_limited(path, "idx", MAX_FILE_BYTES)?;
+    if raw.starts_with(&[0x1f, 0x8b]) {
+        parse_idx(&gunzip(&raw, path, MAX_FILE_BYTES)?, path)
     } else {
-        raw
-    };
-    parse_idx(&bytes, path)
+        parse_idx(&raw, path)
+    }
 }
 
-/// Parses uncompressed IDX bytes; `path` only labels errors.
-pub fn parse_idx(b: &[u8], path: &Path) -> Result<IdxArray> {
+/// Decompresses the gzip IDX stream `gz`: its header first, then as many bytes as the header's
+/// shape needs and one more (at most `max` in all): more is an error, fewer is left for
+/// [`parse_idx`] to name.
+fn gunzip(gz: &[u8], path: &Path, max: u64) -> Result<Vec<u8>> {
+    let bad = |e: std::io::Error| MlError::format("idx", path, format!("gzip: {e}"));
+    let mut dec = flate2::read::GzDecoder::new(gz);
+    let mut out = Vec::new();
+    (&mut dec).take(4).read_to_end(&mut out).map_err(bad)?;
+    if out.len() == 4 {
+        (&mut dec)
+            .take(4 * u64::from(out[3]))
+            .read_to_end(&mut out)
+            .map_err(bad)?;
+    }
+    let header = parse_header(&out, path)?;
+    let total = header
+        .body_bytes()
+        .and_then(|b| b.checked_add(header.len))
+        .filter(|&t| t as u64 <= max)
+        .ok_or_else(|| {
+            MlError::format(
+                "idx",
+                path,
+                format!(
+                    "shape {:?} needs more than the {max} bytes this reader accepts",
+                    header.shape
+                ),
+            )
+        })?;
+    (&mut dec)
+        .take((total - out.len()) as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(bad)?;
+    if out.len() > total {
+        return Err(MlError::format(
+            "idx",
+            path,
+            format!(
+                "the decompressed stream holds more than the {total} bytes shape {:?} needs",
+                header.shape
+            ),
+        ));
+    }
+    Ok(out)
+}
+
+/// The header of an IDX file.
+struct Header {
+    /// Element type code.
+    ty: u8,
+    /// Bytes per element.
+    size: usize,
+    /// Dimensions.
+    shape: Vec<usize>,
+    /// Header bytes (magic and dimensions).
+    len: usize,
+}
+
+impl Header {
+    /// Bytes the body needs; `None` past `usize`.
+    fn body_bytes(&self) -> Option<usize> {
+        self.shape
+            .iter()
+            .try_fold(self.size, |acc, &d| acc.checked_mul(d))
+    }
+}
+
+/// The header at the start of `b`.
+fn parse_header(b: &[u8], path: &Path) -> Result<Header> {
     let bad = |r: String| MlError::format("idx", path, r);
     if b.len() < 4 || b[0] != 0 || b[1] != 0 {
         return Err(bad("missing 00 00 magic".into()));
     }
     let (ty, nd) = (b[2], b[3] as usize);
-    let hdr = 4 + 4 * nd;
-    if b.len() < hdr {
+    let len = 4 + 4 * nd;
+    if b.len() < len {
         return Err(bad("truncated dimension list".into()));
     }
     let shape: Vec<usize> = (0..nd)
@@ -59,19 +131,38 @@ pub fn parse_idx(b: &[u8], path: &Path) -> Result<IdxArray> {
         0x0E => 8,
         t => return Err(bad(format!("unknown element type 0x{t:02x}"))),
     };
-    let body = &b[hdr..];
+    Ok(Header {
+        ty,
+        size,
+        shape,
+        len,
+    })
+}
+
+/// Parses uncompressed IDX bytes; `path` only labels errors.
+///
+/// # Errors
+/// [`MlError::Format`] when the magic, the dimension list or the element type is bad, or the
+/// body is shorter or longer than the shape needs (checked before anything is allocated).
+pub fn parse_idx(b: &[u8], path: &Path) -> Result<IdxArray> {
+    let header = parse_header(b, path)?;
+    let body = &b[header.len..];
     // Checked: a header's dimensions may multiply past usize; the body bounds the size.
-    let need = shape
-        .iter()
-        .try_fold(size, |acc: usize, &d| acc.checked_mul(d))
-        .filter(|&bytes| bytes <= body.len());
-    let Some(need) = need else {
-        return Err(bad(format!(
-            "body has {} bytes, fewer than shape {shape:?} needs",
-            body.len()
-        )));
-    };
-    let body = &body[..need];
+    let need = header.body_bytes();
+    let Header {
+        ty, size, shape, ..
+    } = header;
+    if need != Some(body.len()) {
+        let need = need.map_or_else(|| "more than usize".to_string(), |n| n.to_string());
+        return Err(MlError::format(
+            "idx",
+            path,
+            format!(
+                "body has {} bytes, shape {shape:?} needs {need}",
+                body.len()
+            ),
+        ));
+    }
     let data = if ty == 0x08 {
         IdxData::U8(body.to_vec())
     } else {

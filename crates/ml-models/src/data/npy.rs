@@ -3,9 +3,10 @@
 //! returned as `f64` in C (row-major) order.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
 
+use super::limited::{open_regular, read_to_end_limited};
+use super::{read_bytes_limited, MAX_FILE_BYTES};
 use crate::{MlError, Result};
 
 /// A dense n-dimensional array read from `.npy`, row-major.
@@ -30,26 +31,69 @@ impl NpyArray {
 }
 
 /// Reads a `.npy` file.
+///
+/// # Errors
+/// Those of [`read_bytes_limited`] with the limit [`MAX_FILE_BYTES`], and those of
+/// [`parse_npy`].
 pub fn read_npy(path: &Path) -> Result<NpyArray> {
-    let bytes = std::fs::read(path).map_err(|e| MlError::io(path, e))?;
+    let bytes = read_bytes_limited(path, "npy", MAX_FILE_BYTES)?;
     parse_npy(&bytes, path)
 }
 
-/// Reads every array of a `.npz` archive (stored or deflate-compressed), keyed by name without
-/// the `.npy` suffix.
+/// Reads every array of a `.npz` archive (stored or deflate-compressed), keyed by its entry's
+/// name without the `.npy` suffix.
+///
+/// The entries together may hold at most [`MAX_FILE_BYTES`] decompressed: an entry's declared
+/// size is checked against what is left of that before it is read, and no entry is read past
+/// its declared size (plus one byte, to tell), so neither a header's claim nor a zip bomb sizes
+/// memory.
+///
+/// # Errors
+/// Those of [`read_bytes_limited`] for the archive file; [`MlError::Format`] (format `npz`,
+/// naming the entry) when the archive is not a zip file, an entry declares more than the bytes
+/// left, holds more or fewer bytes than it declares or fails its CRC, two entries give the same
+/// array name, or an entry is not a valid `.npy` (the message of [`parse_npy`] after the entry's
+/// name).
 pub fn read_npz(path: &Path) -> Result<BTreeMap<String, NpyArray>> {
-    let file = std::fs::File::open(path).map_err(|e| MlError::io(path, e))?;
+    let (file, _) = open_regular(path, "npz", MAX_FILE_BYTES)?;
     let bad = |r: String| MlError::format("npz", path, r);
     let mut zip = zip::ZipArchive::new(file).map_err(|e| bad(e.to_string()))?;
     let mut out = BTreeMap::new();
+    // Decompressed bytes the remaining entries may hold.
+    let mut left = MAX_FILE_BYTES;
     for i in 0..zip.len() {
-        let mut entry = zip.by_index(i).map_err(|e| bad(e.to_string()))?;
-        let name = entry.name().trim_end_matches(".npy").to_string();
-        let mut buf = Vec::with_capacity(entry.size() as usize);
-        entry
-            .read_to_end(&mut buf)
-            .map_err(|e| bad(format!("{name}: {e}")))?;
-        out.insert(name, parse_npy(&buf, path)?);
+        let entry = zip.by_index(i).map_err(|e| bad(e.to_string()))?;
+        let full = entry.name().to_string();
+        let declared = entry.size();
+        if declared > left {
+            return Err(bad(format!(
+                "entry {full} declares {declared} bytes, more than the {left} left of the \
+                 {MAX_FILE_BYTES} this reader accepts"
+            )));
+        }
+        let buf = read_to_end_limited(entry, declared)
+            .map_err(|e| bad(format!("entry {full}: {e}")))?
+            .ok_or_else(|| {
+                bad(format!(
+                    "entry {full} holds more than the {declared} bytes it declares"
+                ))
+            })?;
+        if buf.len() as u64 != declared {
+            return Err(bad(format!(
+                "entry {full} holds {} bytes, it declares {declared}",
+                buf.len()
+            )));
+        }
+        left -= declared;
+        let name = full.strip_suffix(".npy").unwrap_or(&full).to_string();
+        if out.contains_key(&name) {
+            return Err(bad(format!("two entries hold the array {name}")));
+        }
+        let array = parse_npy(&buf, path).map_err(|e| match e {
+            MlError::Format { reason, .. } => bad(format!("entry {full}: {reason}")),
+            e => e,
+        })?;
+        out.insert(name, array);
     }
     Ok(out)
 }

@@ -39,14 +39,13 @@ impl SubwordTokenizer {
     /// Loads a `tokenizer.json`; sequences are cut to `max_len` tokens (special tokens
     /// included); the file's own padding setting is switched off (batches are padded by
     /// [`pad_batch`]).
+    ///
+    /// # Errors
+    /// Those of [`super::read_bytes_limited`] with the limit [`super::MAX_FILE_BYTES`], and
+    /// [`MlError::Format`] when the file is not a tokenizer the `tokenizers` crate reads.
     pub fn from_file(path: &Path, max_len: usize) -> Result<Self> {
-        if !path.is_file() {
-            return Err(MlError::io(
-                path,
-                std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
-            ));
-        }
-        let inner = Tokenizer::from_file(path)
+        let json = super::read_bytes_limited(path, "tokenizer.json", super::MAX_FILE_BYTES)?;
+        let inner = Tokenizer::from_bytes(&json)
             .map_err(|e| MlError::format("tokenizer.json", path, e.to_string()))?;
         Self::wrap(inner, max_len)
     }

@@ -137,13 +137,18 @@ impl FewShotEncoder {
     /// a tenth of the time loading the model takes, see the crate README).
     ///
     /// # Errors
-    /// [`MlError::Io`] naming a file that is missing or unreadable.
+    /// [`MlError::Io`] naming a file that is missing, unreadable or not a regular file;
+    /// [`MlError::Format`] naming one longer than [`crate::data::MAX_WEIGHTS_BYTES`].
     pub fn minilm_fingerprint(dir: &Path) -> Result<String> {
         use std::io::Read;
         let mut parts = Vec::with_capacity(MINILM_FILES.len());
         for name in MINILM_FILES {
             let path = dir.join(name);
-            let mut f = std::fs::File::open(&path).map_err(|e| MlError::io(&path, e))?;
+            let mut f = crate::data::open_limited(
+                &path,
+                "all-MiniLM-L6-v2",
+                crate::data::MAX_WEIGHTS_BYTES,
+            )?;
             let mut crc = flate2::Crc::new();
             let mut buf = vec![0u8; 1 << 20];
             let mut size = 0u64;
@@ -154,6 +159,13 @@ impl FewShotEncoder {
                 }
                 crc.update(&buf[..n]);
                 size += n as u64;
+            }
+            if size > crate::data::MAX_WEIGHTS_BYTES {
+                return Err(crate::data::too_long(
+                    "all-MiniLM-L6-v2",
+                    &path,
+                    crate::data::MAX_WEIGHTS_BYTES,
+                ));
             }
             parts.push(format!("{name} {size} B crc32 {:#010x}", crc.sum()));
         }

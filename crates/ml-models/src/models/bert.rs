@@ -66,9 +66,35 @@ impl BertConfig {
     }
 
     /// Reads `config.json`.
+    ///
+    /// # Errors
+    /// Those of [`crate::data::read_bytes_limited`] with the limit
+    /// [`crate::data::MAX_FILE_BYTES`]; [`MlError::Format`] when the file is not such a JSON
+    /// object or fails [`BertConfig::check`].
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| MlError::io(path, e))?;
-        serde_json::from_str(&text).map_err(|e| MlError::format("bert config", path, e.to_string()))
+        let json =
+            crate::data::read_bytes_limited(path, "bert config", crate::data::MAX_FILE_BYTES)?;
+        let cfg: Self = serde_json::from_slice(&json)
+            .map_err(|e| MlError::format("bert config", path, e.to_string()))?;
+        cfg.check()
+            .map_err(|why| MlError::format("bert config", path, why))?;
+        Ok(cfg)
+    }
+
+    /// Why an encoder of this shape cannot run, if it cannot: no attention heads, a hidden size
+    /// they do not divide, or a LayerNorm ε that is not a positive finite number.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        let (d, nh) = (self.hidden_size, self.num_attention_heads);
+        if nh == 0 || !d.is_multiple_of(nh) {
+            return Err(format!("hidden size {d} is not divisible by {nh} heads"));
+        }
+        if !(self.layer_norm_eps.is_finite() && self.layer_norm_eps > 0.0) {
+            return Err(format!(
+                "layer_norm_eps {} is not a positive number",
+                self.layer_norm_eps
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -200,13 +226,27 @@ impl Weights {
 impl Bert {
     /// Loads the encoder from a Hugging Face `model.safetensors` (names as in `BertModel`, with
     /// or without a `bert.` prefix). Missing tensors and wrong shapes are typed errors.
+    ///
+    /// # Errors
+    /// [`MlError::InvalidInput`] when `cfg` fails [`BertConfig::check`]; those of
+    /// [`crate::data::read_bytes_limited`] with the limit [`crate::data::MAX_WEIGHTS_BYTES`];
+    /// [`MlError::CorruptCheckpoint`] when the file is not safetensors; [`MlError::MissingTensor`]
+    /// and [`MlError::ShapeMismatch`] when it does not hold the encoder `cfg` describes.
     pub fn load(cfg: BertConfig, weights: &Path) -> Result<Self> {
-        let raw = candle_core::safetensors::load(weights, &Device::Cpu).map_err(|e| {
+        cfg.check()
+            .map_err(|why| MlError::InvalidInput(format!("BERT configuration: {why}")))?;
+        let bytes = crate::data::read_bytes_limited(
+            weights,
+            "safetensors",
+            crate::data::MAX_WEIGHTS_BYTES,
+        )?;
+        let raw = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu).map_err(|e| {
             MlError::CorruptCheckpoint {
                 path: weights.to_path_buf(),
                 reason: e.to_string(),
             }
         })?;
+        drop(bytes);
         let map = raw
             .into_iter()
             .map(|(k, v)| (k.strip_prefix("bert.").map(str::to_string).unwrap_or(k), v))
@@ -216,7 +256,9 @@ impl Bert {
             map,
         };
         let (d, ff) = (cfg.hidden_size, cfg.intermediate_size);
-        let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
+        // Not sized by the configuration (a file's claim): a layer the weights lack ends the
+        // loop with a typed error.
+        let mut layers = Vec::new();
         for l in 0..cfg.num_hidden_layers {
             let p = format!("encoder.layer.{l}");
             layers.push(BertLayer {

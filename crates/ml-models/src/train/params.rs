@@ -332,8 +332,14 @@ impl Drop for TempFile {
 
 /// Reads all tensors of a safetensors file, mapping parse failures to
 /// [`MlError::CorruptCheckpoint`].
+///
+/// # Errors
+/// Those of [`crate::data::read_bytes_limited`] with the limit
+/// [`crate::data::MAX_WEIGHTS_BYTES`]; [`MlError::CorruptCheckpoint`] when the file is not
+/// safetensors.
 pub fn read_checkpoint(path: &Path, dev: &Device) -> Result<HashMap<String, Tensor>> {
-    let bytes = std::fs::read(path).map_err(|e| MlError::io(path, e))?;
+    let bytes =
+        crate::data::read_bytes_limited(path, "safetensors", crate::data::MAX_WEIGHTS_BYTES)?;
     // Validate with the safetensors parser first so a truncated file is a typed error.
     safetensors::SafeTensors::deserialize(&bytes).map_err(|e| MlError::CorruptCheckpoint {
         path: path.to_path_buf(),

@@ -6,6 +6,7 @@ mod core_ops;
 mod distributed;
 mod fewshot;
 mod gpt;
+mod hostile;
 mod hyperbolic;
 mod incremental;
 mod loaders;
