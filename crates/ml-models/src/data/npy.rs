@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::limited::{open_regular, read_to_end_limited};
+use super::limited::read_to_end_limited;
 use super::{read_bytes_limited, MAX_FILE_BYTES};
 use crate::{MlError, Result};
 
@@ -50,14 +50,19 @@ pub fn read_npy(path: &Path) -> Result<NpyArray> {
 ///
 /// # Errors
 /// Those of [`read_bytes_limited`] for the archive file; [`MlError::Format`] (format `npz`,
-/// naming the entry) when the archive is not a zip file, an entry declares more than the bytes
+/// naming the entry) when the archive is not a zip file or claims more entries than its bytes
+/// can hold (46 bytes of directory each), an entry declares more than the bytes
 /// left, holds more or fewer bytes than it declares or fails its CRC, two entries give the same
 /// array name, or an entry is not a valid `.npy` (the message of [`parse_npy`] after the entry's
 /// name).
 pub fn read_npz(path: &Path) -> Result<BTreeMap<String, NpyArray>> {
-    let (file, _) = open_regular(path, "npz", MAX_FILE_BYTES)?;
+    // In memory: the zip crate reads by seeking, byte by byte where it searches for its end
+    // records, which on a file would be two system calls a byte.
+    let bytes = read_bytes_limited(path, "npz", MAX_FILE_BYTES)?;
     let bad = |r: String| MlError::format("npz", path, r);
-    let mut zip = zip::ZipArchive::new(file).map_err(|e| bad(e.to_string()))?;
+    check_entry_count(&bytes).map_err(bad)?;
+    let mut zip =
+        zip::ZipArchive::new(std::io::Cursor::new(&bytes[..])).map_err(|e| bad(e.to_string()))?;
     let mut out = BTreeMap::new();
     // Decompressed bytes the remaining entries may hold.
     let mut left = MAX_FILE_BYTES;
@@ -96,6 +101,54 @@ pub fn read_npz(path: &Path) -> Result<BTreeMap<String, NpyArray>> {
         out.insert(name, array);
     }
     Ok(out)
+}
+
+/// Bytes of the smallest central-directory header of a zip archive (an entry with an empty name).
+const CENTRAL_HEADER_BYTES: usize = 46;
+
+/// Refuses a zip archive whose ZIP64 end record (the one the zip crate reads, found as it finds
+/// it) claims more entries than the archive's bytes can hold. The zip crate (1.3) reserves room
+/// for the claimed count before it reads an entry (240 bytes each, up to one entry per byte of
+/// the archive): a 256 MiB archive could ask for 64 GB, an abort rather than an error.
+fn check_entry_count(zip: &[u8]) -> std::result::Result<(), String> {
+    let len = zip.len();
+    let u16_at = |i: usize| u16::from_le_bytes([zip[i], zip[i + 1]]);
+    let u32_at = |i: usize| u32::from_le_bytes([zip[i], zip[i + 1], zip[i + 2], zip[i + 3]]);
+    let u64_at = |i: usize| u64::from_le_bytes(zip[i..i + 8].try_into().expect("8 bytes"));
+    let Some(last) = len.checked_sub(22) else {
+        return Ok(()); // too short for an end record: the zip crate says so
+    };
+    // The end record: the last signature within 66 000 bytes of the end whose comment fits.
+    let Some((end, comment)) = (len.saturating_sub(66_000)..=last).rev().find_map(|p| {
+        let comment = usize::from(u16_at(p + 20));
+        (u32_at(p) == 0x0605_4b50 && p + 22 + comment <= len).then_some((p, comment))
+    }) else {
+        return Ok(());
+    };
+    // The ZIP64 locator, just before the end record (with its comment at the end of the file).
+    let Some(locator) = len.checked_sub(42 + comment) else {
+        return Ok(());
+    };
+    if u32_at(locator) != 0x0706_4b50 {
+        return Ok(());
+    }
+    let nominal = usize::try_from(u64_at(locator + 8)).unwrap_or(usize::MAX);
+    let Some(upper) = end.checked_sub(60) else {
+        return Ok(());
+    };
+    // Every ZIP64 end record the zip crate considers: from the locator's offset up to 60 bytes
+    // before the end record.
+    let most = len / CENTRAL_HEADER_BYTES;
+    for q in (nominal..=upper).filter(|&q| q + 40 <= len && u32_at(q) == 0x0606_4b50) {
+        let claimed = u64_at(q + 32);
+        if claimed > most as u64 {
+            return Err(format!(
+                "the archive claims {claimed} entries, more than its {len} bytes hold \
+                 (at most {most})"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Parses `.npy` bytes; `path` only labels errors.

@@ -476,3 +476,48 @@ fn bert_config_claims_are_checked() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A ZIP64 end record claiming as many entries as the archive has bytes: the zip crate (1.3)
+/// reserves room for that many before reading one (hundreds of bytes each, an abort when that
+/// is more than memory); the reader refuses the claim first, as a typed error.
+#[test]
+fn npz_claiming_more_entries_than_fit_is_refused() {
+    let dir = scratch("hostile-npz-count");
+    let p = dir.join("count.npz");
+    let len: u64 = 256 << 20;
+    // The ZIP64 end record, its locator and the end record, at the end of a sparse file.
+    let mut tail = Vec::new();
+    let zip64_end = len - 22 - 20 - 56;
+    let claimed = len - 200;
+    tail.extend(0x0606_4b50u32.to_le_bytes());
+    tail.extend(44u64.to_le_bytes()); // size of the rest of the record
+    tail.extend(45u16.to_le_bytes()); // made by
+    tail.extend(45u16.to_le_bytes()); // needed
+    tail.extend([0; 8]); // disk numbers
+    tail.extend(claimed.to_le_bytes()); // entries on this disk
+    tail.extend(claimed.to_le_bytes()); // entries
+    tail.extend(100u64.to_le_bytes()); // central directory size
+    tail.extend((len - 200).to_le_bytes()); // central directory offset
+    tail.extend(0x0706_4b50u32.to_le_bytes());
+    tail.extend(0u32.to_le_bytes());
+    tail.extend(zip64_end.to_le_bytes());
+    tail.extend(1u32.to_le_bytes());
+    tail.extend(0x0605_4b50u32.to_le_bytes());
+    tail.extend([0; 4]);
+    tail.extend([0xff; 12]); // entry counts, central directory size and offset: in ZIP64
+    tail.extend([0; 2]);
+    assert_eq!(tail.len(), 98);
+    let mut f = std::fs::File::create(&p).unwrap();
+    f.set_len(len - tail.len() as u64).unwrap();
+    std::io::Seek::seek(&mut f, std::io::SeekFrom::End(0)).unwrap();
+    f.write_all(&tail).unwrap();
+    drop(f);
+    let why = format_reason(read_npz(&p), "npz");
+    assert!(
+        why.contains(&format!(
+            "the archive claims {claimed} entries, more than its {len} bytes hold"
+        )),
+        "{why}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
