@@ -21,7 +21,11 @@ pub(crate) struct Mailbox {
 
 #[derive(Debug, Default)]
 struct MailboxInner {
-    queues: Vec<(usize, VecDeque<Frame>)>,
+    /// Data frames in arrival order (each sender's in its sending order); a receive takes the
+    /// first from its sender. One queue rather than one per sender: a small collective's frame
+    /// costs one allocation here, not two, and the queue holds only the frames that came
+    /// before their step ran (a handful).
+    frames: VecDeque<Frame>,
     abort: Option<Frame>,
     /// Receive slots of the collective, when its transport receives directly.
     posts: Option<Posts>,
@@ -30,13 +34,14 @@ struct MailboxInner {
 }
 
 impl MailboxInner {
+    /// The first queued data frame from world rank `src`.
+    fn pop(&mut self, src: usize) -> Option<Frame> {
+        let i = self.frames.iter().position(|f| f.src == src)?;
+        self.frames.remove(i)
+    }
+
     fn pop_received(&mut self, src: usize) -> Received {
-        match self
-            .queues
-            .iter_mut()
-            .find(|(s, _)| *s == src)
-            .and_then(|(_, q)| q.pop_front())
-        {
+        match self.pop(src) {
             Some(f) => Received::Frame(f),
             None => self.pending(),
         }
@@ -44,7 +49,7 @@ impl MailboxInner {
 
     fn pending(&self) -> Received {
         Received::Pending {
-            check: self.abort.is_some() || self.queues.iter().any(|(_, q)| !q.is_empty()),
+            check: self.abort.is_some() || !self.frames.is_empty(),
         }
     }
 }
@@ -79,19 +84,12 @@ impl Mailbox {
             g.abort.get_or_insert(frame);
             return;
         }
-        match g.queues.iter_mut().find(|(src, _)| *src == frame.src) {
-            Some((_, q)) => q.push_back(frame),
-            None => g.queues.push((frame.src, VecDeque::from([frame]))),
-        }
+        g.frames.push_back(frame);
     }
 
     /// Next data frame from world rank `src`.
     pub(crate) fn pop(&self, src: usize) -> Option<Frame> {
-        let mut g = self.inner.lock().expect("mailbox poisoned");
-        g.queues
-            .iter_mut()
-            .find(|(s, _)| *s == src)
-            .and_then(|(_, q)| q.pop_front())
+        self.inner.lock().expect("mailbox poisoned").pop(src)
     }
 
     /// Registers the receive slots of the collective (replacing earlier ones).
@@ -178,7 +176,7 @@ impl Mailbox {
     /// Calls `f` on every queued data frame (to check fingerprints while blocked).
     pub(crate) fn scan<R>(&self, mut f: impl FnMut(&Frame) -> Option<R>) -> Option<R> {
         let g = self.inner.lock().expect("mailbox poisoned");
-        g.queues.iter().flat_map(|(_, q)| q.iter()).find_map(&mut f)
+        g.frames.iter().find_map(&mut f)
     }
 }
 
