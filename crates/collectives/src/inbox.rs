@@ -357,8 +357,20 @@ impl Inbox {
         Route::Queue(Some(mailbox))
     }
 
-    /// Stores a frame that [`route`](Self::route) sent to `mailbox` (`None`: its collective
-    /// finished here, the frame is dropped) and wakes the engine.
+    /// The mailbox a frame with this header is queued in (opened if its collective has not
+    /// started here); `None` if its collective finished here. For a transport that does not
+    /// receive directly; see [`route`](Self::route) for one that does.
+    #[cfg(feature = "mpi")]
+    pub(crate) fn mailbox_of(&self, head: &Frame) -> Option<Arc<Mailbox>> {
+        self.map
+            .lock()
+            .expect("inbox poisoned")
+            .mailbox_for(head.key)
+    }
+
+    /// Stores a frame that [`route`](Self::route) or [`mailbox_of`](Self::mailbox_of) sent to
+    /// `mailbox` (`None`: its collective finished here, the frame is dropped) and wakes the
+    /// engine.
     pub(crate) fn deliver_to(&self, mailbox: Option<Arc<Mailbox>>, frame: Frame) {
         match mailbox {
             Some(m) => {

@@ -116,47 +116,6 @@ unsafe impl Send for Target {}
 pub(crate) const SCRATCH_BYTES: usize = 64 << 10;
 
 impl Target {
-    /// Bytes of the payload this slot takes.
-    #[cfg(feature = "mpi")]
-    pub(crate) fn bytes(&self) -> usize {
-        self.bytes
-    }
-
-    /// Fills the slot's region from `data`, its whole payload already in memory: copied, or
-    /// reduced in straight from `data` when it is 8-byte aligned (through `scratch` as in
-    /// [`receive`](Self::receive) otherwise). A `data` of another length than the slot's is
-    /// refused (`InvalidData`) and the region left alone.
-    #[cfg(any(feature = "mpi", test))]
-    pub(crate) fn receive_from(&self, data: &[u8], scratch: &mut [u64]) -> std::io::Result<()> {
-        if data.len() != self.bytes {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!(
-                    "{} payload bytes for a {}-byte slot",
-                    data.len(),
-                    self.bytes
-                ),
-            ));
-        }
-        if self.action == Action::Reduce && data.as_ptr().align_offset(8) == 0 {
-            // SAFETY: the slot is `InFlight` and owned by this thread (see `receive`): its
-            // `bytes` bytes at `ptr` are initialised elements nobody else accesses; `data` has
-            // exactly that length (a multiple of the element size: a claimed slot's length)
-            // and is 8-byte aligned, enough for every element type.
-            unsafe { (self.reduce)(self.op, self.ptr, data) };
-            return Ok(());
-        }
-        let mut at = 0;
-        self.receive(
-            |buf| {
-                buf.copy_from_slice(&data[at..at + buf.len()]);
-                at += buf.len();
-                Ok(())
-            },
-            scratch,
-        )
-    }
-
     /// Fills the slot's region with its payload: `read(buf)` must fill `buf` with the next
     /// `buf.len()` payload bytes. A copying step reads straight into the region; a reducing
     /// step reads through `scratch` (8-byte aligned) in pieces of its size and reduces each in.
@@ -218,11 +177,10 @@ mod tests {
     }
 
     proptest! {
-        /// `receive_from` (reduce straight from aligned data, through the scratch from
-        /// unaligned data, or copy) against the serial reference, and a payload of the wrong
-        /// length refused with the region untouched.
+        /// `receive` (copy straight into the region, or reduce in through a scratch smaller
+        /// than the payload, from a reader at any byte offset) against the serial reference.
         #[test]
-        fn receive_from_matches_the_reference(
+        fn receive_matches_the_reference(
             pairs in prop::collection::vec((any::<i32>(), any::<i32>()), 1..300),
             reduce in any::<bool>(),
             offset in 0usize..2,
@@ -250,10 +208,17 @@ mod tests {
             let action = if reduce { Action::Reduce } else { Action::Copy };
             let mut scratch = vec![0u64; 3];
             let t = target(&mut region, action, op);
-            prop_assert!(t.receive_from(&data[..data.len() - 4], &mut scratch).is_err());
-            prop_assert_eq!(&region, &before);
-            let t = target(&mut region, action, op);
-            prop_assert!(t.receive_from(data, &mut scratch).is_ok());
+            let mut read_at = 0;
+            let r = t.receive(
+                |buf| {
+                    buf.copy_from_slice(&data[read_at..read_at + buf.len()]);
+                    read_at += buf.len();
+                    Ok(())
+                },
+                &mut scratch,
+            );
+            prop_assert!(r.is_ok());
+            prop_assert_eq!(read_at, data.len());
             let want: Vec<i32> = if reduce {
                 before.iter().zip(&incoming).map(|(&a, &b)| i32::combine(op, a, b)).collect()
             } else {

@@ -29,9 +29,10 @@
 //! payload from a peer belongs to its `k`-th non-empty header.
 //!
 //! **Per-collective flow control.** A receiver thread per process takes every incoming frame
-//! as soon as it arrives (its posted receive completes) — straight into the collective's buffer
-//! where it has posted the receive (direct receive), else into a pooled buffer
-//! put into its collective's mailbox — so a large (rendezvous-protocol) send of one collective never waits
+//! as soon as it arrives (its posted receive completes) into a pooled buffer put into its
+//! collective's mailbox (not straight into the collective's buffer as on TCP, [direct
+//! receive](crate::direct): over MPI that was no faster at any size and up to 1.7× slower from
+//! 128 KiB, benches/README.md) — so a large (rendezvous-protocol) send of one collective never waits
 //! for the destination to start *that* collective. The thread yields while messages come in,
 //! then sleeps with a growing back-off ([`MpiConfig::idle_spins`],
 //! [`MpiConfig::max_idle_sleep`]) instead of spinning, so it does not starve the ranks on a
@@ -702,17 +703,6 @@ impl Transport for MpiTransport {
             self.drain();
             std::thread::yield_now();
         }
-    }
-
-    /// Frames that travel as header and payload (payloads of at least
-    /// [`MpiConfig::packed_frame_bytes`] or [`MpiConfig::zero_copy_send_bytes`], whichever is
-    /// smaller): their payload
-    /// is received straight into the collective's buffer. A packed frame is in the landing
-    /// buffer already; delivering it to the mailbox costs less than registering, posting,
-    /// claiming and withdrawing a slot (1 KiB all-reduce, 2 ranks: about 0.2 µs of 2.5 µs,
-    /// benches/README.md).
-    fn direct_receive_min_bytes(&self) -> Option<usize> {
-        Some(self.packed_frame_bytes.min(self.zero_copy_send_bytes))
     }
 
     /// Packed frames: copied into a pooled buffer and posted with `MPI_Isend`.

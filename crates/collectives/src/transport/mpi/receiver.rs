@@ -29,7 +29,7 @@ use super::{
 };
 use crate::dtype::AlignedBuf;
 use crate::frame::{Frame, HEADER_BYTES};
-use crate::inbox::{Inbox, Route};
+use crate::inbox::Inbox;
 
 /// What taking one incoming message did.
 #[derive(PartialEq, Eq)]
@@ -69,9 +69,6 @@ pub(super) struct Landing {
     buf: AlignedBuf,
     /// The receive posted into `buf`, if any.
     request: Option<ffi::MPI_Request>,
-    /// Where reducing steps receive a two-message frame's payload before reducing it into the
-    /// collective's buffer ([direct receive](crate::direct)); grown to the largest payload.
-    words: Vec<u64>,
 }
 
 // SAFETY: an MPI request handle may be tested from any thread under `MPI_THREAD_MULTIPLE`;
@@ -83,11 +80,7 @@ impl Default for Landing {
     fn default() -> Self {
         let mut buf = AlignedBuf::default();
         buf.set_len_bytes(LANDING_BYTES);
-        Self {
-            buf,
-            request: None,
-            words: Vec::new(),
-        }
+        Self { buf, request: None }
     }
 }
 
@@ -140,11 +133,10 @@ impl Receiver {
         unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut n) };
         let n = usize::try_from(n).unwrap_or(0).min(LANDING_BYTES);
         let src = status.MPI_SOURCE as usize;
-        let Landing { buf, words, .. } = landing;
-        let bytes = &buf.as_bytes()[..n];
+        let bytes = &landing.buf.as_bytes()[..n];
         match status.MPI_TAG {
-            TAG_FRAME => self.take_packed(src, bytes, words),
-            TAG_HEADER => self.take_header(src, bytes, words),
+            TAG_FRAME => self.take_packed(src, bytes),
+            TAG_HEADER => self.take_header(src, bytes),
             TAG_GOODBYE => self.mark_lost(src),
             TAG_STOP => {
                 self.stopped.store(true, Ordering::SeqCst);
@@ -157,9 +149,8 @@ impl Receiver {
     }
 
     /// A frame header that arrived alone: its payload (if any) follows on the payload
-    /// communicator, straight into the collective's buffer where it has posted the receive
-    /// (direct receive), else into a pooled buffer put into its mailbox.
-    fn take_header(&self, src: usize, header: &[u8], scratch: &mut Vec<u64>) {
+    /// communicator, into a pooled buffer put into its collective's mailbox.
+    fn take_header(&self, src: usize, header: &[u8]) {
         let decoded = <&[u8; HEADER_BYTES]>::try_from(header)
             .ok()
             .map(Frame::decode_header);
@@ -169,55 +160,22 @@ impl Receiver {
             return;
         };
         frame.src = src;
-        let payloads = &self.comm.payloads;
-        let mailbox = match self.inbox.route(&frame, len) {
-            Route::Queue(mailbox) => mailbox,
-            Route::Slot(mailbox, target) => {
-                // Direct receive: the payload goes straight into the collective's buffer
-                // (reducing steps receive it whole into the scratch, then reduce).
-                let (pmsg, pstatus) = payloads
-                    .process_at_rank(src as i32)
-                    .matched_probe_with_tag(TAG_PAYLOAD);
-                let real = pstatus.count(u8::equivalent_datatype()) as usize;
-                if real != len {
-                    // A header that lies about its payload: drain what was sent (its real size)
-                    // and count the sender as lost.
-                    let mut sink = self.inbox.pool().take(real);
-                    pmsg.matched_receive_into(sink.as_bytes_mut());
-                    self.inbox.pool().give(sink);
-                    mailbox.complete(target.slot, false);
-                    self.mark_lost(src);
-                    return;
-                }
-                let mut pmsg = Some(pmsg);
-                let words = target.bytes().div_ceil(8).max(1);
-                if scratch.len() < words {
-                    scratch.resize(words, 0);
-                }
-                let r = target.receive(
-                    |buf| {
-                        if let Some(m) = pmsg.take() {
-                            m.matched_receive_into(buf);
-                        }
-                        Ok(())
-                    },
-                    scratch,
-                );
-                mailbox.complete(target.slot, r.is_ok());
-                self.inbox.wake();
-                return;
-            }
-        };
+        let mailbox = self.inbox.mailbox_of(&frame);
         let payload = if len > 0 {
             // The payload was sent right after its header: it is (about to be) here. Its
-            // buffer is sized by the message MPI holds, never by the header.
-            let (pmsg, pstatus) = payloads
+            // buffer is sized by the message MPI holds, never by the header; it is taken even
+            // when its collective finished here (`mailbox` is `None`), so that the next
+            // header's payload is the next one.
+            let (pmsg, pstatus) = self
+                .comm
+                .payloads
                 .process_at_rank(src as i32)
                 .matched_probe_with_tag(TAG_PAYLOAD);
             let real = pstatus.count(u8::equivalent_datatype()) as usize;
             let mut payload = self.inbox.pool().take(real);
             pmsg.matched_receive_into(payload.as_bytes_mut());
             if real != len {
+                // A header that lies about its payload: the sender is broken.
                 self.inbox.pool().give(payload);
                 self.mark_lost(src);
                 return;
@@ -230,9 +188,9 @@ impl Receiver {
         self.inbox.deliver_to(mailbox, frame);
     }
 
-    /// Delivers a whole frame received in one message (header, then payload): into its posted
-    /// slot if there is one, else into the mailbox.
-    fn take_packed(&self, src: usize, bytes: &[u8], scratch: &mut Vec<u64>) {
+    /// Delivers a whole frame received in one message (header, then payload) to its
+    /// collective's mailbox.
+    fn take_packed(&self, src: usize, bytes: &[u8]) {
         let decoded = bytes
             .get(..HEADER_BYTES)
             .and_then(|h| <&[u8; HEADER_BYTES]>::try_from(h).ok())
@@ -248,26 +206,14 @@ impl Receiver {
             return;
         }
         frame.src = src;
-        let mailbox = match self.inbox.route(&frame, len) {
-            Route::Slot(mailbox, target) => {
-                // The payload follows the 56-byte header in 8-byte words: aligned, so a
-                // reducing step reduces straight from it (the scratch only serves an unaligned
-                // fallback).
-                if scratch.is_empty() {
-                    scratch.resize(1 << 10, 0);
-                }
-                let r = target.receive_from(data, scratch);
-                mailbox.complete(target.slot, r.is_ok());
-                self.inbox.wake();
-                return;
-            }
-            Route::Queue(None) => return,
-            Route::Queue(Some(mailbox)) => Some(mailbox),
+        let Some(mailbox) = self.inbox.mailbox_of(&frame) else {
+            // Its collective finished here: nothing to keep.
+            return;
         };
         let mut payload = self.inbox.pool().take(len);
         crate::copy::copy_slice(payload.as_bytes_mut(), data);
         frame.payload = payload;
-        self.inbox.deliver_to(mailbox, frame);
+        self.inbox.deliver_to(Some(mailbox), frame);
     }
 
     fn mark_lost(&self, rank: usize) {
