@@ -202,15 +202,9 @@ impl Communicator {
         let completion = Completion::new();
         let mailbox = self.mailbox(&meta);
         let reduce = plan.reduce.unwrap_or(ReduceOp::Sum);
-        let direct = self
-            .inner
-            .engine
-            .transport()
-            .direct_receive_min_bytes()
-            .filter(|_| self.config().direct_receive)
-            .and_then(|min| {
-                DirectPosts::register(&mut buf, &mailbox, &plan.steps, &meta, reduce, min)
-            });
+        let direct = (self.config().direct_receive && engine.transport().direct_receive())
+            .then(|| DirectPosts::register(&mut buf, &mailbox, &plan.steps, &meta, reduce))
+            .flatten();
         let program = StepProgram {
             mailbox,
             meta,

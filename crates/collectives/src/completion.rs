@@ -32,7 +32,7 @@ pub struct OpStats {
     /// Time from submission to completion.
     pub elapsed: Duration,
     /// Receives whose data the transport's reader placed straight into the collective's buffer
-    /// (TCP and MPI with [`Config::direct_receive`](crate::Config::direct_receive)); the others
+    /// (TCP with [`Config::direct_receive`](crate::Config::direct_receive)); the others
     /// were staged in a message buffer.
     pub direct_receives: u64,
 }

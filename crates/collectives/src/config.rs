@@ -115,7 +115,7 @@ pub struct Config {
     /// bytes and pipelined (the next piece is sent before the previous one is reduced).
     /// Default: 1 MiB.
     pub ring_piece_bytes: usize,
-    /// Whether a transport that can (TCP, MPI) reads incoming data straight into the collective's
+    /// Whether a transport that can (TCP) reads incoming data straight into the collective's
     /// buffer, reducing it in there, instead of staging it in a message buffer (one pass over
     /// memory less per received byte). Default: true.
     pub direct_receive: bool,

@@ -1,4 +1,5 @@
-//! Direct receive: a transport's reader thread (TCP, MPI) places a collective's incoming data
+//! Direct receive: a transport's reader thread (TCP; not MPI, where it measured no faster at
+//! any size and slower from 128 KiB: benches/README.md) places a collective's incoming data
 //! straight into the collective's working buffer — copying it in, or reducing it in through a
 //! small cache-resident scratch — instead of into a pooled message buffer that the progress
 //! engine later copies or reduces from.
@@ -52,10 +53,8 @@ pub(crate) const MAX_POSTED_STEPS: usize = 4096;
 /// its send touches the region (a transport is done with a region when
 /// [`send_slice`](crate::transport::Transport::send_slice) returns), past the whole step when it
 /// receives into it; its own step's overlapping send counts too. `None` when the schedule is
-/// longer than [`MAX_POSTED_STEPS`], or the region is empty or holds fewer than `min_elems`
-/// elements (never posted: the transport places only receives of at least that size directly,
-/// [`Transport::direct_receive_min_bytes`](crate::transport::Transport::direct_receive_min_bytes)).
-pub(crate) fn ready_steps(steps: &[Step], min_elems: usize) -> Vec<(usize, Option<usize>)> {
+/// longer than [`MAX_POSTED_STEPS`] or the region is empty (never posted).
+pub(crate) fn ready_steps(steps: &[Step]) -> Vec<(usize, Option<usize>)> {
     let overlaps = |a: &Range<usize>, b: &Range<usize>| a.start < b.end && b.start < a.end;
     let sends = |st: &Step, r: &Range<usize>| st.send.as_ref().is_some_and(|(_, s)| overlaps(s, r));
     let too_long = steps.len() > MAX_POSTED_STEPS;
@@ -64,7 +63,7 @@ pub(crate) fn ready_steps(steps: &[Step], min_elems: usize) -> Vec<(usize, Optio
         let Some((_, r, _)) = &step.recv else {
             continue;
         };
-        if r.is_empty() || r.len() < min_elems || too_long {
+        if r.is_empty() || too_long {
             out.push((j, None));
             continue;
         }
@@ -213,13 +212,10 @@ mod tests {
         // step 0's send went out (half-step 1), before step 0's receive completes.
         let steps = crate::schedule::ring_all_reduce(2, 0, 4);
         assert_eq!(steps.len(), 2);
-        assert_eq!(ready_steps(&steps, 0), vec![(0, Some(0)), (1, Some(1))]);
+        assert_eq!(ready_steps(&steps), vec![(0, Some(0)), (1, Some(1))]);
         // A swap of one region with itself: posted once its own send went out.
         let swap = vec![Step::swap(1, 0..4, 0..4, Action::Copy)];
-        assert_eq!(ready_steps(&swap, 0), vec![(0, Some(1))]);
-        // Receives smaller than the transport's minimum are never posted.
-        assert_eq!(ready_steps(&swap, 5), vec![(0, None)]);
-        assert_eq!(ready_steps(&swap, 4), vec![(0, Some(1))]);
+        assert_eq!(ready_steps(&swap), vec![(0, Some(1))]);
         // Later receives wait for the earlier steps that touch their region only: past a send,
         // or past a whole step that receives into it.
         let steps = vec![
@@ -231,7 +227,7 @@ mod tests {
             Step::recv(1, 8..10, Action::Copy),
         ];
         assert_eq!(
-            ready_steps(&steps, 0),
+            ready_steps(&steps),
             vec![
                 (1, Some(0)),
                 (2, Some(1)),
@@ -241,18 +237,18 @@ mod tests {
             ]
         );
         assert_eq!(
-            ready_steps(&[Step::recv(1, 3..3, Action::Copy)], 0),
+            ready_steps(&[Step::recv(1, 3..3, Action::Copy)]),
             vec![(0, None)]
         );
         let long = vec![Step::recv(1, 0..1, Action::Copy); MAX_POSTED_STEPS + 1];
-        assert!(ready_steps(&long, 0).iter().all(|&(_, r)| r.is_none()));
+        assert!(ready_steps(&long).iter().all(|&(_, r)| r.is_none()));
     }
 
-    /// A receive below the transport's minimum is never posted but keeps its slot, so the
-    /// `m`-th frame from a sender still maps to its `m`-th receive step: here the first
-    /// (small) frame takes the mailbox path and the second lands in the second step's slot.
+    /// A receive whose slot is not posted keeps its place, so the `m`-th frame from a sender
+    /// still maps to its `m`-th receive step: here the first frame (its slot not posted) takes
+    /// the mailbox path and the second lands in the second step's slot.
     #[test]
-    fn unposted_small_receives_keep_the_frame_to_step_mapping() {
+    fn unposted_receives_keep_the_frame_to_step_mapping() {
         use crate::dtype::AlignedBuf;
         use crate::frame::{Frame, FrameKind, MailboxKey};
         use crate::inbox::{Inbox, Route};
@@ -261,8 +257,6 @@ mod tests {
             Step::recv(1, 0..2, Action::Copy),
             Step::recv(1, 2..10, Action::Copy),
         ];
-        let ready = ready_steps(&steps, 4);
-        assert_eq!(ready, vec![(0, None), (1, Some(0))]);
         let fp = Fingerprint {
             kind: 0,
             dtype: 0,

@@ -13,7 +13,7 @@ use crate::dtype::AlignedBuf;
 use crate::frame::{Fingerprint, Frame, FrameKind, MailboxKey};
 use crate::posts::{Posts, SlotState, Target};
 
-/// Frames of one collective instance, queued per sender in arrival order.
+/// Frames of one collective instance, in arrival order (each sender's in its sending order).
 #[derive(Debug, Default)]
 pub(crate) struct Mailbox {
     inner: Mutex<MailboxInner>,
@@ -22,9 +22,9 @@ pub(crate) struct Mailbox {
 #[derive(Debug, Default)]
 struct MailboxInner {
     /// Data frames in arrival order (each sender's in its sending order); a receive takes the
-    /// first from its sender. One queue rather than one per sender: a small collective's frame
-    /// costs one allocation here, not two, and the queue holds only the frames that came
-    /// before their step ran (a handful).
+    /// first from its sender (a linear search: the queue holds the frames that came before
+    /// their step ran — one per sender and step ahead, e.g. up to about `n / 2` early
+    /// all-to-all blocks; a queue per sender cost a second allocation per frame).
     frames: VecDeque<Frame>,
     abort: Option<Frame>,
     /// Receive slots of the collective, when its transport receives directly.

@@ -176,9 +176,56 @@ mod tests {
         }
     }
 
+    /// A slot is claimed only while posted, by a frame of its collective's fingerprint and
+    /// exactly its length.
+    #[test]
+    fn claims_need_a_posted_slot_the_fingerprint_and_the_length() {
+        let mut region = [0i32; 4];
+        let fp = Fingerprint {
+            kind: 1,
+            dtype: 2,
+            reduce: 1,
+            algo: 3,
+            root: 0,
+            count: 4,
+        };
+        let mut posts = Posts {
+            fp,
+            op: ReduceOp::Sum,
+            reduce: reduce_bytes::<i32>,
+            slots: vec![Slot {
+                ptr: region.as_mut_ptr().cast(),
+                bytes: 16,
+                action: Action::Reduce,
+                state: SlotState::Waiting,
+            }],
+            by_src: vec![(1, vec![0])],
+        };
+        assert!(
+            posts.claim(0, &fp, 16).is_none(),
+            "claimed while not posted"
+        );
+        posts.slots[0].state = SlotState::Posted;
+        assert!(
+            posts.claim(0, &fp, 12).is_none(),
+            "claimed with a wrong length"
+        );
+        let other = Fingerprint { count: 5, ..fp };
+        assert!(
+            posts.claim(0, &other, 16).is_none(),
+            "claimed with another fingerprint"
+        );
+        let t = posts
+            .claim(0, &fp, 16)
+            .expect("a posted slot of the right size");
+        assert_eq!(t.slot, 0);
+        assert_eq!(posts.slots[0].state, SlotState::InFlight);
+        assert!(posts.claim(0, &fp, 16).is_none(), "claimed twice");
+    }
+
     proptest! {
         /// `receive` (copy straight into the region, or reduce in through a scratch smaller
-        /// than the payload, from a reader at any byte offset) against the serial reference.
+        /// than the payload) against the serial reference, the reader's bytes taken exactly.
         #[test]
         fn receive_matches_the_reference(
             pairs in prop::collection::vec((any::<i32>(), any::<i32>()), 1..300),

@@ -152,26 +152,14 @@ pub(crate) struct DirectPosts {
 impl DirectPosts {
     /// Registers the receive slots of `steps` over `buf` in `mailbox`; `None` when no slot
     /// could ever be posted.
-    /// Receives of fewer than `min_bytes` are never posted.
     pub(crate) fn register<T: Element>(
         buf: &mut WorkBuf<T>,
         mailbox: &Arc<Mailbox>,
         steps: &[Step],
         meta: &OpMeta,
         op: ReduceOp,
-        min_bytes: usize,
     ) -> Option<Self> {
-        let min_elems = min_bytes.div_ceil(std::mem::size_of::<T>());
-        let postable = |s: &Step| {
-            s.recv
-                .as_ref()
-                .is_some_and(|(_, r, _)| r.len() >= min_elems)
-        };
-        if !steps.iter().any(postable) {
-            // No receive large enough (a small collective on MPI): nothing to work out.
-            return None;
-        }
-        let ready = ready_steps(steps, min_elems);
+        let ready = ready_steps(steps);
         let mut order: Vec<(usize, usize)> = ready
             .iter()
             .enumerate()

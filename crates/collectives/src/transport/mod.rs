@@ -32,12 +32,9 @@ pub(crate) trait Transport: Send + Sync + Debug {
     fn send_slice(&self, dst: usize, head: Frame, data: &[u8]) -> Result<()> {
         send_copied(self, dst, head, data)
     }
-    /// Whether the transport fills posted receive slots directly ([`crate::direct`]), and
-    /// from which size of a receive on: `None` for none, `Some(b)` for receives of at least
-    /// `b` bytes (smaller ones take the mailbox path, which costs less where the transport
-    /// holds a small message in memory anyway).
-    fn direct_receive_min_bytes(&self) -> Option<usize> {
-        None
+    /// Whether the transport fills posted receive slots directly ([`crate::direct`]).
+    fn direct_receive(&self) -> bool {
+        false
     }
     /// Whether a frame of `bytes` payload bytes goes out without waiting for its destination
     /// ([`send_slice`](Self::send_slice) returns at once, whatever the peer does): then a

@@ -463,6 +463,10 @@ impl MpiTransport {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
+        // From here drivers' polls do nothing: the receiver thread must take every message
+        // (peers' goodbyes end the wait below early, and the stop ends the thread).
+        self.receiving.stopping.store(true, Ordering::SeqCst);
+        self.inbox.wake_poller();
         let comm = &*self.comm;
         {
             // A rank that shuts down has finished all its collectives: peers may give up on
@@ -488,7 +492,6 @@ impl MpiTransport {
                 }
                 std::thread::sleep(Duration::from_micros(100));
             }
-            self.receiving.stopping.store(true, Ordering::SeqCst);
             comm.frames
                 .process_at_rank(self.rank as i32)
                 .send_with_tag(&[0u8][..], TAG_STOP);
@@ -715,7 +718,11 @@ impl Transport for MpiTransport {
     }
 
     fn mark_self_lost(&self) {
-        // Checked under the send lock: no goodbye goes out after shutdown said its own.
+        // Checked before the send lock (shutdown may hold it while it waits for pending sends,
+        // up to `SHUTDOWN_GRACE`) and again under it: no goodbye goes out after shutdown's.
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
         let Ok(_g) = self.lock_sending() else { return };
         self.say_goodbye(&self.comm);
     }

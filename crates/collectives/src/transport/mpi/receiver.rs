@@ -160,12 +160,11 @@ impl Receiver {
             return;
         };
         frame.src = src;
-        let mailbox = self.inbox.mailbox_of(&frame);
         let payload = if len > 0 {
             // The payload was sent right after its header: it is (about to be) here. Its
             // buffer is sized by the message MPI holds, never by the header; it is taken even
-            // when its collective finished here (`mailbox` is `None`), so that the next
-            // header's payload is the next one.
+            // when its collective finished here, so that the next header's payload is the next
+            // one.
             let (pmsg, pstatus) = self
                 .comm
                 .payloads
@@ -185,6 +184,8 @@ impl Receiver {
             self.inbox.pool().take(0)
         };
         frame.payload = payload;
+        // Looked up once the payload proved the header honest (a lying one opens no mailbox).
+        let mailbox = self.inbox.mailbox_of(&frame);
         self.inbox.deliver_to(mailbox, frame);
     }
 

@@ -216,9 +216,8 @@ impl Transport for TcpTransport {
         })
     }
 
-    /// Every size: the reader reads from the socket straight into the collective's buffer.
-    fn direct_receive_min_bytes(&self) -> Option<usize> {
-        Some(0)
+    fn direct_receive(&self) -> bool {
+        true
     }
 
     fn is_lost(&self, rank: usize) -> bool {
