@@ -3,7 +3,8 @@
 use std::io::Read;
 use std::path::Path;
 
-use super::{read_bytes_limited, MAX_FILE_BYTES};
+use super::limited::try_values;
+use super::{read_bytes_limited, MAX_FILE_BYTES, MAX_VALUES};
 use crate::{MlError, Result};
 
 /// An IDX array: unsigned-byte data stays bytes, other element types become `f64`.
@@ -32,8 +33,9 @@ pub struct IdxArray {
 ///
 /// # Errors
 /// Those of [`read_bytes_limited`] with the limit [`MAX_FILE_BYTES`]; [`MlError::Format`] when
-/// the gzip stream is corrupt, the header's shape needs more than [`MAX_FILE_BYTES`], or the
-/// bytes fail [`parse_idx`].
+/// the gzip stream is corrupt, the header's shape needs more than [`MAX_FILE_BYTES`] (or more
+/// than [`MAX_VALUES`] elements, for values other than unsigned bytes), or the bytes fail
+/// [`parse_idx`].
 pub fn read_idx(path: &Path) -> Result<IdxArray> {
     let raw = read_bytes_limited(path, "idx", MAX_FILE_BYTES)?;
     if raw.starts_with(&[0x1f, 0x8b]) {
@@ -131,6 +133,14 @@ fn parse_header(b: &[u8], path: &Path) -> Result<Header> {
         0x0E => 8,
         t => return Err(bad(format!("unknown element type 0x{t:02x}"))),
     };
+    // Before the body: values other than unsigned bytes become eight bytes each.
+    let elements = shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+    if ty != 0x08 && elements.is_none_or(|n| n > MAX_VALUES) {
+        return Err(bad(format!(
+            "shape {shape:?} has more than the {MAX_VALUES} elements (of 8 bytes) this reader \
+             returns"
+        )));
+    }
     Ok(Header {
         ty,
         size,
@@ -142,8 +152,10 @@ fn parse_header(b: &[u8], path: &Path) -> Result<Header> {
 /// Parses uncompressed IDX bytes; `path` only labels errors.
 ///
 /// # Errors
-/// [`MlError::Format`] when the magic, the dimension list or the element type is bad, or the
-/// body is shorter or longer than the shape needs (checked before anything is allocated).
+/// [`MlError::Format`] when the magic, the dimension list or the element type is bad, a shape
+/// of values other than unsigned bytes has more than [`MAX_VALUES`] elements, or the body is
+/// shorter or longer than the shape needs (checked before anything is allocated);
+/// [`MlError::Io`] (kind `OutOfMemory`) when the values cannot be allocated.
 pub fn parse_idx(b: &[u8], path: &Path) -> Result<IdxArray> {
     let header = parse_header(b, path)?;
     let body = &b[header.len..];
@@ -166,17 +178,15 @@ pub fn parse_idx(b: &[u8], path: &Path) -> Result<IdxArray> {
     let data = if ty == 0x08 {
         IdxData::U8(body.to_vec())
     } else {
-        IdxData::F64(
-            body.chunks_exact(size)
-                .map(|c| match ty {
-                    0x09 => c[0] as i8 as f64,
-                    0x0B => i16::from_be_bytes([c[0], c[1]]) as f64,
-                    0x0C => i32::from_be_bytes([c[0], c[1], c[2], c[3]]) as f64,
-                    0x0D => f32::from_be_bytes([c[0], c[1], c[2], c[3]]) as f64,
-                    _ => f64::from_be_bytes(c.try_into().expect("8 bytes")),
-                })
-                .collect(),
-        )
+        let mut values = try_values(body.len() / size, path)?;
+        values.extend(body.chunks_exact(size).map(|c| match ty {
+            0x09 => c[0] as i8 as f64,
+            0x0B => i16::from_be_bytes([c[0], c[1]]) as f64,
+            0x0C => i32::from_be_bytes([c[0], c[1], c[2], c[3]]) as f64,
+            0x0D => f32::from_be_bytes([c[0], c[1], c[2], c[3]]) as f64,
+            _ => f64::from_be_bytes(c.try_into().expect("8 bytes")),
+        }));
+        IdxData::F64(values)
     };
     Ok(IdxArray { shape, data })
 }

@@ -27,6 +27,26 @@ pub const MAX_FILE_BYTES: u64 = 1 << 30;
 /// a data file over [`MAX_FILE_BYTES`].
 pub const MAX_WEIGHTS_BYTES: u64 = 16 << 30;
 
+/// The most `f64` values the readers that widen to `f64` return: from one `.npy` file, from
+/// the arrays of one `.npz` archive together, from one IDX file of a type other than unsigned
+/// bytes. Their values take at most [`MAX_FILE_BYTES`]: a file of one-byte values would
+/// otherwise take eight times its size (and a 1 MiB compressed archive 8 GiB). A shape with
+/// more elements is an [`MlError::Format`], refused before its body is looked at.
+pub const MAX_VALUES: usize = (MAX_FILE_BYTES / 8) as usize;
+
+/// An empty vector with room for `n` values, or an [`MlError::Io`] (kind `OutOfMemory`) naming
+/// `path` where that room is not to be had (an error, not an abort).
+pub(crate) fn try_values(n: usize, path: &Path) -> Result<Vec<f64>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|e| {
+        MlError::io(
+            path,
+            std::io::Error::new(std::io::ErrorKind::OutOfMemory, format!("{n} values: {e}")),
+        )
+    })?;
+    Ok(v)
+}
+
 /// The [`MlError::Format`] of a source longer than `max` bytes.
 pub(crate) fn too_long(format: &'static str, path: &Path, max: u64) -> MlError {
     MlError::format(

@@ -16,7 +16,9 @@ mod fewrel;
 mod idx;
 mod limited;
 pub(crate) use limited::{open_limited, too_long};
-pub use limited::{read_bytes_limited, read_text_limited, MAX_FILE_BYTES, MAX_WEIGHTS_BYTES};
+pub use limited::{
+    read_bytes_limited, read_text_limited, MAX_FILE_BYTES, MAX_VALUES, MAX_WEIGHTS_BYTES,
+};
 mod marked;
 pub(crate) use marked::in_instance;
 mod npy;
@@ -33,7 +35,7 @@ pub use idx::{parse_idx, read_idx, IdxArray, IdxData};
 pub use marked::{
     encode_fewrel, encode_marked, mark_entities, RelationExample, WordEncoder, WordVocab,
 };
-pub use npy::{parse_npy, read_npy, read_npz, NpyArray};
+pub use npy::{parse_npy, read_npy, read_npz, NpyArray, MAX_DIMS};
 pub(crate) use split::stratified_rows;
 pub use text::{lm_batch, lm_eval_batches, CharTokenizer};
 pub use tokenize::{pad_batch, Encoded, SubwordTokenizer};

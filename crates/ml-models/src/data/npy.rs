@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::limited::read_to_end_limited;
-use super::{read_bytes_limited, MAX_FILE_BYTES};
+use super::limited::{read_to_end_limited, try_values};
+use super::{read_bytes_limited, MAX_FILE_BYTES, MAX_VALUES};
 use crate::{MlError, Result};
 
 /// A dense n-dimensional array read from `.npy`, row-major.
@@ -46,26 +46,45 @@ pub fn read_npy(path: &Path) -> Result<NpyArray> {
 /// The entries together may hold at most [`MAX_FILE_BYTES`] decompressed: an entry's declared
 /// size is checked against what is left of that before it is read, and no entry is read past
 /// its declared size (plus one byte, to tell), so neither a header's claim nor a zip bomb sizes
-/// memory.
+/// memory. The arrays together may hold at most [`MAX_VALUES`] elements (their `f64` values
+/// within [`MAX_FILE_BYTES`]), each array's shape checked against what is left before its
+/// values are allocated.
 ///
 /// # Errors
 /// Those of [`read_bytes_limited`] for the archive file; [`MlError::Format`] (format `npz`,
-/// naming the entry) when the archive is not a zip file or claims more entries than its bytes
-/// can hold (46 bytes of directory each), an entry declares more than the bytes
-/// left, holds more or fewer bytes than it declares or fails its CRC, two entries give the same
-/// array name, or an entry is not a valid `.npy` (the message of [`parse_npy`] after the entry's
-/// name).
+/// naming the entry) when the archive is not a zip file, claims more entries than its central
+/// directory's bytes can hold (46 bytes each) or end records that disagree on the count, holds
+/// two entries of the same name (a zip reader keeps one), an entry declares more than the bytes left, holds more or fewer bytes than it
+/// declares or fails its CRC, two entries give the same array name, the arrays hold more
+/// elements than are left, or an entry is not a valid `.npy` (the message of [`parse_npy`]
+/// after the entry's name).
 pub fn read_npz(path: &Path) -> Result<BTreeMap<String, NpyArray>> {
     // In memory: the zip crate reads by seeking, byte by byte where it searches for its end
     // records, which on a file would be two system calls a byte.
     let bytes = read_bytes_limited(path, "npz", MAX_FILE_BYTES)?;
+    parse_npz(&bytes, path, MAX_VALUES)
+}
+
+/// [`read_npz`] of the archive `bytes`, whose arrays together hold at most `max_values`
+/// elements; `path` only labels errors.
+fn parse_npz(bytes: &[u8], path: &Path, max_values: usize) -> Result<BTreeMap<String, NpyArray>> {
     let bad = |r: String| MlError::format("npz", path, r);
-    check_entry_count(&bytes).map_err(bad)?;
+    let claimed = claimed_entries(bytes).map_err(bad)?;
     let mut zip =
-        zip::ZipArchive::new(std::io::Cursor::new(&bytes[..])).map_err(|e| bad(e.to_string()))?;
+        zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(|e| bad(e.to_string()))?;
+    // The zip crate keys entries by name: a second entry of a name replaces the first.
+    if let Some(claimed) = claimed.filter(|&c| c != zip.len() as u64) {
+        return Err(bad(format!(
+            "the central directory lists {claimed} entries, {} distinct names: two entries \
+             share a name",
+            zip.len()
+        )));
+    }
     let mut out = BTreeMap::new();
     // Decompressed bytes the remaining entries may hold.
     let mut left = MAX_FILE_BYTES;
+    // Elements the remaining arrays may hold.
+    let mut values_left = max_values;
     for i in 0..zip.len() {
         let entry = zip.by_index(i).map_err(|e| bad(e.to_string()))?;
         let full = entry.name().to_string();
@@ -94,65 +113,103 @@ pub fn read_npz(path: &Path) -> Result<BTreeMap<String, NpyArray>> {
         if out.contains_key(&name) {
             return Err(bad(format!("two entries hold the array {name}")));
         }
-        let array = parse_npy(&buf, path).map_err(|e| match e {
+        let array = parse_npy_within(&buf, path, values_left).map_err(|e| match e {
             MlError::Format { reason, .. } => bad(format!("entry {full}: {reason}")),
             e => e,
         })?;
+        values_left -= array.data.len();
         out.insert(name, array);
     }
     Ok(out)
 }
 
 /// Bytes of the smallest central-directory header of a zip archive (an entry with an empty name).
-const CENTRAL_HEADER_BYTES: usize = 46;
+const CENTRAL_HEADER_BYTES: u64 = 46;
 
-/// Refuses a zip archive whose ZIP64 end record (the one the zip crate reads, found as it finds
-/// it) claims more entries than the archive's bytes can hold. The zip crate (1.3) reserves room
-/// for the claimed count before it reads an entry (240 bytes each, up to one entry per byte of
-/// the archive): a 256 MiB archive could ask for 64 GB, an abort rather than an error.
-fn check_entry_count(zip: &[u8]) -> std::result::Result<(), String> {
+/// The number of entries the end records of the zip archive `zip` claim, found as the zip crate
+/// (1.3) finds them; `None` where there is no end record (the zip crate then fails). End
+/// records that claim different counts are refused (the zip crate would pick one).
+///
+/// Refuses a ZIP64 end record (every one the zip crate considers) that claims more entries than
+/// the bytes from its central directory's start to the end record can hold: the zip crate
+/// reserves room for the claimed count before it reads an entry (about 240 bytes each, up to
+/// one entry per byte of the archive), so a 256 MiB archive could ask for 64 GB, an abort
+/// rather than an error.
+fn claimed_entries(zip: &[u8]) -> std::result::Result<Option<u64>, String> {
     let len = zip.len();
     let u16_at = |i: usize| u16::from_le_bytes([zip[i], zip[i + 1]]);
     let u32_at = |i: usize| u32::from_le_bytes([zip[i], zip[i + 1], zip[i + 2], zip[i + 3]]);
     let u64_at = |i: usize| u64::from_le_bytes(zip[i..i + 8].try_into().expect("8 bytes"));
     let Some(last) = len.checked_sub(22) else {
-        return Ok(()); // too short for an end record: the zip crate says so
+        return Ok(None); // too short for an end record: the zip crate says so
     };
     // The end record: the last signature within 66 000 bytes of the end whose comment fits.
     let Some((end, comment)) = (len.saturating_sub(66_000)..=last).rev().find_map(|p| {
         let comment = usize::from(u16_at(p + 20));
         (u32_at(p) == 0x0605_4b50 && p + 22 + comment <= len).then_some((p, comment))
     }) else {
-        return Ok(());
+        return Ok(None);
     };
+    // The zip crate counts the entries "on this disk".
+    let zip32 = u16_at(end + 8);
+    let zip32 = (zip32 != u16::MAX).then_some(u64::from(zip32));
     // The ZIP64 locator, just before the end record (with its comment at the end of the file).
-    let Some(locator) = len.checked_sub(42 + comment) else {
-        return Ok(());
+    let locator = len
+        .checked_sub(42 + comment)
+        .filter(|&l| u32_at(l) == 0x0706_4b50);
+    let (Some(locator), Some(upper)) = (locator, end.checked_sub(60)) else {
+        return Ok(zip32.or(Some(u64::from(u16::MAX))));
     };
-    if u32_at(locator) != 0x0706_4b50 {
-        return Ok(());
-    }
     let nominal = usize::try_from(u64_at(locator + 8)).unwrap_or(usize::MAX);
-    let Some(upper) = end.checked_sub(60) else {
-        return Ok(());
-    };
     // Every ZIP64 end record the zip crate considers: from the locator's offset up to 60 bytes
-    // before the end record.
-    let most = len / CENTRAL_HEADER_BYTES;
-    for q in (nominal..=upper).filter(|&q| q + 40 <= len && u32_at(q) == 0x0606_4b50) {
+    // before the end record; its central directory starts at the record's offset plus the
+    // bytes found before where the locator says the record is.
+    let mut counts = Vec::new();
+    for q in (nominal..=upper).filter(|&q| q + 56 <= len && u32_at(q) == 0x0606_4b50) {
         let claimed = u64_at(q + 32);
-        if claimed > most as u64 {
+        let start = u64_at(q + 48).checked_add((q - nominal) as u64);
+        let Some(start) = start.filter(|&s| s <= upper as u64) else {
+            continue; // the zip crate refuses this record before reading its entries
+        };
+        let most = (end as u64 - start) / CENTRAL_HEADER_BYTES;
+        if claimed > most {
             return Err(format!(
-                "the archive claims {claimed} entries, more than its {len} bytes hold \
-                 (at most {most})"
+                "the archive claims {claimed} entries, more than the {} bytes of its central \
+                 directory hold (at most {most})",
+                end as u64 - start
             ));
         }
+        counts.push(claimed);
     }
-    Ok(())
+    counts.extend(zip32);
+    counts.sort_unstable();
+    counts.dedup();
+    match counts[..] {
+        [] => Ok(Some(u64::from(u16::MAX))),
+        [n] => Ok(Some(n)),
+        _ => Err(format!(
+            "the end records disagree on the number of entries ({counts:?})"
+        )),
+    }
 }
 
+/// The most dimensions an array may have: NumPy's own maximum (`NPY_MAXDIMS`, 64 since NumPy
+/// 2.0).
+pub const MAX_DIMS: usize = 64;
+
 /// Parses `.npy` bytes; `path` only labels errors.
+///
+/// # Errors
+/// [`MlError::Format`] when the magic, version, header, dtype or shape is bad, the shape has
+/// more than [`MAX_DIMS`] dimensions or more than [`MAX_VALUES`] elements (checked before the
+/// body is looked at), or the body is shorter or longer than the shape needs;
+/// [`MlError::Io`] (kind `OutOfMemory`) when the values cannot be allocated.
 pub fn parse_npy(bytes: &[u8], path: &Path) -> Result<NpyArray> {
+    parse_npy_within(bytes, path, MAX_VALUES)
+}
+
+/// [`parse_npy`] of an array of at most `max_values` elements.
+fn parse_npy_within(bytes: &[u8], path: &Path, max_values: usize) -> Result<NpyArray> {
     let bad = |r: &str| MlError::format("npy", path, r);
     if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
         return Err(bad("missing \\x93NUMPY magic"));
@@ -174,11 +231,24 @@ pub fn parse_npy(bytes: &[u8], path: &Path) -> Result<NpyArray> {
     let fortran = dict_value(header, "fortran_order").is_some_and(|v| v.starts_with("True"));
     let shape_txt = dict_value(header, "shape").ok_or_else(|| bad("no 'shape' in header"))?;
     let shape = parse_shape(shape_txt).ok_or_else(|| bad("bad 'shape' tuple"))?;
+    if shape.len() > MAX_DIMS {
+        return Err(bad(&format!(
+            "shape has {} dimensions, more than the {MAX_DIMS} this reader accepts",
+            shape.len()
+        )));
+    }
     // Checked: a header's shape may multiply past usize (the body bounds it below).
     let n = shape
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
         .ok_or_else(|| bad("shape overflows the address space"))?;
+    // Before the body: a one-byte dtype becomes eight bytes a value.
+    if n > max_values {
+        return Err(bad(&format!(
+            "shape {shape:?} has {n} elements, more than the {max_values} left of the \
+             {MAX_VALUES} (of 8 bytes) this reader returns"
+        )));
+    }
     let (big, kind) = match descr.as_bytes().first() {
         Some(b'>') => (true, &descr[1..]),
         Some(b'<' | b'|' | b'=') => (false, &descr[1..]),
@@ -192,21 +262,23 @@ pub fn parse_npy(bytes: &[u8], path: &Path) -> Result<NpyArray> {
         "i1" | "u1" | "b1" => 1,
         other => return Err(bad(&format!("unsupported dtype '{other}'"))),
     };
-    if n.checked_mul(size).is_none_or(|need| body.len() < need) {
+    if n.checked_mul(size) != Some(body.len()) {
         return Err(bad(&format!(
             "body has {} bytes, shape {shape:?} needs {n} elements of {size} bytes",
             body.len()
         )));
     }
-    let data: Vec<f64> = body[..n * size]
-        .chunks_exact(size)
-        .map(|c| decode(c, kind, big))
-        .collect();
-    let data = if fortran && shape.len() > 1 {
-        fortran_to_c(&data, &shape)
+    let mut data = try_values(n, path)?;
+    let values = body.chunks_exact(size).map(|c| decode(c, kind, big));
+    if fortran && shape.len() > 1 {
+        // Written straight to their row-major places: no second copy.
+        data.resize(n, 0.0);
+        for (v, c_pos) in values.zip(fortran_positions(&shape)) {
+            data[c_pos] = v;
+        }
     } else {
-        data
-    };
+        data.extend(values);
+    }
     Ok(NpyArray { shape, data })
 }
 
@@ -231,24 +303,32 @@ fn decode(c: &[u8], kind: &str, big: bool) -> f64 {
     }
 }
 
-/// Column-major → row-major for an arbitrary-rank array.
-fn fortran_to_c(data: &[f64], shape: &[usize]) -> Vec<f64> {
-    let n = data.len();
-    let mut out = vec![0.0; n];
-    let mut idx = vec![0usize; shape.len()];
-    for (c_pos, slot) in out.iter_mut().enumerate() {
-        let mut r = c_pos;
-        for d in (0..shape.len()).rev() {
-            idx[d] = r % shape[d];
-            r /= shape[d];
-        }
-        let mut f_pos = 0;
-        for d in (0..shape.len()).rev() {
-            f_pos = f_pos * shape[d] + idx[d];
-        }
-        *slot = data[f_pos];
+/// The row-major (C) position of each element of an array of `shape`, in column-major
+/// (Fortran) order: an odometer whose first index turns fastest, stepping the position by that
+/// dimension's row-major stride. O(1) amortized per element (a carry into dimension `d` comes
+/// once every `shape[0] * ... * shape[d-1]` steps), whatever the rank.
+fn fortran_positions(shape: &[usize]) -> impl Iterator<Item = usize> + '_ {
+    let n: usize = shape.iter().product();
+    // Row-major strides.
+    let mut strides = vec![1usize; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1] * shape[d + 1];
     }
-    out
+    let mut idx = vec![0usize; shape.len()];
+    let mut pos = 0usize;
+    (0..n).map(move |_| {
+        let here = pos;
+        for d in 0..shape.len() {
+            idx[d] += 1;
+            pos += strides[d];
+            if idx[d] < shape[d] {
+                break;
+            }
+            pos -= shape[d] * strides[d];
+            idx[d] = 0;
+        }
+        here
+    })
 }
 
 /// The raw text of `key`'s value in a Python dict literal.
@@ -273,4 +353,69 @@ fn parse_shape(t: &str) -> Option<Vec<usize>> {
         .filter(|s| !s.is_empty())
         .map(|s| s.trim_end_matches('L').parse().ok())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The row-major position of each column-major element, by division (the reference).
+    fn positions_by_division(shape: &[usize]) -> Vec<usize> {
+        let n: usize = shape.iter().product();
+        (0..n)
+            .map(|f_pos| {
+                let mut r = f_pos;
+                let mut idx = vec![0; shape.len()];
+                for (i, &d) in idx.iter_mut().zip(shape) {
+                    *i = r % d;
+                    r /= d;
+                }
+                idx.iter().zip(shape).fold(0, |acc, (&i, &d)| acc * d + i)
+            })
+            .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn fortran_positions_match_division(shape in prop::collection::vec(0usize..5, 0..6)) {
+            prop_assert_eq!(
+                fortran_positions(&shape).collect::<Vec<_>>(),
+                positions_by_division(&shape)
+            );
+        }
+    }
+
+    /// A version-1 `.npy` file of `n` unsigned bytes (all 1).
+    fn npy_u8(n: usize) -> Vec<u8> {
+        let h = format!("{{'descr': '|u1', 'fortran_order': False, 'shape': ({n},), }}\n");
+        let mut b = b"\x93NUMPY\x01\x00".to_vec();
+        b.extend((h.len() as u16).to_le_bytes());
+        b.extend(h.as_bytes());
+        b.extend(std::iter::repeat_n(1u8, n));
+        b
+    }
+
+    /// The arrays of an archive share one budget of values: each fits alone, not together.
+    #[test]
+    fn npz_arrays_share_the_value_budget() {
+        let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        for name in ["a.npy", "b.npy"] {
+            zip.start_file(name, zip::write::SimpleFileOptions::default())
+                .unwrap();
+            zip.write_all(&npy_u8(60)).unwrap();
+        }
+        let bytes = zip.finish().unwrap().into_inner();
+        let path = Path::new("budget.npz");
+        assert_eq!(parse_npz(&bytes, path, 120).unwrap().len(), 2);
+        let err = parse_npz(&bytes, path, 100).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("entry b.npy: shape [60] has 60 elements, more than the 40 left"),
+            "{err}"
+        );
+    }
 }

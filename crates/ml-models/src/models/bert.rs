@@ -81,9 +81,22 @@ impl BertConfig {
         Ok(cfg)
     }
 
-    /// Why an encoder of this shape cannot run, if it cannot: no attention heads, a hidden size
-    /// they do not divide, or a LayerNorm ε that is not a positive finite number.
+    /// Why an encoder of this shape cannot run, if it cannot: an empty vocabulary, token-type
+    /// vocabulary, position table, hidden or MLP width (an encoder of empty or NaN outputs), no
+    /// attention heads, a hidden size they do not divide, or a LayerNorm ε that is not a
+    /// positive finite number.
     pub fn check(&self) -> std::result::Result<(), String> {
+        for (what, v) in [
+            ("vocab_size", self.vocab_size),
+            ("hidden_size", self.hidden_size),
+            ("intermediate_size", self.intermediate_size),
+            ("type_vocab_size", self.type_vocab_size),
+            ("max_position_embeddings", self.max_position_embeddings),
+        ] {
+            if v == 0 {
+                return Err(format!("{what} is 0"));
+            }
+        }
         let (d, nh) = (self.hidden_size, self.num_attention_heads);
         if nh == 0 || !d.is_multiple_of(nh) {
             return Err(format!("hidden size {d} is not divisible by {nh} heads"));

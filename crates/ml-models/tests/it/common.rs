@@ -42,3 +42,27 @@ pub(crate) fn scratch(name: &str) -> PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// A `.npy` file: dtype `descr`, `fortran` order or not, the Python tuple `shape`, then `body`
+/// as given (it may disagree with the header). Format version 1, or 2 where the header is too
+/// long for version 1's 16-bit length.
+pub(crate) fn npy_bytes(descr: &str, fortran: bool, shape: &str, body: &[u8]) -> Vec<u8> {
+    let mut h = format!(
+        "{{'descr': '{descr}', 'fortran_order': {}, 'shape': {shape}, }}",
+        if fortran { "True" } else { "False" }
+    );
+    let (version, prefix) = if h.len() < 0xff00 { (1, 10) } else { (2, 12) };
+    while (prefix + h.len() + 1) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut b = vec![0x93, b'N', b'U', b'M', b'P', b'Y', version, 0];
+    if version == 1 {
+        b.extend((h.len() as u16).to_le_bytes());
+    } else {
+        b.extend((h.len() as u32).to_le_bytes());
+    }
+    b.extend(h.as_bytes());
+    b.extend(body);
+    b
+}

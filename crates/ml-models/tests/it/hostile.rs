@@ -10,28 +10,20 @@ use std::time::{Duration, Instant};
 
 use candle_core::{Device, Tensor};
 use ml_models::data::{
-    read_csv, read_fewrel, read_idx, read_npy, read_npz, read_pid2name, SubwordTokenizer,
-    MAX_FILE_BYTES,
+    parse_npy, read_csv, read_fewrel, read_idx, read_npy, read_npz, read_pid2name,
+    SubwordTokenizer, MAX_DIMS, MAX_FILE_BYTES, MAX_VALUES,
 };
 use ml_models::fewshot::FewShotEncoder;
 use ml_models::models::{Bert, BertConfig};
 use ml_models::train::params::read_checkpoint;
 use ml_models::MlError;
 
-use crate::common::scratch;
+use crate::common::{npy_bytes, scratch};
 
-/// A version-1 `.npy` file of `n` unsigned bytes `0, 1, 2, ...` (mod 256).
+/// A `.npy` file of `n` unsigned bytes `0, 1, 2, ...` (mod 256).
 fn npy_u8(n: usize) -> Vec<u8> {
-    let mut h = format!("{{'descr': '|u1', 'fortran_order': False, 'shape': ({n},), }}");
-    while (10 + h.len() + 1) % 64 != 0 {
-        h.push(' ');
-    }
-    h.push('\n');
-    let mut b = b"\x93NUMPY\x01\x00".to_vec();
-    b.extend((h.len() as u16).to_le_bytes());
-    b.extend(h.as_bytes());
-    b.extend((0..n).map(|i| i as u8));
-    b
+    let body: Vec<u8> = (0..n).map(|i| i as u8).collect();
+    npy_bytes("|u1", false, &format!("({n},)"), &body)
 }
 
 /// One entry of a hand-built zip archive: what the central directory declares may lie.
@@ -220,8 +212,8 @@ fn npz_entries_that_lie_about_their_size_are_refused() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Two entries that name the same array (`a` and `a.npy`) are refused, not one silently kept;
-/// a bad array inside an archive is named by its entry.
+/// Two entries that name the same array (`a` and `a.npy`, or `X.npy` twice) are refused, not
+/// one silently kept; a bad array inside an archive is named by its entry.
 #[test]
 fn npz_duplicate_and_bad_entries_are_named() {
     let dir = scratch("hostile-npz-dup");
@@ -234,6 +226,20 @@ fn npz_duplicate_and_bad_entries_are_named() {
     };
     let why = format_reason(npz(&dir, "dup.npz", &[entry("a"), entry("a.npy")]), "npz");
     assert!(why.contains("two entries hold the array a"), "{why}");
+    // The same entry name twice: the zip crate keeps one (keyed by name); the directory's count
+    // tells.
+    let why = format_reason(
+        npz(
+            &dir,
+            "same.npz",
+            &[entry("X.npy"), entry("b"), entry("X.npy")],
+        ),
+        "npz",
+    );
+    assert!(
+        why.contains("the central directory lists 3 entries, 2 distinct names"),
+        "{why}"
+    );
     let why = format_reason(
         npz(
             &dir,
@@ -351,11 +357,31 @@ fn mkfifo(p: &Path) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Releases a reader blocked in open(2) on the FIFO `p` by opening it for writing (the reader
+/// then sees end of file at once). Non-blocking, so this never waits itself: with no reader
+/// there, the open fails (ENXIO), which is ignored.
+fn release(p: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        const O_NONBLOCK: i32 = 0o4000;
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        const O_NONBLOCK: i32 = 0x4; // macOS and the BSDs
+        drop(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(O_NONBLOCK)
+                .open(p),
+        );
+    }
+}
+
 type Reader = fn(&Path) -> ml_models::Result<()>;
 
 /// Every reader of a whole file refuses a FIFO at once (opening one waits for a writer; reading
 /// one may never end). A reader still blocked after the deadline fails the test, and is released
-/// by opening the FIFO for writing, so the test cannot hang.
+/// by opening the FIFO for writing without blocking, so the test cannot hang.
 #[test]
 fn fifos_are_refused_promptly() {
     let dir = scratch("hostile-fifo");
@@ -427,15 +453,15 @@ fn fifos_are_refused_promptly() {
     for (i, fifo) in fifos.iter().enumerate() {
         if !done[i] {
             failures.push(format!("{} blocked on the FIFO", fifo.display()));
-            // The reader waits in open(2): a writer releases it (end of file at once).
-            drop(std::fs::OpenOptions::new().write(true).open(fifo));
+            release(fifo);
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
-/// A BERT `config.json` the encoder cannot run is refused when read; the number of layers it
+/// A BERT `config.json` the encoder cannot run (heads that do not divide the width, a size of
+/// zero) is refused when read, and by `Bert::load`; the number of layers it
 /// claims does not size an allocation (it used to be `Vec::with_capacity(num_hidden_layers)`,
 /// a capacity-overflow panic before the weights were looked at).
 #[test]
@@ -457,6 +483,21 @@ fn bert_config_claims_are_checked() {
             "{why}"
         );
     }
+    // An empty vocabulary, width or table: an encoder of empty or NaN outputs.
+    let sizes = [
+        "vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "type_vocab_size",
+        "max_position_embeddings",
+    ];
+    for field in sizes {
+        let mut v: serde_json::Value = serde_json::from_str(&json(2, 1)).unwrap();
+        v[field] = 0.into();
+        std::fs::write(&cfg_path, v.to_string()).unwrap();
+        let why = format_reason(BertConfig::from_file(&cfg_path), "bert config");
+        assert!(why.contains(&format!("{field} is 0")), "{why}");
+    }
     std::fs::write(&cfg_path, json(2, usize::MAX / 2)).unwrap();
     let cfg = BertConfig::from_file(&cfg_path).unwrap();
     let weights = dir.join("model.safetensors");
@@ -474,50 +515,180 @@ fn bert_config_claims_are_checked() {
         "{:?}",
         Bert::load(cfg, &weights).err()
     );
+    let empty = BertConfig::new(0, 4, 1, 1, 8, 8);
+    assert!(
+        matches!(
+            Bert::load(empty, &weights),
+            Err(MlError::InvalidInput(ref why)) if why.contains("vocab_size is 0")
+        ),
+        "{:?}",
+        Bert::load(empty, &weights).err()
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// A ZIP64 end record claiming as many entries as the archive has bytes: the zip crate (1.3)
-/// reserves room for that many before reading one (hundreds of bytes each, an abort when that
-/// is more than memory); the reader refuses the claim first, as a typed error.
+/// A ZIP64 end record claiming more entries than its central directory can hold (46 bytes
+/// each at least): the zip crate (1.3) reserves room for the claimed count before reading one
+/// (hundreds of bytes each, an abort when that is more than memory); the reader refuses the
+/// claim first, as a typed error. Claims of nearly one entry a byte of the archive, and of one
+/// entry per 46 bytes of the archive (more than the 178 bytes of its directory hold), are both
+/// refused.
 #[test]
 fn npz_claiming_more_entries_than_fit_is_refused() {
     let dir = scratch("hostile-npz-count");
     let p = dir.join("count.npz");
-    let len: u64 = 256 << 20;
-    // The ZIP64 end record, its locator and the end record, at the end of a sparse file.
-    let mut tail = Vec::new();
-    let zip64_end = len - 22 - 20 - 56;
-    let claimed = len - 200;
-    tail.extend(0x0606_4b50u32.to_le_bytes());
-    tail.extend(44u64.to_le_bytes()); // size of the rest of the record
-    tail.extend(45u16.to_le_bytes()); // made by
-    tail.extend(45u16.to_le_bytes()); // needed
-    tail.extend([0; 8]); // disk numbers
-    tail.extend(claimed.to_le_bytes()); // entries on this disk
-    tail.extend(claimed.to_le_bytes()); // entries
-    tail.extend(100u64.to_le_bytes()); // central directory size
-    tail.extend((len - 200).to_le_bytes()); // central directory offset
-    tail.extend(0x0706_4b50u32.to_le_bytes());
-    tail.extend(0u32.to_le_bytes());
-    tail.extend(zip64_end.to_le_bytes());
-    tail.extend(1u32.to_le_bytes());
-    tail.extend(0x0605_4b50u32.to_le_bytes());
-    tail.extend([0; 4]);
-    tail.extend([0xff; 12]); // entry counts, central directory size and offset: in ZIP64
-    tail.extend([0; 2]);
-    assert_eq!(tail.len(), 98);
-    let mut f = std::fs::File::create(&p).unwrap();
-    f.set_len(len - tail.len() as u64).unwrap();
-    std::io::Seek::seek(&mut f, std::io::SeekFrom::End(0)).unwrap();
-    f.write_all(&tail).unwrap();
-    drop(f);
-    let why = format_reason(read_npz(&p), "npz");
+    let len: u64 = 8 << 20;
+    for claimed in [len - 200, len / 46] {
+        // The ZIP64 end record, its locator and the end record, at the end of a sparse file;
+        // the central directory starts 200 bytes before the end.
+        let mut tail = Vec::new();
+        let zip64_end = len - 22 - 20 - 56;
+        tail.extend(0x0606_4b50u32.to_le_bytes());
+        tail.extend(44u64.to_le_bytes()); // size of the rest of the record
+        tail.extend(45u16.to_le_bytes()); // made by
+        tail.extend(45u16.to_le_bytes()); // needed
+        tail.extend([0; 8]); // disk numbers
+        tail.extend(claimed.to_le_bytes()); // entries on this disk
+        tail.extend(claimed.to_le_bytes()); // entries
+        tail.extend(100u64.to_le_bytes()); // central directory size
+        tail.extend((len - 200).to_le_bytes()); // central directory offset
+        tail.extend(0x0706_4b50u32.to_le_bytes());
+        tail.extend(0u32.to_le_bytes());
+        tail.extend(zip64_end.to_le_bytes());
+        tail.extend(1u32.to_le_bytes());
+        tail.extend(0x0605_4b50u32.to_le_bytes());
+        tail.extend([0; 4]);
+        tail.extend([0xff; 12]); // entry counts, central directory size and offset: in ZIP64
+        tail.extend([0; 2]);
+        assert_eq!(tail.len(), 98);
+        let mut f = std::fs::File::create(&p).unwrap();
+        f.set_len(len - tail.len() as u64).unwrap();
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::End(0)).unwrap();
+        f.write_all(&tail).unwrap();
+        drop(f);
+        let why = format_reason(read_npz(&p), "npz");
+        assert!(
+            why.contains(&format!(
+                "the archive claims {claimed} entries, more than the 178 bytes of its central \
+                 directory hold (at most 3)"
+            )),
+            "{why}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A `.npy` header of more dimensions than NumPy allows (64) is refused: reordering a
+/// Fortran-order array cost a division per element and dimension (a 1 MB file of a
+/// 100 000-dimension shape was minutes of CPU). At 64 dimensions it reads, in order.
+#[test]
+fn npy_dimensions_are_capped() {
+    let p = Path::new("dims.npy");
+    let ones = |k: usize| "1, ".repeat(k);
+    let why = format_reason(
+        parse_npy(
+            &npy_bytes("|u1", true, &format!("({}10)", ones(100_000)), &[7; 10]),
+            p,
+        )
+        .map(|a| a.shape.len()),
+        "npy",
+    );
     assert!(
         why.contains(&format!(
-            "the archive claims {claimed} entries, more than its {len} bytes hold"
+            "shape has 100001 dimensions, more than the {MAX_DIMS} this reader accepts"
         )),
         "{why}"
     );
+    assert!(parse_npy(
+        &npy_bytes("|u1", false, &format!("({}2)", ones(MAX_DIMS)), &[7; 2]),
+        p
+    )
+    .is_err());
+    // 64 dimensions, Fortran order: (2, 1, ..., 1, 3) holds [[0, 1, 2], [3, 4, 5]] as 0 3 1 4 2 5.
+    let a = parse_npy(
+        &npy_bytes(
+            "|u1",
+            true,
+            &format!("(2, {}3)", ones(MAX_DIMS - 2)),
+            &[0, 3, 1, 4, 2, 5],
+        ),
+        p,
+    )
+    .unwrap();
+    assert_eq!(a.shape.len(), MAX_DIMS);
+    assert_eq!(a.data, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+}
+
+/// One-byte values become 8-byte `f64`s: a shape of more than [`MAX_VALUES`] elements
+/// (`MAX_FILE_BYTES` of values) is refused before its body is looked at, in `.npy`, `.npz`
+/// and IDX files of values other than unsigned bytes (plain and gzip: a small compressed file
+/// could otherwise ask for 8 GiB). The bodies here are tiny: nothing large is allocated.
+#[test]
+fn shapes_of_more_values_than_the_limit_are_refused() {
+    let dir = scratch("hostile-values");
+    let over = MAX_VALUES + 1;
+    let claim = |descr| npy_bytes(descr, false, &format!("({over},)"), &[1; 16]);
+    let expected = format!("shape [{over}] has {over} elements, more than the {MAX_VALUES}");
+    for descr in ["|u1", "|i1", "|b1", "<f8"] {
+        let why = format_reason(parse_npy(&claim(descr), Path::new("v.npy")), "npy");
+        assert!(why.contains(&expected), "{descr}: {why}");
+    }
+    let x = claim("|u1");
+    let why = format_reason(
+        npz(
+            &dir,
+            "values.npz",
+            &[Entry {
+                name: "x.npy",
+                declared: x.len() as u64,
+                content: x,
+                deflate: true,
+            }],
+        ),
+        "npz",
+    );
+    assert!(why.contains(&format!("entry x.npy: {expected}")), "{why}");
+    // IDX of signed bytes (type 0x09), 2^28 of them: 256 MiB of file, 2 GiB of values.
+    let p = dir.join("values.idx");
+    let mut idx = idx_bytes(&[1 << 14, 1 << 13, 2], &[1; 16]);
+    idx[2] = 0x09;
+    for bytes in [idx.clone(), gzip(&idx)] {
+        std::fs::write(&p, bytes).unwrap();
+        let why = format_reason(read_idx(&p), "idx");
+        assert!(
+            why.contains(&format!(
+                "shape [16384, 8192, 2] has more than the {MAX_VALUES} elements"
+            )),
+            "{why}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Bytes after a `.npy` body are an error, as after an IDX body (in a file and in an archive).
+#[test]
+fn npy_trailing_bytes_are_refused() {
+    let dir = scratch("hostile-npy-trailing");
+    let mut a = npy_u8(6);
+    a.push(0);
+    let p = dir.join("t.npy");
+    std::fs::write(&p, &a).unwrap();
+    let expected = "body has 7 bytes, shape [6] needs 6 elements of 1 bytes";
+    let why = format_reason(read_npy(&p), "npy");
+    assert!(why.contains(expected), "{why}");
+    let why = format_reason(
+        npz(
+            &dir,
+            "t.npz",
+            &[Entry {
+                name: "t.npy",
+                declared: a.len() as u64,
+                content: a,
+                deflate: false,
+            }],
+        ),
+        "npz",
+    );
+    assert!(why.contains(&format!("entry t.npy: {expected}")), "{why}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -6,23 +6,7 @@ use std::path::Path;
 use ml_models::data::*;
 use ml_models::MlError;
 
-use crate::common::{data_file, scratch};
-
-fn npy_bytes(descr: &str, fortran: bool, shape: &str, body: &[u8]) -> Vec<u8> {
-    let mut h = format!(
-        "{{'descr': '{descr}', 'fortran_order': {}, 'shape': {shape}, }}",
-        if fortran { "True" } else { "False" }
-    );
-    while (10 + h.len() + 1) % 64 != 0 {
-        h.push(' ');
-    }
-    h.push('\n');
-    let mut b = b"\x93NUMPY\x01\x00".to_vec();
-    b.extend((h.len() as u16).to_le_bytes());
-    b.extend(h.as_bytes());
-    b.extend(body);
-    b
-}
+use crate::common::{data_file, npy_bytes, scratch};
 
 #[test]
 fn npy_c_and_fortran_order() {
