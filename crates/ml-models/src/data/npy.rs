@@ -150,15 +150,24 @@ fn claimed_entries(zip: &[u8]) -> std::result::Result<Option<u64>, String> {
     }) else {
         return Ok(None);
     };
-    // The zip crate counts the entries "on this disk".
+    // The zip crate counts the entries "on this disk". 0xFFFF means "see the ZIP64 record":
+    // refused, since no archive of arrays has that many, and an exact 32-bit count leaves the
+    // ZIP64 records nothing to claim but the same number (a larger claim could still reserve
+    // gigabytes, or hide a duplicate name).
     let zip32 = u16_at(end + 8);
-    let zip32 = (zip32 != u16::MAX).then_some(u64::from(zip32));
+    if zip32 == u16::MAX {
+        return Err(format!(
+            "the end record claims {} or more entries (ZIP64 counts are not accepted)",
+            u16::MAX
+        ));
+    }
+    let zip32 = Some(u64::from(zip32));
     // The ZIP64 locator, just before the end record (with its comment at the end of the file).
     let locator = len
         .checked_sub(42 + comment)
         .filter(|&l| u32_at(l) == 0x0706_4b50);
     let (Some(locator), Some(upper)) = (locator, end.checked_sub(60)) else {
-        return Ok(zip32.or(Some(u64::from(u16::MAX))));
+        return Ok(zip32);
     };
     let nominal = usize::try_from(u64_at(locator + 8)).unwrap_or(usize::MAX);
     // Every ZIP64 end record the zip crate considers: from the locator's offset up to 60 bytes
@@ -233,8 +242,7 @@ fn parse_npy_within(bytes: &[u8], path: &Path, max_values: usize) -> Result<NpyA
     let shape = parse_shape(shape_txt).ok_or_else(|| bad("bad 'shape' tuple"))?;
     if shape.len() > MAX_DIMS {
         return Err(bad(&format!(
-            "shape has {} dimensions, more than the {MAX_DIMS} this reader accepts",
-            shape.len()
+            "shape has more than the {MAX_DIMS} dimensions this reader accepts"
         )));
     }
     // Checked: a header's shape may multiply past usize (the body bounds it below).
@@ -270,8 +278,9 @@ fn parse_npy_within(bytes: &[u8], path: &Path, max_values: usize) -> Result<NpyA
     }
     let mut data = try_values(n, path)?;
     let values = body.chunks_exact(size).map(|c| decode(c, kind, big));
-    if fortran && shape.len() > 1 {
-        // Written straight to their row-major places: no second copy.
+    if fortran && shape.len() > 1 && n > 0 {
+        // Written straight to their row-major places: no second copy. (With a zero dimension
+        // there is nothing to place, and the other dimensions' strides could overflow.)
         data.resize(n, 0.0);
         for (v, c_pos) in values.zip(fortran_positions(&shape)) {
             data[c_pos] = v;
@@ -346,11 +355,14 @@ fn dict_value<'a>(header: &'a str, key: &str) -> Option<&'a str> {
     }
 }
 
+/// The dimensions of a shape tuple; at most [`MAX_DIMS`] + 1 are collected (the caller refuses
+/// more), so a header of millions of dimensions costs no memory.
 fn parse_shape(t: &str) -> Option<Vec<usize>> {
     t.trim_matches(|c| c == '(' || c == ')')
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
+        .take(MAX_DIMS + 1)
         .map(|s| s.trim_end_matches('L').parse().ok())
         .collect()
 }

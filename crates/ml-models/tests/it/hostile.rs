@@ -538,7 +538,7 @@ fn npz_claiming_more_entries_than_fit_is_refused() {
     let dir = scratch("hostile-npz-count");
     let p = dir.join("count.npz");
     let len: u64 = 8 << 20;
-    for claimed in [len - 200, len / 46] {
+    for (counts32, claimed) in [(1, len - 200), (1, len / 46), (u16::MAX, 1)] {
         // The ZIP64 end record, its locator and the end record, at the end of a sparse file;
         // the central directory starts 200 bytes before the end.
         let mut tail = Vec::new();
@@ -558,7 +558,9 @@ fn npz_claiming_more_entries_than_fit_is_refused() {
         tail.extend(1u32.to_le_bytes());
         tail.extend(0x0605_4b50u32.to_le_bytes());
         tail.extend([0; 4]);
-        tail.extend([0xff; 12]); // entry counts, central directory size and offset: in ZIP64
+        tail.extend(counts32.to_le_bytes()); // entries on this disk (0xFFFF: in ZIP64)
+        tail.extend(counts32.to_le_bytes()); // entries
+        tail.extend([0xff; 8]); // central directory size and offset: in ZIP64
         tail.extend([0; 2]);
         assert_eq!(tail.len(), 98);
         let mut f = std::fs::File::create(&p).unwrap();
@@ -567,13 +569,16 @@ fn npz_claiming_more_entries_than_fit_is_refused() {
         f.write_all(&tail).unwrap();
         drop(f);
         let why = format_reason(read_npz(&p), "npz");
-        assert!(
-            why.contains(&format!(
+        let want = if counts32 == u16::MAX {
+            "the end record claims 65535 or more entries (ZIP64 counts are not accepted)"
+                .to_string()
+        } else {
+            format!(
                 "the archive claims {claimed} entries, more than the 178 bytes of its central \
                  directory hold (at most 3)"
-            )),
-            "{why}"
-        );
+            )
+        };
+        assert!(why.contains(&want), "{why}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -595,7 +600,7 @@ fn npy_dimensions_are_capped() {
     );
     assert!(
         why.contains(&format!(
-            "shape has 100001 dimensions, more than the {MAX_DIMS} this reader accepts"
+            "shape has more than the {MAX_DIMS} dimensions this reader accepts"
         )),
         "{why}"
     );
@@ -663,6 +668,20 @@ fn shapes_of_more_values_than_the_limit_are_refused() {
         );
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A Fortran-order array with a zero dimension is empty, whatever its other dimensions (their
+/// strides would overflow): read as an empty array, no panic.
+#[test]
+fn fortran_arrays_with_a_zero_dimension_are_empty() {
+    let p = Path::new("empty.npy");
+    let a = parse_npy(
+        &npy_bytes("<f8", true, "(0, 4294967296, 4294967296)", &[]),
+        p,
+    )
+    .expect("an empty array");
+    assert_eq!(a.shape, vec![0, 1 << 32, 1 << 32]);
+    assert!(a.data.is_empty());
 }
 
 /// Bytes after a `.npy` body are an error, as after an IDX body (in a file and in an archive).
