@@ -557,35 +557,74 @@ impl Inbox {
 
 /// Free message buffers of one rank: senders take, receivers give back after consuming,
 /// so steady-state traffic allocates nothing.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct BufPool {
-    free: Mutex<Vec<AlignedBuf>>,
+    free: Mutex<FreeBufs>,
+    /// [`POOL_MAX_BYTES`] (smaller in tests).
+    max_bytes: usize,
+}
+
+impl Default for BufPool {
+    fn default() -> Self {
+        Self {
+            free: Mutex::default(),
+            max_bytes: POOL_MAX_BYTES,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct FreeBufs {
+    bufs: Vec<AlignedBuf>,
+    /// Capacity of `bufs` in bytes.
+    bytes: usize,
 }
 
 /// Most buffers a pool keeps.
 const POOL_CAP: usize = 64;
 
+/// Most bytes a pool keeps: a buffer that would take it past this is freed instead (one
+/// all-to-all of large blocks, staged, would otherwise stay in memory for the rest of the
+/// process).
+const POOL_MAX_BYTES: usize = 256 << 20;
+
 impl BufPool {
     /// A buffer of at least `len` bytes: the smallest free one that fits, else the largest.
     pub(crate) fn take(&self, len: usize) -> AlignedBuf {
         let mut g = self.free.lock().expect("pool poisoned");
-        let cap = |i: usize| g[i].capacity_bytes();
-        let best = (0..g.len())
+        let cap = |i: usize| g.bufs[i].capacity_bytes();
+        let best = (0..g.bufs.len())
             .filter(|&i| cap(i) >= len)
             .min_by_key(|&i| cap(i))
-            .or_else(|| (0..g.len()).max_by_key(|&i| cap(i)));
-        let mut b = best.map(|i| g.swap_remove(i)).unwrap_or_default();
+            .or_else(|| (0..g.bufs.len()).max_by_key(|&i| cap(i)));
+        let mut b = match best {
+            Some(i) => {
+                let b = g.bufs.swap_remove(i);
+                g.bytes -= b.capacity_bytes();
+                b
+            }
+            None => AlignedBuf::default(),
+        };
         drop(g);
         b.set_len_bytes(len);
         b
     }
 
-    /// Returns a buffer for reuse.
+    /// Returns a buffer for reuse (freed instead when the pool is full, by count or bytes).
     pub(crate) fn give(&self, b: AlignedBuf) {
+        let cap = b.capacity_bytes();
         let mut g = self.free.lock().expect("pool poisoned");
-        if g.len() < POOL_CAP {
-            g.push(b);
+        if g.bufs.len() < POOL_CAP && g.bytes + cap <= self.max_bytes {
+            g.bytes += cap;
+            g.bufs.push(b);
         }
+    }
+
+    /// Buffers and bytes the pool keeps.
+    #[cfg(test)]
+    fn kept(&self) -> (usize, usize) {
+        let g = self.free.lock().expect("pool poisoned");
+        (g.bufs.len(), g.bytes)
     }
 }
 
@@ -755,5 +794,33 @@ mod tests {
             .unwrap_or_else(PoisonError::into_inner)
             .closed
             .is_empty());
+    }
+
+    /// The pool keeps buffers up to its byte budget and frees what would exceed it; taking a
+    /// buffer gives its bytes back to the budget.
+    #[test]
+    fn the_pool_keeps_at_most_its_byte_budget() {
+        let budget = 1 << 20;
+        let pool = BufPool {
+            max_bytes: budget,
+            ..BufPool::default()
+        };
+        let mut big = pool.take(budget / 2 + 1);
+        assert!(big.capacity_bytes() > budget / 2);
+        big.set_len_bytes(8);
+        let big_cap = big.capacity_bytes();
+        let other = pool.take(budget / 2 + 1);
+        pool.give(big);
+        assert_eq!(pool.kept(), (1, big_cap));
+        // A second buffer of more than half the budget does not fit beside the first.
+        pool.give(other);
+        assert_eq!(pool.kept(), (1, big_cap));
+        let again = pool.take(16);
+        assert_eq!(again.capacity_bytes(), big_cap, "the kept buffer is reused");
+        assert_eq!(pool.kept(), (0, 0));
+        let small = pool.take(1024);
+        pool.give(small);
+        pool.give(again);
+        assert_eq!(pool.kept().0, 2);
     }
 }
