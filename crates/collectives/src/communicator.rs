@@ -205,7 +205,7 @@ impl Communicator {
         let direct = (self.config().direct_receive && engine.transport().direct_receive())
             .then(|| DirectPosts::register(&mut buf, &mailbox, &plan.steps, &meta, reduce))
             .flatten();
-        let program = StepProgram {
+        let program = Box::new(StepProgram {
             mailbox,
             meta,
             steps: plan.steps,
@@ -216,8 +216,11 @@ impl Communicator {
             output: plan.output,
             reduce,
             completion: completion.clone(),
-        };
-        self.start(Box::new(program), completion)
+        });
+        if blocking::starting_blocking() && engine.runs_inline() {
+            return Handle::deferred(program, completion, engine.clone());
+        }
+        self.start(program, completion)
     }
 
     fn plan(kind: OpKind, steps: Vec<Step>, count: usize) -> Plan {

@@ -29,7 +29,7 @@ mod drive;
 mod rounds;
 mod yield_gate;
 
-pub(crate) use drive::DriveGuard;
+pub(crate) use drive::{DriveGuard, Inline};
 
 /// Engine-wide counters of one rank.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -62,6 +62,12 @@ pub struct EngineStats {
     /// Sends the transport still holds buffers for (MPI: posted, not yet seen finished;
     /// released in batches on the send path, and when the rank goes idle).
     pub pending_sends: usize,
+    /// Blocking calls' collectives that finished on the caller's thread, outside the queue
+    /// (MPI, an otherwise idle rank: `Engine::run_inline`).
+    pub inline: u64,
+    /// Blocking calls' collectives run inline that were handed to the engine unfinished (the
+    /// busy-poll window passed, another collective was submitted, or the queue was busy).
+    pub handed_over: u64,
 }
 
 #[derive(Debug, Default)]
@@ -72,6 +78,8 @@ struct Counters {
     context_switches: AtomicU64,
     parks: AtomicU64,
     max_queue_len: AtomicU64,
+    inline: AtomicU64,
+    handed_over: AtomicU64,
 }
 
 struct Shared {
@@ -166,6 +174,58 @@ impl Engine {
         self.shared.config.mode == Mode::Preemptive && !self.shared.aborted.load(Ordering::SeqCst)
     }
 
+    /// Whether a blocking call may run its collective on its own thread before handing it to
+    /// the engine ([`run_inline`](Self::run_inline), which checks again under the queue lock):
+    /// in preemptive mode with waiting callers driving and busy-polling, on a transport polled
+    /// by its drivers (MPI), while no other collective of this rank is submitted and the engine
+    /// was not aborted.
+    pub(crate) fn runs_inline(&self) -> bool {
+        let s = &self.shared;
+        s.config.mode == Mode::Preemptive
+            && s.config.caller_drives
+            && !s.config.busy_poll.is_zero()
+            && s.transport.receives_in_progress()
+            && !s.aborted.load(Ordering::SeqCst)
+            && !s.submitted.load(Ordering::SeqCst)
+    }
+
+    /// Books a collective that [`run_inline`](Self::run_inline) finished: counted as submitted
+    /// and completed, its mailbox closed.
+    pub(crate) fn finish_inline(&self, key: crate::frame::MailboxKey) {
+        let c = &self.shared.counters;
+        c.submitted.fetch_add(1, Ordering::Relaxed);
+        c.completed.fetch_add(1, Ordering::Relaxed);
+        c.inline.fetch_add(1, Ordering::Relaxed);
+        self.shared.transport.inbox().close(key);
+    }
+
+    /// Fails a collective that failed while [`run_inline`](Self::run_inline) ran it, as a
+    /// round would have (its peers are told, its handle gets the error).
+    pub(crate) fn fail_inline(&self, op: Box<dyn ActiveOp>, f: Failure) {
+        self.shared
+            .counters
+            .submitted
+            .fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let meta = op.meta();
+        let stats = OpStats {
+            op: meta.name(),
+            seq: meta.seq,
+            queue_len_at_submit: 1,
+            ..OpStats::default()
+        };
+        let a = Active {
+            op,
+            stats,
+            threshold: self.shared.config.initial_threshold,
+            blocked_tries: 0,
+            blocked_since: None,
+            last_progress: now,
+            submitted: now,
+        };
+        fail(&self.shared, a, f);
+    }
+
     /// Queues a collective; fails it at once if the engine was aborted.
     pub(crate) fn submit(&self, op: Box<dyn ActiveOp>) {
         self.shared
@@ -221,6 +281,8 @@ impl Engine {
             open_mailboxes: self.shared.transport.inbox().open_mailboxes(),
             finished_records: self.shared.transport.inbox().finished_records(),
             pending_sends: self.shared.transport.pending_sends(),
+            inline: l(&c.inline),
+            handed_over: l(&c.handed_over),
         }
     }
 }

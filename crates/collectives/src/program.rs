@@ -74,6 +74,44 @@ pub(crate) trait ActiveOp: Send {
     fn finish(self: Box<Self>, result: Result<(), CollectiveError>, stats: OpStats);
 }
 
+/// A blocking call's collective not yet handed to the engine: its caller first runs it on its
+/// own ([`Engine::run_inline`](crate::engine::Engine::run_inline)), and hands it over only if
+/// that does not finish it.
+pub(crate) trait Deferred<T>: Send {
+    fn op(&mut self) -> &mut dyn ActiveOp;
+    fn into_op(self: Box<Self>) -> Box<dyn ActiveOp>;
+    /// The output of a collective whose every step ran.
+    fn into_output(self: Box<Self>) -> Vec<T>;
+}
+
+impl<T: Element> Deferred<T> for StepProgram<T> {
+    fn op(&mut self) -> &mut dyn ActiveOp {
+        self
+    }
+
+    fn into_op(self: Box<Self>) -> Box<dyn ActiveOp> {
+        self
+    }
+
+    fn into_output(self: Box<Self>) -> Vec<T> {
+        let this = *self;
+        output_of(this.buf, this.output)
+    }
+}
+
+/// The part `output` of a finished collective's buffer (`None`: an empty vector).
+fn output_of<T: Element>(buf: WorkBuf<T>, output: Option<Range<usize>>) -> Vec<T> {
+    match output {
+        Some(r) => {
+            let mut buf = buf.into_vec();
+            buf.truncate(r.end);
+            buf.drain(..r.start);
+            buf
+        }
+        None => Vec::new(),
+    }
+}
+
 /// Sends `range` of `buf` to group member `peer` of collective `meta`.
 fn send_range<T: Element>(
     transport: &dyn Transport,
@@ -446,15 +484,7 @@ impl<T: Element> ActiveOp for StepProgram<T> {
     fn finish(self: Box<Self>, result: Result<(), CollectiveError>, mut stats: OpStats) {
         let this = *self;
         stats.direct_receives = this.direct.as_ref().map_or(0, |d| d.filled);
-        let out = result.map(|()| match this.output {
-            Some(r) => {
-                let mut buf = this.buf.into_vec();
-                buf.truncate(r.end);
-                buf.drain(..r.start);
-                buf
-            }
-            None => Vec::new(),
-        });
+        let out = result.map(|()| output_of(this.buf, this.output));
         this.completion.complete(out, stats);
     }
 }

@@ -1,17 +1,55 @@
 //! Blocking forms of the collectives: start, then wait (the calling thread drives this rank's
 //! engine while it waits, see [`Handle::wait`]).
 
+use std::cell::Cell;
+
 use super::Communicator;
 use crate::dtype::{Element, ReduceOp};
 use crate::handle::Handle;
 use crate::Result;
+
+thread_local! {
+    /// Set while a blocking call on this thread starts its collective: a step program submitted
+    /// then may be handed back unsubmitted, for the call to run inline first
+    /// ([`Handle::deferred`]).
+    static STARTING_BLOCKING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the collective being submitted on this thread belongs to a blocking call.
+pub(super) fn starting_blocking() -> bool {
+    STARTING_BLOCKING.with(Cell::get)
+}
+
+/// Marks the start of a blocking call's collective on this thread while it lives (restoring
+/// the mark it found, also when unwinding).
+struct StartingBlocking {
+    before: bool,
+}
+
+impl StartingBlocking {
+    fn enter() -> Self {
+        Self {
+            before: STARTING_BLOCKING.with(|s| s.replace(true)),
+        }
+    }
+}
+
+impl Drop for StartingBlocking {
+    fn drop(&mut self) {
+        STARTING_BLOCKING.with(|s| s.set(self.before));
+    }
+}
 
 impl Communicator {
     /// Starts an operation and waits for it, registered as the engine's driver from before the
     /// submission (so that submitting does not wake the engine thread).
     fn blocking<T: Element>(&self, start: impl FnOnce() -> Result<Handle<T>>) -> Result<Vec<T>> {
         let driving = self.inner.engine.driving();
-        start()?.wait_driving(driving)
+        let handle = {
+            let _starting = StartingBlocking::enter();
+            start()?
+        };
+        handle.wait_driving(driving)
     }
 
     /// Blocking [`iall_reduce`](Self::iall_reduce).

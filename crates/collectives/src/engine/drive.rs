@@ -22,6 +22,7 @@ use super::rounds::{round_ordered, round_preemptive};
 use super::{fail, Active, Engine, Shared};
 use crate::completion::OpStats;
 use crate::config::Mode;
+use crate::program::{ActiveOp, Failure, Poll};
 use crate::CollectiveError;
 
 /// Outcome of one turn.
@@ -118,6 +119,18 @@ fn spin_for_arrival(
         }
         std::hint::spin_loop();
     }
+}
+
+/// What [`Engine::run_inline`] came to.
+#[derive(Debug)]
+pub(crate) enum Inline {
+    /// Every step ran.
+    Done,
+    /// The collective failed (the caller fails it through the engine).
+    Failed(Failure),
+    /// Not finished within the busy-poll window, or something else needs the engine: the
+    /// caller hands the collective to the engine.
+    Handover,
 }
 
 /// The engine thread.
@@ -226,6 +239,79 @@ impl Drop for DriveGuard<'_> {
 }
 
 impl Engine {
+    /// Runs a blocking call's own collective on the calling thread, outside the queue: polls
+    /// it, and between polls busy-polls the transport until a message arrives, for at most
+    /// [`Config::busy_poll`](crate::Config::busy_poll). A small collective on an idle rank
+    /// finishes here without the submission, the queue's rounds, the completion record and the
+    /// hand-back to the caller. It runs only while it holds the queue lock over an empty queue
+    /// (so no other collective of this rank waits for rounds meanwhile: other threads' waits
+    /// find the queue taken and sleep on their handles, the engine thread stands aside), and it
+    /// hands over — the caller queues the collective and waits as usual — when the window
+    /// passes (the clock is read every [`SPIN_POLLS_PER_CLOCK`] looks, polls of the
+    /// collective included), another collective is submitted on this rank, or the engine is
+    /// aborted: preemption and timeouts then apply as to any collective, so nothing waits on
+    /// it for much longer than the window. The caller holds a [`DriveGuard`] throughout.
+    pub(crate) fn run_inline(&self, op: &mut dyn ActiveOp) -> Inline {
+        let r = self.poll_inline(op);
+        if matches!(r, Inline::Handover) {
+            self.shared
+                .counters
+                .handed_over
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        r
+    }
+
+    /// [`run_inline`](Self::run_inline) but for its counting.
+    fn poll_inline(&self, op: &mut dyn ActiveOp) -> Inline {
+        let shared = &self.shared;
+        let Some(queue) = lock_queue(shared) else {
+            return Inline::Handover;
+        };
+        if !queue.is_empty() {
+            return Inline::Handover;
+        }
+        let inbox = shared.transport.inbox();
+        let until = Instant::now() + shared.config.busy_poll;
+        let mut looks = 0u32;
+        let mut look = || {
+            looks += 1;
+            looks.is_multiple_of(SPIN_POLLS_PER_CLOCK) && Instant::now() >= until
+        };
+        loop {
+            if shared.aborted.load(Ordering::SeqCst) || !no_submissions(shared) {
+                return Inline::Handover;
+            }
+            let seen = inbox.wakes();
+            match op.poll(&*shared.transport, shared.config.poll_budget) {
+                Ok(Poll::Done) => return Inline::Done,
+                Ok(Poll::Progressed) => {
+                    if look() {
+                        return Inline::Handover;
+                    }
+                    continue;
+                }
+                Ok(Poll::Blocked) => {
+                    if look() {
+                        return Inline::Handover;
+                    }
+                }
+                Err(f) => return Inline::Failed(f),
+            }
+            // Until something arrives (or is submitted, or the engine aborts).
+            while inbox.wakes() == seen {
+                if shared.aborted.load(Ordering::SeqCst) {
+                    return Inline::Handover;
+                }
+                shared.transport.progress_one();
+                if look() {
+                    return Inline::Handover;
+                }
+                std::hint::spin_loop();
+            }
+        }
+    }
+
     /// Registers the calling thread as a driver (see [`DriveGuard`]).
     pub(crate) fn driving(&self) -> DriveGuard<'_> {
         self.shared.transport.inbox().enter_driver();

@@ -115,6 +115,62 @@ fn mpi_child() {
     check_all::<u8>(comm, 3);
     check_all::<bf16>(comm, 11);
 
+    // A blocking call runs its collective inline on an idle rank for at most the busy-poll
+    // window, then hands it to the engine: a rank that starts late makes the others hand over
+    // (the result is the same either way), and two threads calling at once (the second finds
+    // the queue taken or a submission pending) both finish. Every path is counted once.
+    let other = comm.split(0, me as i64).unwrap();
+    let before = comm.engine_stats();
+    for late in [false, true] {
+        let handed = comm.engine_stats().handed_over;
+        if late && me == 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let sum = comm
+            .all_reduce(vec![me as f32 + 1.0; 64], ReduceOp::Sum)
+            .unwrap();
+        let want = (1..=n).sum::<usize>() as f32;
+        assert!(
+            sum.iter().all(|&x| x == want),
+            "rank {me}: inline all-reduce (late {late}) gave {:?}",
+            &sum[..4]
+        );
+        if late && me != 0 {
+            // Rank 0 came 5 ms late: the others' 20 µs window passed.
+            assert!(
+                comm.engine_stats().handed_over > handed,
+                "rank {me}: no hand-over while waiting for a late rank"
+            );
+        }
+    }
+    std::thread::scope(|s| {
+        let t = s.spawn(|| {
+            (0..200)
+                .map(|_| other.all_reduce(vec![1i64; 8], ReduceOp::Sum).unwrap()[0])
+                .collect::<Vec<_>>()
+        });
+        for _ in 0..200 {
+            assert_eq!(
+                comm.all_reduce(vec![2i64; 8], ReduceOp::Sum).unwrap()[0],
+                2 * n as i64
+            );
+        }
+        assert!(t.join().unwrap().iter().all(|&x| x == n as i64));
+    });
+    let after = comm.engine_stats();
+    assert_eq!(
+        (
+            after.submitted - before.submitted,
+            after.completed - before.completed
+        ),
+        (402, 402),
+        "rank {me}: inline and handed-over collectives counted once each"
+    );
+    assert!(
+        after.inline > before.inline,
+        "rank {me}: no blocking collective finished inline"
+    );
+
     // Recursive doubling sends the whole buffer in one frame: the largest payload that goes
     // out packed (it must fit the receivers' landing buffer, header included: one byte below
     // `MAX_PACKED_FRAME_BYTES`) and the smallest that goes as header and payload.
