@@ -12,15 +12,6 @@ pub enum StudyError {
     /// A tensor operation failed.
     #[error("tensor operation failed: {0}")]
     Candle(#[from] ml_models::candle::Error),
-    /// Reading a file failed.
-    #[error("i/o error on {path}: {source}")]
-    Io {
-        /// The file.
-        path: std::path::PathBuf,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
     /// A setting or argument out of range.
     #[error("invalid input: {0}")]
     InvalidInput(String),

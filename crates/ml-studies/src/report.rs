@@ -1,11 +1,11 @@
 //! Loading the study's corpora and summarising its rows over seeds.
 
-use ml_models::data::read_fewrel_unlabelled;
+use ml_models::data::{read_fewrel_unlabelled, read_text_limited, MAX_FILE_BYTES};
 use pardis_datasets::DataRoots;
 use std::collections::BTreeMap;
 
 use crate::study::{StudyData, StudyReport};
-use crate::{Result, StudyError};
+use crate::Result;
 
 /// Source corpus of the study, relative to a data root.
 pub const SOURCE_TEXT: &str = "text/tinyshakespeare.txt";
@@ -16,10 +16,8 @@ impl StudyData {
     /// Reads Tiny Shakespeare and the PubMed sentences from the first of `roots` holding each.
     pub fn load(roots: &DataRoots) -> Result<Self> {
         let src = roots.require_path(SOURCE_TEXT)?.path;
-        let text = std::fs::read_to_string(&src).map_err(|source| StudyError::Io {
-            path: src.clone(),
-            source,
-        })?;
+        // The crate's bounded reader: regular files of at most 1 GiB, UTF-8 (typed errors).
+        let text = read_text_limited(&src, "text", MAX_FILE_BYTES)?;
         let tgt = roots.require_path(TARGET_SENTENCES)?.path;
         let sentences: Vec<String> = read_fewrel_unlabelled(&tgt)?
             .iter()
