@@ -669,8 +669,15 @@ pub const MAX_EPISODES: usize = 1_000_000;
 pub const MAX_TRAIN_STEPS: usize = 10_000_000;
 
 /// [`MlError::InvalidInput`] unless `episodes` test episodes and `steps` training steps are
-/// within [`MAX_EPISODES`] and [`MAX_TRAIN_STEPS`].
-fn check_counts(episodes: usize, steps: usize) -> Result<()> {
+/// within [`MAX_EPISODES`] and [`MAX_TRAIN_STEPS`]: the check [`train`], [`evaluate`] and
+/// [`run_benchmark`] make, for a caller that wants it before it loads any data.
+///
+/// ```
+/// use ml_models::hyperbolic::pohrl::{check_counts, MAX_EPISODES};
+/// assert!(check_counts(MAX_EPISODES, 30_000).is_ok());
+/// assert!(check_counts(MAX_EPISODES + 1, 30_000).is_err());
+/// ```
+pub fn check_counts(episodes: usize, steps: usize) -> Result<()> {
     if episodes > MAX_EPISODES {
         return Err(MlError::InvalidInput(format!(
             "{episodes} test episodes, more than the {MAX_EPISODES} allowed"

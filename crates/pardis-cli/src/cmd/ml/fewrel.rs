@@ -8,8 +8,7 @@ use anyhow::Context;
 
 use pardis::ml::fewshot::{load_split, EpisodeConfig};
 use pardis::ml::hyperbolic::pohrl::{
-    run_benchmark, BenchmarkConfig, Checkpoints, EncoderChoice, Method, PohrlConfig, MAX_EPISODES,
-    MAX_TRAIN_STEPS,
+    check_counts, run_benchmark, BenchmarkConfig, Checkpoints, EncoderChoice, Method, PohrlConfig,
 };
 use pardis::ml::train::{StepMetrics, TrainCallback};
 use pardis_datasets::{DataRoots, Origin};
@@ -114,19 +113,8 @@ pub(super) fn run(a: FewrelArgs, roots: &DataRoots) -> anyhow::Result<()> {
             );
         }
     }
-    // Counts checked before any data is read (the library checks them again).
-    if a.steps > MAX_TRAIN_STEPS {
-        anyhow::bail!(
-            "--steps {} is more than the {MAX_TRAIN_STEPS} allowed",
-            a.steps
-        );
-    }
-    if a.episodes > MAX_EPISODES {
-        anyhow::bail!(
-            "--episodes {} is more than the {MAX_EPISODES} allowed",
-            a.episodes
-        );
-    }
+    // The library's count check, before any data is read.
+    check_counts(a.episodes, a.steps).context("--episodes / --steps")?;
     if let Some(&k) = a.k.iter().find(|&&k| k.checked_add(a.q).is_none()) {
         anyhow::bail!(
             "--k {k} plus --q {} overflows: no relation has that many instances",
