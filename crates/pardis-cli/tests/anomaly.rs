@@ -366,9 +366,23 @@ fn ecod_modes() {
         let cell = r.as_array().unwrap()[0].clone();
         check_cell(&cell, "line", "ecod", 2);
         let runs = cell["runs"].as_array().unwrap().clone();
-        runs.iter()
+        let aucs = runs
+            .iter()
             .map(|r| r["auc_roc"].as_f64().unwrap())
-            .collect::<Vec<_>>()
+            .collect::<Vec<_>>();
+        // The cell records the settings it ran with.
+        let (ecdf, aggregation) = match extra {
+            [] => ("training", "feature-mean"),
+            ["--ecod-aggregate", a] => ("training", *a),
+            [_, e, _, a] => (*e, *a),
+            _ => unreachable!("the cases below"),
+        };
+        assert_eq!(
+            cell["ecod"],
+            serde_json::json!({"ecdf": ecdf, "aggregation": aggregation}),
+            "{extra:?}"
+        );
+        aucs
     };
     let default = run(&[]);
     let spelled = run(&[

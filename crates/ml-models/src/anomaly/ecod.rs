@@ -45,6 +45,21 @@ impl EcdfRows {
             _ => None,
         }
     }
+
+    /// The name [`from_name`](Self::from_name) reads.
+    ///
+    /// ```
+    /// use ml_models::anomaly::EcdfRows;
+    /// for rows in [EcdfRows::Training, EcdfRows::TrainingAndScored] {
+    ///     assert_eq!(EcdfRows::from_name(rows.name()), Some(rows));
+    /// }
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Training => "training",
+            Self::TrainingAndScored => "training+scored",
+        }
+    }
 }
 
 /// How the per-feature tail scores `U_l`, `U_r`, `U_skew` become a row's score.
@@ -74,6 +89,22 @@ impl Aggregation {
             "feature-max" => Some(Self::FeatureMax),
             "paper" => Some(Self::Paper),
             _ => None,
+        }
+    }
+
+    /// The name [`from_name`](Self::from_name) reads.
+    ///
+    /// ```
+    /// use ml_models::anomaly::Aggregation;
+    /// for a in [Aggregation::FeatureMean, Aggregation::FeatureMax, Aggregation::Paper] {
+    ///     assert_eq!(Aggregation::from_name(a.name()), Some(a));
+    /// }
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::FeatureMean => "feature-mean",
+            Self::FeatureMax => "feature-max",
+            Self::Paper => "paper",
         }
     }
 }

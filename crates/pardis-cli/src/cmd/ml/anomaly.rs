@@ -96,6 +96,16 @@ struct Cell {
     jobs: usize,
     runs: Vec<SeedResult>,
     error: Option<String>,
+    /// ECOD's settings (`--ecod-ecdf`, `--ecod-aggregate`), in ECOD's cells only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ecod: Option<EcodSettings>,
+}
+
+/// ECOD's variant choices as the CLI spells them.
+#[derive(Debug, serde::Serialize)]
+struct EcodSettings {
+    ecdf: &'static str,
+    aggregation: &'static str,
 }
 
 /// One seed of one cell: not run yet, its result, or its error message.
@@ -413,6 +423,10 @@ pub(super) fn run(a: AnomalyArgs, roots: &DataRoots) -> anyhow::Result<()> {
                 jobs,
                 runs,
                 error,
+                ecod: (detectors[c % nd] == "ecod").then(|| EcodSettings {
+                    ecdf: ecod.ecdf.name(),
+                    aggregation: ecod.aggregation.name(),
+                }),
             }
         })
         .collect();
