@@ -206,23 +206,7 @@ impl Engine {
             .counters
             .submitted
             .fetch_add(1, Ordering::Relaxed);
-        let now = Instant::now();
-        let meta = op.meta();
-        let stats = OpStats {
-            op: meta.name(),
-            seq: meta.seq,
-            queue_len_at_submit: 1,
-            ..OpStats::default()
-        };
-        let a = Active {
-            op,
-            stats,
-            threshold: self.shared.config.initial_threshold,
-            blocked_tries: 0,
-            blocked_since: None,
-            last_progress: now,
-            submitted: now,
-        };
+        let a = Active::new(&self.shared, op, Instant::now(), 1);
         fail(&self.shared, a, f);
     }
 
@@ -348,6 +332,28 @@ struct Active {
 
 /// Completes `a` in a round that started at `now` (its elapsed time counts to then: no clock
 /// read of its own).
+impl Active {
+    /// `op` as it enters the queue at `now`, as its `queue_len`-th collective.
+    fn new(shared: &Shared, op: Box<dyn ActiveOp>, now: Instant, queue_len: usize) -> Self {
+        let meta = op.meta();
+        let stats = OpStats {
+            op: meta.name(),
+            seq: meta.seq,
+            queue_len_at_submit: queue_len,
+            ..OpStats::default()
+        };
+        Self {
+            op,
+            stats,
+            threshold: shared.config.initial_threshold,
+            blocked_tries: 0,
+            blocked_since: None,
+            last_progress: now,
+            submitted: now,
+        }
+    }
+}
+
 fn complete(shared: &Shared, mut a: Active, now: Instant) {
     a.stats.elapsed = now.saturating_duration_since(a.submitted);
     shared.transport.inbox().close(a.op.meta().key);

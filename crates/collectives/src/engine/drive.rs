@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 
 use super::rounds::{round_ordered, round_preemptive};
 use super::{fail, Active, Engine, Shared};
-use crate::completion::OpStats;
 use crate::config::Mode;
 use crate::program::{ActiveOp, Failure, Poll};
 use crate::CollectiveError;
@@ -188,22 +187,8 @@ fn intake(shared: &Shared, queue: &mut VecDeque<Active>, now: Instant) {
         return;
     }
     for op in subs.drain(..) {
-        let meta = op.meta();
-        let stats = OpStats {
-            op: meta.name(),
-            seq: meta.seq,
-            queue_len_at_submit: queue.len() + 1,
-            ..OpStats::default()
-        };
-        queue.push_back(Active {
-            op,
-            stats,
-            threshold: shared.config.initial_threshold,
-            blocked_tries: 0,
-            blocked_since: None,
-            last_progress: now,
-            submitted: now,
-        });
+        let a = Active::new(shared, op, now, queue.len() + 1);
+        queue.push_back(a);
     }
     let len = queue.len();
     shared

@@ -18,7 +18,10 @@
 //! and reaped later — one send and one receive per frame, which is what small collectives pay
 //! for. The receiving side keeps a receive for the next message posted ahead into a landing
 //! buffer of [`MAX_PACKED_FRAME_BYTES`] plus the header, so MPI matches an arriving frame at
-//! once and copies it there (no unexpected-message queue, no probe). Other frames are two MPI
+//! once and copies it there (no unexpected-message queue, no probe). No pardis peer sends a
+//! larger message there (`MpiConfig::validate` bounds packed frames); a larger one — only a
+//! foreign program sending on pardis's own duplicate could — would be `MPI_ERR_TRUNCATE`, which
+//! MPI's default error handler makes fatal to the job. Other frames are two MPI
 //! messages: the header (tag `0x5044`) and the payload (tag `0x5045`), from
 //! [`MpiConfig::zero_copy_send_bytes`] on sent straight from the collective's buffer (the
 //! engine tests the request until MPI is done with it), below it copied into a pooled buffer
