@@ -21,9 +21,9 @@
 //! step's included) has gone out — as soon as the send went out, not when its step's receive
 //! completes, so that a peer that answers quickly finds the slot posted. Until then, and
 //! whenever a frame arrives before its slot is posted, the frame takes the ordinary path (a
-//! pooled buffer in the mailbox), so posting is an optimisation that
-//! never changes the result. Frames of one collective from one sender arrive in the sender's
-//! step order (one connection per pair of ranks), so the `m`-th data frame from `src` belongs to
+//! pooled buffer in the mailbox), so posting is an optimisation that never changes the result.
+//! Frames of one collective from one sender arrive in the sender's step order (one connection
+//! per sender and receiver), so the `m`-th data frame from `src` belongs to
 //! the `m`-th receive step from `src`.
 //!
 //! **Ownership.** A posted slot holds a raw pointer into the collective's [`WorkBuf`]; the

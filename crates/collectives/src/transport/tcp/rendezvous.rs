@@ -1,12 +1,12 @@
-//! Rendezvous through rank 0: address exchange and one connection per pair of ranks (see the
-//! [module docs](super)).
+//! Rendezvous through rank 0: address exchange and two connections per pair of ranks, one per
+//! direction (see the [module docs](super)).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::connection::TcpTransport;
+use super::connection::{PeerStreams, TcpTransport};
 use super::TcpConfig;
 use crate::engine::Engine;
 use crate::{CollectiveError, Communicator, Result};
@@ -20,8 +20,11 @@ fn rdv(cfg: &TcpConfig, what: impl std::fmt::Display) -> CollectiveError {
 pub(super) fn join_with(cfg: &TcpConfig, listener: Option<TcpListener>) -> Result<Communicator> {
     let deadline = Instant::now() + cfg.rendezvous_timeout;
     let (n, me) = (cfg.world_size, cfg.rank);
+    // Per peer, the first connection (opened by the higher rank of the pair; rank 0's are the
+    // rendezvous connections) and the second (opened by the lower rank).
     let mut streams: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
-    if me == 0 {
+    let mut second: Vec<Option<TcpStream>> = (0..n).map(|_| None).collect();
+    let table = if me == 0 {
         let listener = listener.ok_or_else(|| rdv(cfg, "rank 0 needs a listener"))?;
         let mut table = vec![String::new(); n];
         table[0] = cfg.master_addr.clone();
@@ -47,6 +50,7 @@ pub(super) fn join_with(cfg: &TcpConfig, listener: Option<TcpListener>) -> Resul
             write_table(s, &table)
                 .map_err(|e| rdv(cfg, format!("sending the address table: {e}")))?;
         }
+        table
     } else {
         let mut s0 = connect(&cfg.master_addr, deadline).map_err(|e| {
             rdv(
@@ -70,27 +74,58 @@ pub(super) fn join_with(cfg: &TcpConfig, listener: Option<TcpListener>) -> Resul
             .map_err(|e| rdv(cfg, format!("reading the address table: {e}")))?;
         streams[0] = Some(s0);
         for (j, addr) in table.iter().enumerate().take(me).skip(1) {
-            let mut s = connect(addr, deadline)
-                .map_err(|e| rdv(cfg, format!("connecting to rank {j} at {addr}: {e}")))?;
-            write_hello(&mut s, me, n, "").map_err(|e| rdv(cfg, e))?;
-            streams[j] = Some(s);
+            streams[j] = Some(dial(cfg, j, addr, deadline)?);
         }
-        for _ in me + 1..n {
+        // `own` takes the first connections of the higher ranks and the second ones of the
+        // lower ranks, in any order: the rank in the hello tells which.
+        for _ in 1..n {
             let mut s = accept(&own, deadline)
-                .map_err(|e| rdv(cfg, format!("waiting for higher ranks: {e}")))?;
+                .map_err(|e| rdv(cfg, format!("waiting for the other ranks: {e}")))?;
             let (rank, _, _) =
                 read_hello(&mut s).map_err(|e| rdv(cfg, format!("bad hello: {e}")))?;
-            if rank <= me || rank >= n || streams[rank].is_some() {
+            let into = if rank < me { &mut second } else { &mut streams };
+            if rank == me || rank >= n || into[rank].is_some() {
                 return Err(rdv(cfg, format!("unexpected connection from rank {rank}")));
             }
-            streams[rank] = Some(s);
+            into[rank] = Some(s);
         }
+        table
+    };
+    // Second connections: the lower rank of each pair dials the higher one's listener.
+    for (j, addr) in table.iter().enumerate().skip(me + 1) {
+        second[j] = Some(dial(cfg, j, addr, deadline)?);
     }
-    let transport = TcpTransport::start(me, streams).map_err(|e| rdv(cfg, e))?;
+    // Each rank writes on the connection it opened and reads from the one its peer opened:
+    // the first connection was opened by the higher rank of the pair, the second by the lower.
+    let peers = streams
+        .into_iter()
+        .zip(second)
+        .enumerate()
+        .map(|(j, pair)| match pair {
+            (Some(first), Some(second)) if j < me => Some(PeerStreams {
+                outgoing: first,
+                incoming: second,
+            }),
+            (Some(first), Some(second)) => Some(PeerStreams {
+                outgoing: second,
+                incoming: first,
+            }),
+            _ => None,
+        })
+        .collect();
+    let transport = TcpTransport::start(me, peers).map_err(|e| rdv(cfg, e))?;
     Ok(Communicator::world(Engine::start(
         Arc::new(transport),
         cfg.engine.clone(),
     )?))
+}
+
+/// Opens a connection to rank `j` at `addr` and introduces this rank on it.
+fn dial(cfg: &TcpConfig, j: usize, addr: &str, deadline: Instant) -> Result<TcpStream> {
+    let mut s = connect(addr, deadline)
+        .map_err(|e| rdv(cfg, format!("connecting to rank {j} at {addr}: {e}")))?;
+    write_hello(&mut s, cfg.rank, cfg.world_size, "").map_err(|e| rdv(cfg, e))?;
+    Ok(s)
 }
 
 fn connect(addr: &str, deadline: Instant) -> std::io::Result<TcpStream> {
