@@ -5,8 +5,8 @@
 //! **One connection per direction.** Each connection carries data one way only (the other way
 //! only its acknowledgements): a socket written and read at once by two threads serialises
 //! them on its lock — on loopback a 2-rank ring all-reduce, whose one pair of ranks sends both
-//! ways at once, used 12–15 % more CPU per all-reduce over one socket per pair than over one
-//! per direction (benches/README.md, collectives).
+//! ways at once, took 13–17 % more CPU per 4 MiB all-reduce over one socket per pair than over
+//! one per direction, and a 1 KiB one about twice the time (benches/README.md, collectives).
 
 use std::io::{IoSlice, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -29,11 +29,19 @@ pub(super) struct PeerStreams {
     pub(super) incoming: TcpStream,
 }
 
+/// The connection frames to one peer go out on: writes take `lock` (one frame at a time), a
+/// shutdown does not (a write blocked on a peer that stopped reading holds the lock for good).
+#[derive(Debug)]
+struct Outgoing {
+    stream: Arc<TcpStream>,
+    lock: Mutex<()>,
+}
+
 /// One rank's connections.
 #[derive(Debug)]
 pub(super) struct TcpTransport {
     rank: usize,
-    writers: Vec<Option<Mutex<TcpStream>>>,
+    writers: Vec<Option<Outgoing>>,
     /// The incoming connections (shared with their reader threads), to shut them down.
     incoming: Vec<Option<Arc<TcpStream>>>,
     lost: Arc<Vec<AtomicBool>>,
@@ -41,50 +49,76 @@ pub(super) struct TcpTransport {
 }
 
 impl TcpTransport {
+    /// Takes over the connections and starts a reader thread per incoming one. If that fails
+    /// part-way, every connection is shut down before the error returns, so that no peer waits
+    /// for good on a rank that never started (readers already running see end of stream).
     pub(super) fn start(rank: usize, peers: Vec<Option<PeerStreams>>) -> std::io::Result<Self> {
         let n = peers.len();
-        let lost: Arc<Vec<AtomicBool>> = Arc::new((0..n).map(|_| AtomicBool::new(false)).collect());
-        let inbox = Arc::new(Inbox::default());
         let mut writers = Vec::with_capacity(n);
         let mut incoming = Vec::with_capacity(n);
-        for (peer, streams) in peers.into_iter().enumerate() {
-            let Some(PeerStreams {
-                outgoing,
-                incoming: from_peer,
-            }) = streams
-            else {
-                writers.push(None);
-                incoming.push(None);
-                continue;
+        for streams in peers {
+            let (w, r) = match streams {
+                Some(p) => (
+                    Some(Outgoing {
+                        stream: Arc::new(p.outgoing),
+                        lock: Mutex::new(()),
+                    }),
+                    Some(Arc::new(p.incoming)),
+                ),
+                None => (None, None),
             };
-            for s in [&outgoing, &from_peer] {
-                s.set_nodelay(true)?;
-                s.set_read_timeout(None)?;
-            }
-            let from_peer = Arc::new(from_peer);
-            let reader = from_peer.clone();
-            // The reader's own handle on the outgoing connection: shutting it down must not
-            // wait for the writer's lock (a write blocked on a full socket holds it).
-            let partner = outgoing.try_clone()?;
-            let (lost, inbox) = (lost.clone(), inbox.clone());
-            std::thread::Builder::new()
-                .name(format!("pardis-tcp-{rank}<-{peer}"))
-                .spawn(move || read_frames(reader, &partner, peer, &lost, &inbox))?;
-            writers.push(Some(Mutex::new(outgoing)));
-            incoming.push(Some(from_peer));
+            writers.push(w);
+            incoming.push(r);
         }
-        Ok(Self {
+        let transport = Self {
             rank,
             writers,
             incoming,
-            lost,
-            inbox,
-        })
+            lost: Arc::new((0..n).map(|_| AtomicBool::new(false)).collect()),
+            inbox: Arc::new(Inbox::default()),
+        };
+        if let Err(e) = transport.start_readers() {
+            transport.shut_down_all();
+            return Err(e);
+        }
+        Ok(transport)
+    }
+
+    /// Socket settings for every connection, then one reader thread per incoming connection.
+    fn start_readers(&self) -> std::io::Result<()> {
+        let pairs = || self.writers.iter().zip(&self.incoming).enumerate();
+        for (_, (w, r)) in pairs() {
+            for s in w.iter().map(|w| &w.stream).chain(r) {
+                s.set_nodelay(true)?;
+                s.set_read_timeout(None)?;
+            }
+        }
+        for (peer, (w, r)) in pairs() {
+            let (Some(w), Some(r)) = (w, r) else {
+                continue;
+            };
+            let (reader, partner) = (r.clone(), w.stream.clone());
+            let (lost, inbox) = (self.lost.clone(), self.inbox.clone());
+            std::thread::Builder::new()
+                .name(format!("pardis-tcp-{}<-{peer}", self.rank))
+                .spawn(move || read_frames(reader, &partner, peer, &lost, &inbox))?;
+        }
+        Ok(())
+    }
+
+    /// Shuts every connection down both ways (no lock taken).
+    fn shut_down_all(&self) {
+        for w in self.writers.iter().flatten() {
+            let _ = w.stream.shutdown(Shutdown::Both);
+        }
+        for r in self.incoming.iter().flatten() {
+            let _ = r.shutdown(Shutdown::Both);
+        }
     }
 }
 
 /// Writes `header` then `data` with as few system calls as the socket allows.
-fn write_frame(s: &mut TcpStream, header: &[u8], data: &[u8]) -> std::io::Result<()> {
+fn write_frame(mut s: &TcpStream, header: &[u8], data: &[u8]) -> std::io::Result<()> {
     let total = header.len() + data.len();
     let mut done = 0;
     while done < total {
@@ -248,7 +282,10 @@ impl Transport for TcpTransport {
     fn send_slice(&self, dst: usize, head: Frame, data: &[u8]) -> Result<()> {
         let w = self.writers[dst].as_ref().expect("no connection to self");
         let header = head.encode_header_for(data.len());
-        let r = write_frame(&mut w.lock().expect("writer poisoned"), &header, data);
+        let r = {
+            let _one_frame_at_a_time = w.lock.lock().expect("writer poisoned");
+            write_frame(&w.stream, &header, data)
+        };
         r.map_err(|e| {
             self.lost[dst].store(true, Ordering::SeqCst);
             CollectiveError::io(format!("sending to rank {dst}"), e)
@@ -264,12 +301,7 @@ impl Transport for TcpTransport {
     }
 
     fn mark_self_lost(&self) {
-        for w in self.writers.iter().flatten() {
-            let _ = w.lock().map(|s| s.shutdown(Shutdown::Both));
-        }
-        for r in self.incoming.iter().flatten() {
-            let _ = r.shutdown(Shutdown::Both);
-        }
+        self.shut_down_all();
     }
 
     fn inbox(&self) -> &Arc<Inbox> {
@@ -281,7 +313,7 @@ impl Drop for TcpTransport {
     fn drop(&mut self) {
         // Half-close: peers read our last frames, then end of stream.
         for w in self.writers.iter().flatten() {
-            let _ = w.lock().map(|s| s.shutdown(Shutdown::Write));
+            let _ = w.stream.shutdown(Shutdown::Write);
         }
     }
 }
@@ -409,5 +441,57 @@ mod tests {
             "the peer's writes into the closed connection did not fail: {kind:?}"
         );
         drop(held);
+    }
+
+    /// `mark_self_lost` (a panicking rank, `abort`) shuts the connections down while a write to
+    /// a peer that stopped reading holds the write lock: it returns at once and the write
+    /// fails. (It used to take the write lock first and wait for good.)
+    #[test]
+    fn shutting_down_does_not_wait_for_a_blocked_write() {
+        use crate::frame::{Fingerprint, FrameKind, MailboxKey};
+        use std::time::Duration;
+
+        let (outgoing, peer_in) = socket_pair();
+        let peer_in = Mutex::new(Some(peer_in));
+        let (_peer_out, incoming) = socket_pair();
+        let peers = vec![None, Some(PeerStreams { outgoing, incoming })];
+        let t = TcpTransport::start(0, peers).unwrap();
+        let head = Frame {
+            kind: FrameKind::Data,
+            src: 0,
+            key: MailboxKey { comm: 1, seq: 0 },
+            fp: Fingerprint {
+                kind: 0,
+                dtype: 0,
+                reduce: 0,
+                algo: 0,
+                root: 0,
+                count: 0,
+            },
+            aux: 0,
+            payload: AlignedBuf::default(),
+        };
+        // Far more than the socket buffers hold: the peer never reads, so the write blocks.
+        let big = vec![0u8; 256 << 20];
+        std::thread::scope(|scope| {
+            let sending = scope.spawn(|| t.send_slice(1, head, &big));
+            let w = t.writers[1].as_ref().unwrap();
+            while w.lock.try_lock().is_ok() && !sending.is_finished() {
+                std::thread::yield_now();
+            }
+            let (done, shut) = std::sync::mpsc::channel();
+            let t = &t;
+            scope.spawn(move || {
+                t.mark_self_lost();
+                let _ = done.send(());
+            });
+            if shut.recv_timeout(Duration::from_secs(30)).is_err() {
+                // Unblock the write (and so the shutdown) before failing, not to hang: the
+                // peer closing with unread data resets the connection.
+                drop(peer_in.lock().unwrap().take());
+                panic!("mark_self_lost waited for the blocked write");
+            }
+            assert!(sending.join().unwrap().is_err());
+        });
     }
 }

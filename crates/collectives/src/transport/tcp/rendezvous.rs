@@ -81,11 +81,14 @@ pub(super) fn join_with(cfg: &TcpConfig, listener: Option<TcpListener>) -> Resul
         for _ in 1..n {
             let mut s = accept(&own, deadline)
                 .map_err(|e| rdv(cfg, format!("waiting for the other ranks: {e}")))?;
-            let (rank, _, _) =
+            let (rank, size, _) =
                 read_hello(&mut s).map_err(|e| rdv(cfg, format!("bad hello: {e}")))?;
             let into = if rank < me { &mut second } else { &mut streams };
-            if rank == me || rank >= n || into[rank].is_some() {
-                return Err(rdv(cfg, format!("unexpected connection from rank {rank}")));
+            if size != n || rank == me || rank >= n || into[rank].is_some() {
+                return Err(rdv(
+                    cfg,
+                    format!("unexpected connection from rank {rank} of {size}"),
+                ));
             }
             into[rank] = Some(s);
         }
@@ -102,17 +105,18 @@ pub(super) fn join_with(cfg: &TcpConfig, listener: Option<TcpListener>) -> Resul
         .zip(second)
         .enumerate()
         .map(|(j, pair)| match pair {
-            (Some(first), Some(second)) if j < me => Some(PeerStreams {
+            _ if j == me => Ok(None),
+            (Some(first), Some(second)) if j < me => Ok(Some(PeerStreams {
                 outgoing: first,
                 incoming: second,
-            }),
-            (Some(first), Some(second)) => Some(PeerStreams {
+            })),
+            (Some(first), Some(second)) => Ok(Some(PeerStreams {
                 outgoing: second,
                 incoming: first,
-            }),
-            _ => None,
+            })),
+            _ => Err(rdv(cfg, format!("no connections to rank {j}"))),
         })
-        .collect();
+        .collect::<Result<Vec<_>>>()?;
     let transport = TcpTransport::start(me, peers).map_err(|e| rdv(cfg, e))?;
     Ok(Communicator::world(Engine::start(
         Arc::new(transport),
@@ -150,7 +154,10 @@ fn accept(listener: &TcpListener, deadline: Instant) -> std::io::Result<TcpStrea
         match listener.accept() {
             Ok((s, _)) => {
                 s.set_nonblocking(false)?;
-                s.set_read_timeout(Some(Duration::from_secs(10)))?;
+                // The hello must come within 10 s, and within the rendezvous' deadline.
+                let left = deadline.saturating_duration_since(Instant::now());
+                let wait = left.clamp(Duration::from_millis(1), Duration::from_secs(10));
+                s.set_read_timeout(Some(wait))?;
                 return Ok(s);
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
