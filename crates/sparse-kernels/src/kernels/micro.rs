@@ -29,8 +29,8 @@
 //! * **Short rows cost little besides their nonzeros.** A call over a run of rows reads the
 //!   run's row offsets as one slice (one bounds check, not two per row), and a K that is a
 //!   multiple of the widest tile (K = 64 `f64`) skips the narrower tiles' checks. C is not
-//!   prefetched (a former prefetch of the row of C four rows ahead cost up to 6 % on matrices of
-//!   short rows and gained 2–3 % only on arrow matrices; MKL's executor does not prefetch C
+//!   prefetched (a former prefetch of the row of C four rows ahead cost up to 7 % on matrices of
+//!   short rows and gained 1–3 % only on arrow matrices; MKL's executor does not prefetch C
 //!   either; benches/README.md, sparse, "Native MKL, session of 2026-12-06").
 //! * **Write C once.** Every K-vector of C is written once by its tiles, never zeroed first;
 //!   with `stream` (opt-in), the whole 64-byte lines of C rows are written with non-temporal
