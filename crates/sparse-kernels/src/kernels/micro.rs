@@ -26,8 +26,12 @@
 //!   are prefetched into L1; a watermark carried
 //!   from row to row of a task makes every nonzero's row of B prefetched once (before, each short
 //!   row prefetched the whole next chunk, re-issuing most prefetches of the row before it).
-//! * **Prefetch C.** Within a call of several rows, the row of C [`C_AHEAD`] rows ahead is
-//!   prefetched, so that reading its lines for ownership overlaps the arithmetic.
+//! * **Short rows cost little besides their nonzeros.** A call over a run of rows reads the
+//!   run's row offsets as one slice (one bounds check, not two per row), and a K that is a
+//!   multiple of the widest tile (K = 64 `f64`) skips the narrower tiles' checks. C is not
+//!   prefetched (a former prefetch of the row of C four rows ahead cost up to 7 % on matrices of
+//!   short rows and gained 1–3 % only on arrow matrices; MKL's executor does not prefetch C
+//!   either; benches/README.md, sparse, "Native MKL, session of 2026-12-06").
 //! * **Write C once.** Every K-vector of C is written once by its tiles, never zeroed first;
 //!   with `stream` (opt-in), the whole 64-byte lines of C rows are written with non-temporal
 //!   stores, which skip reading the destination lines into the cache first.
@@ -45,7 +49,7 @@
 //!   8 × `vfmadd231pd mem, zmm, zmm`, mostly faster than AVX2 (measurements: benches/README.md,
 //!   sparse, "Measurements behind code defaults").
 
-use super::prefetch_and_stream::{fence_streams, prefetch_rows, prefetch_span, write};
+use super::prefetch_and_stream::{fence_streams, prefetch_rows, write};
 use crate::dense::{DenseMut, DenseRef};
 use crate::{CsrMatrix, Scalar, SpIndex};
 use pulp::{Simd, WithSimd};
@@ -80,10 +84,6 @@ struct Store {
 /// Bytes of B rows one chunk of nonzeros may touch (half of a 32 KiB L1, leaving room for C).
 /// For K = 64 `f64` a chunk is 32 nonzeros, so the rows of most sparse matrices are one chunk.
 pub(crate) const CHUNK_BYTES: usize = 16 << 10;
-
-/// Rows of C prefetched ahead of the row being computed, so that reading the destination lines
-/// for ownership overlaps the arithmetic of the rows before.
-const C_AHEAD: usize = 4;
 
 /// Nonzeros per chunk for `k` columns of `T`: `CHUNK_BYTES / (K · size)`, clamped to `4..=64`.
 #[inline(always)]
@@ -176,6 +176,10 @@ unsafe fn tiles<
         // SAFETY: caller's contract, `k0 + W <= k`.
         unsafe { tile::<T, I, W>(cols, vals, b, k0, out, store) };
         k0 += W;
+    }
+    if k0 == k {
+        // K a multiple of the widest tile (K = 64 `f64` on AVX2 and AVX-512): no tail.
+        return;
     }
     tail_tile!(H, k, k0, cols, vals, b, out, store);
     tail_tile!(Q, k, k0, cols, vals, b, out, store);
@@ -358,13 +362,11 @@ impl<T: Scalar, I: SpIndex> Job<'_, '_, T, I> {
                 segment::<T, I, WIDE>(cols, vals, nz, &mut pf, dense, c.row_mut(0), plain)
             },
             None => {
-                let (c_rows, c_ld, k) = (c.rows(), c.ld(), c.cols());
-                let c_base = c.as_ref().data().as_ptr();
-                for (i, out) in c.rows_mut().enumerate() {
-                    if i + C_AHEAD < c_rows && !options.stream {
-                        prefetch_span(c_base.wrapping_add((i + C_AHEAD) * c_ld), k);
-                    }
-                    let r = a.row_range(first + i);
+                // Row `i` of `c` is row `first + i` of A; `offsets` holds the bounds of them all
+                // (checked once here, not per row).
+                let offsets = &a.offsets()[first..=first + c.rows()];
+                for (out, w) in c.rows_mut().zip(offsets.windows(2)) {
+                    let r = w[0].idx()..w[1].idx();
                     if options.prefetch || r.len() > chunk {
                         // SAFETY: see above.
                         unsafe { segment::<T, I, WIDE>(cols, vals, r, &mut pf, dense, out, rows) };
