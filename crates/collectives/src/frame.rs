@@ -18,6 +18,7 @@ wire_enum! {
 /// What every rank must agree on for one collective; sent in every frame header and compared
 /// by the receiver, so disagreeing ranks get [`CollectiveError::Mismatch`] instead of garbage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(test, derive(Default))]
 pub(crate) struct Fingerprint {
     /// [`OpKind`] code.
     pub(crate) kind: u8,

@@ -641,14 +641,7 @@ mod tests {
             kind: FrameKind::AbortOther,
             src: 1,
             key,
-            fp: Fingerprint {
-                kind: 0,
-                dtype: 0,
-                reduce: 0,
-                algo: 0,
-                root: 0,
-                count: 0,
-            },
+            fp: Fingerprint::default(),
             aux: 0,
             payload: AlignedBuf::default(),
         }

@@ -460,14 +460,7 @@ mod tests {
             kind: FrameKind::Data,
             src: 0,
             key: MailboxKey { comm: 1, seq: 0 },
-            fp: Fingerprint {
-                kind: 0,
-                dtype: 0,
-                reduce: 0,
-                algo: 0,
-                root: 0,
-                count: 0,
-            },
+            fp: Fingerprint::default(),
             aux: 0,
             payload: AlignedBuf::default(),
         };
