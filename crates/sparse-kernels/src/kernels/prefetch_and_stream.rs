@@ -59,7 +59,7 @@ pub(super) fn prefetch_rows<T, I: SpIndex>(cols: &[I], b: &[T], ld: usize, k: us
 /// Prefetches (into L1) the cache lines of the `len` elements from `start`. The address is only
 /// a hint: it need not point into an allocation.
 #[inline(always)]
-pub(super) fn prefetch_span<T>(start: *const T, len: usize) {
+fn prefetch_span<T>(start: *const T, len: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};

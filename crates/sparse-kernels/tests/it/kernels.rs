@@ -176,10 +176,13 @@ fn k_strategy() -> impl Strategy<Value = usize> {
         Just(1usize),
         2usize..20,
         // Multiples of the widest tiles (32 / 64 / 128 columns: AVX2 and AVX-512, f64 and f32),
-        // which skip the narrower tiles, and their neighbours.
-        Just(32usize),
+        // which skip the narrower tiles, and their neighbours; 96 ends a 64-wide tile with a
+        // 32-wide one.
+        31usize..=33,
+        Just(64usize),
         60usize..70,
-        Just(128usize),
+        Just(96usize),
+        127usize..=129,
         Just(133usize)
     ]
 }

@@ -88,7 +88,8 @@ proptest! {
     #[test]
     fn k_panels_match_reference_and_unpanelled_bits(
         rows in 0usize..40, cols in 0usize..40, kind in 0u8..4, seed in any::<u64>(),
-        k in prop_oneof![Just(1usize), 2usize..20, 60usize..70], panel in 1usize..40,
+        k in prop_oneof![Just(1usize), 2usize..20, Just(32usize), Just(64usize), 60usize..70,
+            Just(128usize)], panel in 1usize..40,
         block in 1usize..9, offset in 0usize..8, pad in 0usize..9,
     ) {
         let a = random_csr(rows, cols, kind, seed);
