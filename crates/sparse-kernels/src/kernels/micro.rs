@@ -32,16 +32,6 @@
 //!   prefetched (a former prefetch of the row of C four rows ahead cost up to 7 % on matrices of
 //!   short rows and gained 1–3 % only on arrow matrices; MKL's executor does not prefetch C
 //!   either; benches/README.md, sparse, "Native MKL, session of 2026-12-06").
-//! * **Short rows in groups on AVX2.** Where K takes several full 256-byte tiles (K = 64 `f64`:
-//!   two passes of 8 `ymm` accumulators, each over half of every row of B) and nothing is
-//!   prefetched, consecutive short rows of at most one chunk of nonzeros together run each
-//!   tile over the whole group before the next tile ([`row_group`]): a row's second pass no
-//!   longer follows its first at once. Only where B is larger than the last-level cache and
-//!   the plan saw random gathers (`Options::group_rows`). Same bits (each column's operations, in the same
-//!   order). Paired runs on a Zen 1 VM: 1.07× on `kron:18`, even on `stencil27:64`; one pass
-//!   over each nonzero (16 accumulators, spilled, or 12 + 4) was slower (benches/README.md,
-//!   sparse, "AVX2 passes over K = 64, session of 2026-12-06"). The AVX-512 path takes a row of
-//!   B of K = 64 `f64` in one tile and is unchanged.
 //! * **Write C once.** Every K-vector of C is written once by its tiles, never zeroed first;
 //!   with `stream` (opt-in), the whole 64-byte lines of C rows are written with non-temporal
 //!   stores, which skip reading the destination lines into the cache first.
@@ -80,10 +70,6 @@ pub(crate) struct Options {
     /// With `prefetch`: how many nonzeros past the end of the chunk being multiplied the rows
     /// of B are prefetched; 0: one chunk ([`chunk_len`]).
     pub(crate) prefetch_distance: usize,
-    /// Take short rows in groups ([`row_group`]) where the AVX2 tiles take several passes over
-    /// K and B is larger than the last-level cache; set by the LSSM plan for matrices of
-    /// random gathers ([`crate::SpmmPlan::column_locality`] below 0.5).
-    pub(crate) group_rows: bool,
 }
 
 /// How a tile computes and writes its K-vector piece: with fused multiply-adds or not (only
@@ -243,61 +229,6 @@ unsafe fn all_tiles<T: Scalar, I: SpIndex, const WIDE: bool>(
     }
 }
 
-/// Bytes of B above which the AVX2 rows path takes short rows in groups ([`row_group`]): the
-/// last-level cache (0 in this module's tests, on the thread that asks for it).
-fn group_rows_above() -> usize {
-    #[cfg(test)]
-    if tests::GROUP_ALWAYS.with(std::cell::Cell::get) {
-        return 0;
-    }
-    crate::last_level_cache_bytes()
-}
-
-/// Most rows of A one [`row_group`] takes at a time.
-const GROUP_ROWS: usize = 16;
-
-/// Rows of A, each of at most `cap` nonzeros, `cap` nonzeros in all, with every full tile of
-/// `W` columns run over the whole group before the next tile: `out_q[k0..k0 + W] = Σ v · B[c,
-/// k0..]` for each row `q` of the group, `k0 = 0, W, ..`. For a K that takes several tiles
-/// (K = 64 `f64` on AVX2: two passes of 8 `ymm` accumulators), the second pass over a row then
-/// comes after the first pass over the following rows, not right after its own; the rows of B
-/// of the group (`cap · K` elements) stay in L1 between the passes. Each column of each row
-/// does the operations of [`tiles`], in the same order: the same bits.
-///
-/// # Safety
-/// As [`tile`] for every row, `offsets` ranges of `cols`/`vals`, and `k` (the width of every
-/// row of `c`) a multiple of `W`.
-#[inline(always)]
-unsafe fn row_group<T: Scalar, I: SpIndex, const W: usize>(
-    cols: &[I],
-    vals: &[T],
-    offsets: &[I],
-    b: Dense<'_, T>,
-    c: &mut DenseMut<'_, T>,
-    first_row: usize,
-    store: Store,
-) {
-    let k = c.cols();
-    let mut k0 = 0;
-    while k0 < k {
-        for (q, w) in offsets.windows(2).enumerate() {
-            let r = w[0].idx()..w[1].idx();
-            // SAFETY: caller's contract; `k0 + W <= k` as `k` is a multiple of `W`.
-            unsafe {
-                tile::<T, I, W>(
-                    &cols[r.clone()],
-                    &vals[r],
-                    b,
-                    k0,
-                    c.row_mut(first_row + q),
-                    store,
-                )
-            };
-        }
-        k0 += W;
-    }
-}
-
 /// How far ahead the rows of B are prefetched: nonzeros `done..` have not been prefetched yet,
 /// and nothing at or beyond `end` is (0: no prefetching). Carried from row to row within a task,
 /// so that every row of B is prefetched once per nonzero, not once per row that looks ahead.
@@ -434,58 +365,6 @@ impl<T: Scalar, I: SpIndex> Job<'_, '_, T, I> {
                 // Row `i` of `c` is row `first + i` of A; `offsets` holds the bounds of them all
                 // (checked once here, not per row).
                 let offsets = &a.offsets()[first..=first + c.rows()];
-                let k = c.cols();
-                // The widest AVX2 tile of `all_tiles`.
-                let w = if T::TILE == 64 { 64 } else { 32 };
-                // B larger than the last-level cache: its rows come from memory. (With B in
-                // cache the groups gained nothing and cost up to 5 % on small matrices.)
-                let b_bytes = std::mem::size_of_val(dense.data);
-                if !WIDE
-                    && options.group_rows
-                    && !options.prefetch
-                    && k > w
-                    && k.is_multiple_of(w)
-                    && b_bytes > group_rows_above()
-                {
-                    // AVX2, a K of several full tiles (K = 64 `f64`) and B in memory: short
-                    // rows in groups ([`row_group`]) of at most one chunk of nonzeros.
-                    let mut i = 0;
-                    while i < c.rows() {
-                        let start = offsets[i].idx();
-                        let mut j = i;
-                        while j < c.rows()
-                            && j - i < GROUP_ROWS
-                            && offsets[j + 1].idx() - start <= chunk
-                        {
-                            j += 1;
-                        }
-                        if j == i {
-                            // A row longer than one chunk.
-                            let r = start..offsets[i + 1].idx();
-                            let out = c.row_mut(i);
-                            // SAFETY: see above.
-                            unsafe {
-                                segment::<T, I, WIDE>(cols, vals, r, &mut pf, dense, out, rows)
-                            };
-                            i += 1;
-                            continue;
-                        }
-                        let group = &offsets[i..=j];
-                        // SAFETY: see above; `k` is a multiple of the tile width.
-                        unsafe {
-                            if w == 64 {
-                                row_group::<T, I, 64>(cols, vals, group, dense, &mut c, i, rows)
-                            } else {
-                                row_group::<T, I, 32>(cols, vals, group, dense, &mut c, i, rows)
-                            }
-                        }
-                        i = j;
-                    }
-                    if options.stream {
-                        fence_streams();
-                    }
-                    return;
-                }
                 for (out, w) in c.rows_mut().zip(offsets.windows(2)) {
                     let r = w[0].idx()..w[1].idx();
                     if options.prefetch || r.len() > chunk {
@@ -598,12 +477,6 @@ pub(crate) fn add_into<T: Scalar>(out: &mut [T], x: &[T]) {
 mod tests {
     use super::*;
     use crate::gen;
-    use std::cell::Cell;
-
-    thread_local! {
-        /// Groups short rows whatever the size of B ([`group_rows_above`]).
-        pub(super) static GROUP_ALWAYS: Cell<bool> = const { Cell::new(false) };
-    }
 
     /// Every row of `a · b` through the given path, the long rows also as two segments added.
     fn product<T: Scalar>(
@@ -671,46 +544,6 @@ mod tests {
                 let _ = narrow;
             }
         }
-    }
-
-    /// The rows path in groups ([`row_group`], where K is several full tiles and nothing is
-    /// prefetched) gives the bits of the rows taken one at a time (the prefetching path; the
-    /// prefetches change no result), on the SIMD level pulp picks here.
-    fn grouped_rows_same_bits<T: Scalar>() {
-        GROUP_ALWAYS.with(|g| g.set(true));
-        // Power-law rows (empty, short, and longer than one chunk) and uniform short rows.
-        let mats: [CsrMatrix<T, u32>; 2] = [gen::kronecker(10, 5), gen::uniform(300, 200, 9, 3)];
-        for a in &mats {
-            for k in [32, 64, 96, 128, 100, 256] {
-                let b = gen::dense::<T>(a.ncols(), k, 11);
-                let group = Options {
-                    group_rows: true,
-                    ..Options::default()
-                };
-                let grouped = product(a, &b, k, group, |job| pulp::Arch::new().dispatch(job));
-                let one_by_one = Options {
-                    prefetch: true,
-                    ..Options::default()
-                };
-                let single = product(a, &b, k, one_by_one, |job| pulp::Arch::new().dispatch(job));
-                let same = grouped
-                    .iter()
-                    .zip(&single)
-                    .all(|(x, y)| x.to_f64().to_bits() == y.to_f64().to_bits());
-                assert!(same, "{} K = {k}: grouped rows differ", T::NAME);
-            }
-        }
-        GROUP_ALWAYS.with(|g| g.set(false));
-    }
-
-    #[test]
-    fn grouped_rows_give_the_bits_of_single_rows_f64() {
-        grouped_rows_same_bits::<f64>();
-    }
-
-    #[test]
-    fn grouped_rows_give_the_bits_of_single_rows_f32() {
-        grouped_rows_same_bits::<f32>();
     }
 
     #[test]

@@ -274,9 +274,6 @@ impl SpmmPlan {
                 stream: config.streaming_stores,
                 chunk_k: k,
                 prefetch_distance: config.prefetch_distance,
-                // Random gathers (power-law graphs): where grouping short rows gained; with
-                // rows of B read in order (stencils, arrows) it gained nothing or cost 5–8 %.
-                group_rows: Self::column_locality(a) < 0.5,
             },
         }
     }
