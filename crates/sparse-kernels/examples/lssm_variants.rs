@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p sparse-kernels --example lssm_variants -- \
-//!     [--threads 2] [--k 64] [--reps 9] [--flush] [--align-c] \
+//!     [--threads 2] [--k 64] [--reps 9] [--flush] [--align-c] [--huge-b] \
 //!     [--variants lssm,lssm:stream,lssm:chunk=1048576,merge] MATRIX...
 //! ```
 //! A variant is a kernel name (`lssm`, `row`, `merge`, `rode`, `reference`, or `sprs`), and for
@@ -16,7 +16,8 @@
 //! SIMD level capped at AVX2 (`sparse_kernels::set_simd_limit`), e.g. `lssm,lssm@avx2`
 //! pairs the AVX-512 path with the AVX2 one on a CPU that has both. `--flush` writes 64 MiB
 //! between runs (cold caches); `--align-c` puts C at a 64-byte boundary (a `Vec` of a large size usually starts
-//! 16 bytes past a page). MATRIX is a path or a generator spec (`stencil27:64`, `kron:18`).
+//! 16 bytes past a page); `--huge-b` copies B (line-aligned) onto transparent huge pages
+//! (`sparse_kernels::zeroed_on_huge_pages`), to see what address translation costs. MATRIX is a path or a generator spec (`stencil27:64`, `kron:18`).
 
 use sparse_kernels::{
     io, set_simd_limit, spmm_reference, CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, Par,
@@ -94,7 +95,7 @@ fn variant(name: &str) -> Result<Variant, String> {
 /// matrix that cannot be loaded or run is reported on stderr and skipped, and the exit
 /// status is 2.
 fn main() {
-    let o = common::parse(&[64], 9, &["variants"], &["flush", "align-c"]);
+    let o = common::parse(&[64], 9, &["variants"], &["flush", "align-c", "huge-b"]);
     let names: Vec<String> = o
         .extra
         .get("variants")
@@ -140,8 +141,18 @@ fn run(
     names: &[String],
 ) -> Result<(), String> {
     let (m, n) = (a.nrows(), a.ncols());
-    let b = sparse_kernels::gen::dense::<f64>(n, k, 7);
-    let bref = DenseRef::contiguous(&b, n, k);
+    let b_gen = sparse_kernels::gen::dense::<f64>(n, k, 7);
+    // B line-aligned on transparent huge pages (`--huge-b`) or where `gen::dense` puts it.
+    let mut b_huge: Vec<f64>;
+    let b: &[f64] = if o.extra.contains_key("huge-b") {
+        b_huge = sparse_kernels::zeroed_on_huge_pages::<f64>(n * k + 8);
+        let skip = (64 - b_huge.as_ptr() as usize % 64) % 64 / 8;
+        b_huge[skip..skip + n * k].copy_from_slice(&b_gen);
+        &b_huge[skip..skip + n * k]
+    } else {
+        &b_gen
+    };
+    let bref = DenseRef::contiguous(b, n, k);
     // C at a 64-byte boundary (`--align-c`) or where the allocator puts it.
     let mut c_buf = vec![0.0f64; m * k + 8];
     let skip = if o.extra.contains_key("align-c") {
@@ -169,7 +180,7 @@ fn run(
             })
         })
         .collect::<Result<_, String>>()?;
-    let b_nd = ndarray::ArrayView2::from_shape((n, k), &b[..]).expect("shape");
+    let b_nd = ndarray::ArrayView2::from_shape((n, k), b).expect("shape");
     let mut c_nd = ndarray::Array2::<f64>::from_elem((m, k), 0.0);
     let flush_bytes = if o.extra.contains_key("flush") {
         64 << 20
