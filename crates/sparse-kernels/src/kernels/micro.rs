@@ -27,11 +27,11 @@
 //!   from row to row of a task makes every nonzero's row of B prefetched once (before, each short
 //!   row prefetched the whole next chunk, re-issuing most prefetches of the row before it).
 //! * **Short rows cost little besides their nonzeros.** A call over a run of rows reads the
-//!   run's row offsets as one slice (one bounds check, not two per row), and a K that is a
-//!   multiple of the widest tile (K = 64 `f64`) skips the narrower tiles' checks. C is not
-//!   prefetched (a former prefetch of the row of C four rows ahead cost up to 7 % on matrices of
-//!   short rows and gained 1–3 % only on arrow matrices; MKL's executor does not prefetch C
-//!   either; benches/README.md, sparse, "Native MKL, session of 2026-12-06").
+//!   run's row offsets as one slice (their bounds checked once for the run, not twice per row),
+//!   and a K that is a multiple of the widest tile (K = 64 `f64`) skips the narrower tiles'
+//!   checks. C is not prefetched (a former prefetch of the row of C four rows ahead cost up to
+//!   7 % on matrices of short rows and gained 1–3 % only on arrow matrices; MKL's executor does
+//!   not prefetch C either; benches/README.md, sparse, "Native MKL, session of 2026-12-06").
 //! * **Write C once.** Every K-vector of C is written once by its tiles, never zeroed first;
 //!   with `stream` (opt-in), the whole 64-byte lines of C rows are written with non-temporal
 //!   stores, which skip reading the destination lines into the cache first.
@@ -151,7 +151,7 @@ macro_rules! tail_tile {
 }
 
 /// Full tiles of `W` columns, then one tile each of `H`, `Q`, `E` columns where they fit, then
-/// a scalar tail shorter than `E`.
+/// a scalar tail shorter than `E`; returns after the full tiles when they cover K.
 ///
 /// # Safety
 /// As [`tile`] with `out.len()` for `k0 + N`.
@@ -363,7 +363,7 @@ impl<T: Scalar, I: SpIndex> Job<'_, '_, T, I> {
             },
             None => {
                 // Row `i` of `c` is row `first + i` of A; `offsets` holds the bounds of them all
-                // (checked once here, not per row).
+                // (the offsets are bounds-checked once here; each row's slices still are).
                 let offsets = &a.offsets()[first..=first + c.rows()];
                 for (out, w) in c.rows_mut().zip(offsets.windows(2)) {
                     let r = w[0].idx()..w[1].idx();
