@@ -17,7 +17,8 @@
 //! pairs the AVX-512 path with the AVX2 one on a CPU that has both. `--flush` writes 64 MiB
 //! between runs (cold caches); `--align-c` puts C at a 64-byte boundary (a `Vec` of a large size usually starts
 //! 16 bytes past a page); `--huge-b` copies B (line-aligned) onto transparent huge pages
-//! (`sparse_kernels::zeroed_on_huge_pages`), to see what address translation costs. MATRIX is a path or a generator spec (`stencil27:64`, `kron:18`).
+//! (`sparse_kernels::zeroed_on_huge_pages`), to see what address translation costs. MATRIX is
+//! a path or a generator spec (`stencil27:64`, `kron:18`).
 
 use sparse_kernels::{
     io, set_simd_limit, spmm_reference, CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, Par,
