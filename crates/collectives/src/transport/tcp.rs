@@ -8,7 +8,7 @@
 //! every higher rank's listener once more, so each pair has exactly two connections: a rank
 //! writes on the one it opened and reads from the one its peer opened. A socket that carries
 //! data both ways serialises its writer and its reader on the socket's lock (on loopback, a
-//! 2-rank ring all-reduce of 4 MiB over one socket per pair took 13–17 % more CPU).
+//! 2-rank ring all-reduce of 4 MiB over one socket per pair took 13–18 % more CPU).
 //!
 //! **Per-collective flow control.** One reader thread per incoming connection reads frames as soon as
 //! they arrive and sorts them into per-collective mailboxes; it never stops reading because one

@@ -5,8 +5,9 @@
 //! **One connection per direction.** Each connection carries data one way only (the other way
 //! only its acknowledgements): a socket written and read at once by two threads serialises
 //! them on its lock — on loopback a 2-rank ring all-reduce, whose one pair of ranks sends both
-//! ways at once, took 13–17 % more CPU per 4 MiB all-reduce over one socket per pair than over
-//! one per direction, and a 1 KiB one about twice the time (benches/README.md, collectives).
+//! ways at once, took 13–18 % more CPU per 4 MiB all-reduce over one socket per pair than over
+//! one per direction, and a 1 KiB one 1.6–1.7× the time in most runs on the AMD EPYC VM
+//! (benches/README.md, collectives).
 
 use std::io::{IoSlice, Read, Write};
 use std::net::{Shutdown, TcpStream};
