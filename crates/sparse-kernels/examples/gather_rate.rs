@@ -7,8 +7,15 @@
 //! — on a VM that shares its last-level cache with other tenants, less than
 //! `sparse_kernels::last_level_cache_bytes()` reports.
 //!
+//! `--prefetch D` adds a software prefetch of every line of the row `D` gathers ahead (a
+//! second stream of the same generator, run `D` steps in front); `--huge` puts the buffer on
+//! transparent huge pages (`sparse_kernels::zeroed_on_huge_pages`), so that a random row costs
+//! no page walk beyond the 2 MiB pages'. Together they give the fastest random row gathers this
+//! machine delivers, the rate a kernel's missed rows of B cannot exceed.
+//!
 //! ```text
-//! cargo run --release -p sparse-kernels --example gather_rate -- [--threads 1] [--k 64] [--reps 3]
+//! cargo run --release -p sparse-kernels --example gather_rate -- [--threads 1] [--k 64] [--reps 3] \
+//!     [--prefetch D] [--huge]
 //! ```
 
 use rayon::prelude::*;
@@ -22,8 +29,21 @@ mod common;
 const GATHERS: usize = 1 << 22;
 
 fn main() {
-    let o = common::try_parse(std::env::args().skip(1), &[64], 3, &[], &[])
+    let o = common::try_parse(std::env::args().skip(1), &[64], 3, &["prefetch"], &["huge"])
         .unwrap_or_else(|e| common::fail(e));
+    let ahead = match o.extra.get("prefetch") {
+        None => 0,
+        Some(v) => v
+            .parse::<usize>()
+            .ok()
+            .filter(|d| (1..=1024).contains(d))
+            .unwrap_or_else(|| {
+                common::fail(common::ArgError::new(format!(
+                    "--prefetch takes a distance from 1 to 1024 gathers (got `{v}`)"
+                )))
+            }),
+    };
+    let huge = o.extra.contains_key("huge");
     if let Some(m) = o.matrices.first() {
         common::fail(common::ArgError::new(format!(
             "gather_rate takes no MATRIX (got `{m}`)"
@@ -38,11 +58,34 @@ fn main() {
     let k = o.ks[0];
     let pool = o.pool();
     let max_mib = 256;
-    let mut b = AlignedVec::<f64>::zeroed((max_mib << 20) / 8);
+    let len = (max_mib << 20) / 8;
+    let (mut on_huge, mut aligned);
+    let b: &mut [f64] = if huge {
+        // One line more than needed, to start the rows on a 64-byte boundary.
+        on_huge = sparse_kernels::zeroed_on_huge_pages::<f64>(len + 8);
+        let skip = on_huge.as_ptr().align_offset(64).min(8);
+        &mut on_huge[skip..skip + len]
+    } else {
+        aligned = AlignedVec::<f64>::zeroed(len);
+        &mut aligned[..]
+    };
     for (i, x) in b.iter_mut().enumerate() {
         *x = i as f64 * 1e-9;
     }
-    println!("{}, row of {k} f64 ({} bytes)", o.header(), k * 8);
+    println!(
+        "{}, row of {k} f64 ({} bytes), {}, {}",
+        o.header(),
+        k * 8,
+        if huge {
+            "huge pages (advised)"
+        } else {
+            "4 KiB pages"
+        },
+        match ahead {
+            0 => "no software prefetch".to_string(),
+            d => format!("prefetch {d} rows ahead"),
+        }
+    );
     println!("  B MiB | ns/row/thread |  GB/s (all threads)");
     let mut mib = 1;
     while mib <= max_mib {
@@ -56,7 +99,11 @@ fn main() {
                     .into_par_iter()
                     .map(|t| {
                         let seed = 0x9E37_79B9_7F4A_7C15 ^ (t as u64 + 1);
-                        common::gather_random_rows(part, k, GATHERS, seed)
+                        if ahead == 0 {
+                            common::gather_random_rows(part, k, GATHERS, seed)
+                        } else {
+                            common::gather_random_rows_prefetched(part, k, GATHERS, seed, ahead)
+                        }
                     })
                     .sum::<f64>()
             });

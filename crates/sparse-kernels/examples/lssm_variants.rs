@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p sparse-kernels --example lssm_variants -- \
-//!     [--threads 2] [--k 64] [--reps 9] [--flush] [--align-c] [--huge-b] \
+//!     [--threads 2] [--k 64] [--reps 9] [--flush] [--align-c] [--c-offset BYTES] [--huge-b] \
 //!     [--variants lssm,lssm:stream,lssm:chunk=1048576,merge] MATRIX...
 //! ```
 //! A variant is a kernel name (`lssm`, `row`, `merge`, `rode`, `reference`, or `sprs`), and for
@@ -16,7 +16,8 @@
 //! SIMD level capped at AVX2 (`sparse_kernels::set_simd_limit`), e.g. `lssm,lssm@avx2`
 //! pairs the AVX-512 path with the AVX2 one on a CPU that has both. `--flush` writes 64 MiB
 //! between runs (cold caches); `--align-c` puts C at a 64-byte boundary (a `Vec` of a large size usually starts
-//! 16 bytes past a page); `--huge-b` copies B (line-aligned) onto transparent huge pages
+//! 16 bytes past a page); `--c-offset BYTES` puts C that many bytes (mod 4 KiB) past B's
+//! offset in its page, to see whether stores to C that alias loads of B 4 KiB apart cost anything; `--huge-b` copies B (line-aligned) onto transparent huge pages
 //! (`sparse_kernels::zeroed_on_huge_pages`), to see what address translation costs. MATRIX is
 //! a path or a generator spec (`stencil27:64`, `kron:18`).
 
@@ -96,7 +97,12 @@ fn variant(name: &str) -> Result<Variant, String> {
 /// matrix that cannot be loaded or run is reported on stderr and skipped, and the exit
 /// status is 2.
 fn main() {
-    let o = common::parse(&[64], 9, &["variants"], &["flush", "align-c", "huge-b"]);
+    let o = common::parse(
+        &[64],
+        9,
+        &["variants", "c-offset"],
+        &["flush", "align-c", "huge-b"],
+    );
     let names: Vec<String> = o
         .extra
         .get("variants")
@@ -154,9 +160,16 @@ fn run(
         &b_gen
     };
     let bref = DenseRef::contiguous(b, n, k);
-    // C at a 64-byte boundary (`--align-c`) or where the allocator puts it.
-    let mut c_buf = vec![0.0f64; m * k + 8];
-    let skip = if o.extra.contains_key("align-c") {
+    // C at a chosen offset from B in their pages (`--c-offset`), at a 64-byte boundary
+    // (`--align-c`), or where the allocator puts it.
+    let mut c_buf = vec![0.0f64; m * k + 512];
+    let skip = if let Some(off) = o.extra.get("c-offset") {
+        let off: usize = off
+            .parse()
+            .map_err(|_| format!("--c-offset {off}: not a number"))?;
+        let want = (b.as_ptr() as usize + off) % 4096;
+        (want + 4096 - c_buf.as_ptr() as usize % 4096) % 4096 / 8
+    } else if o.extra.contains_key("align-c") {
         (64 - c_buf.as_ptr() as usize % 64) % 64 / 8
     } else {
         0
@@ -231,9 +244,10 @@ fn run(
         }
     }
     println!(
-        "{spec} K={k} nnz {} (C at line offset {} B)",
+        "{spec} K={k} nnz {} (C at line offset {} B, C - B = {} B mod 4 KiB)",
         a.nnz(),
-        c.as_ptr() as usize % 64
+        c.as_ptr() as usize % 64,
+        (c.as_ptr() as usize + 4096 - b.as_ptr() as usize % 4096) % 4096
     );
     for (name, t) in names.iter().zip(&times) {
         let ratio = bench_timing::median(t.iter().zip(&times[0]).map(|(t, f)| f / t).collect());

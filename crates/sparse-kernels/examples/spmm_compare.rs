@@ -3,9 +3,10 @@
 //! matrices (files or generator specs), measures the STREAM triad bandwidth, and prints one
 //! JSON object per line. The first line also has the peak FMA throughput of the thread pool
 //! (register-resident, at the SIMD level the kernels use), the last-level cache size the system
-//! reports and the capacity random row gathers really get (`gather_cache_bytes`, measured); each
+//! reports, the capacity random row gathers really get (`gather_cache_bytes`, measured) and the
+//! fastest rate of random 512-byte row gathers from memory (`random_gather_gbs`); each
 //! matrix line the rows of B a row-order gather reads from memory through an LRU cache of the
-//! measured size (`b_miss_rows`), the K-panel width `SpmmPlan::auto_k_panel` suggests for that cache
+//! measured size (`b_miss_rows`; `b_random_miss_rows` of them not next to a row just read), the K-panel width `SpmmPlan::auto_k_panel` suggests for that cache
 //! and, when it is below K, paired times of the default plan and of the plan with those panels
 //! (`lssm_paired`, `lssm_panelled`, alternated runs). With `--dump DIR` it also writes each matrix as raw CSR arrays
 //! (`NAME.indptr.u32`, `NAME.indices.u32`, `NAME.data.f64` or `.f32`) so that the Python half
@@ -201,6 +202,35 @@ fn effective_cache_bytes() -> usize {
         .map_or(1 << 20, |(&b, _)| b)
 }
 
+/// The fastest random row gathers this machine gives all threads of the current pool
+/// together (GB/s): 512-byte rows picked at random from a line-aligned 128 MiB buffer on the
+/// same pages as the harness's B (ordinary ones), with a software prefetch of the row 8, 16 or
+/// 32 gathers ahead or none, the best of them (`examples/gather_rate.rs`). The rows of B that
+/// miss the cache cannot arrive faster than this, whatever the kernel; the script turns it into
+/// a ceiling of the gather roof.
+fn random_gather_gbs() -> f64 {
+    const ROW: usize = 64;
+    const GATHERS: usize = 1 << 18;
+    let mut buf = AlignedVec::<f64>::zeroed((128 << 20) / 8);
+    buf.fill(1.0);
+    let mut best = f64::INFINITY;
+    for ahead in [0, 8, 16, 32] {
+        for _ in 0..3 {
+            let start = Instant::now();
+            let sums = rayon::broadcast(|ctx| {
+                let seed = 0x9E37_79B9_7F4A_7C15u64 ^ (ctx.index() as u64 + 1);
+                match ahead {
+                    0 => common::gather_random_rows(&buf, ROW, GATHERS, seed),
+                    d => common::gather_random_rows_prefetched(&buf, ROW, GATHERS, seed, d),
+                }
+            });
+            std::hint::black_box(sums);
+            best = best.min(start.elapsed().as_secs_f64());
+        }
+    }
+    (GATHERS * ROW * 8 * rayon::current_num_threads()) as f64 / best / 1e9
+}
+
 /// Rows of B (of `row_bytes` each) read from memory when the nonzeros of `a` gather them
 /// through a 16-way set-associative LRU cache of `cache` bytes ([`common::RowCache`]), in the order of the LSSM plan
 /// (approximately): short rows in row order, and the nonzeros of the long rows (more than
@@ -208,15 +238,25 @@ fn effective_cache_bytes() -> usize {
 /// column-aligned long-row tasks run, just before the short rows that read the same rows of B.
 /// Serial order: the 2 workers of the parallel run share the cache, so the real count is
 /// somewhat higher. This is the traffic of the row-wise gather when B does not fit in cache.
+///
+/// Returns the misses and, of them, those at random: a missed row whose neighbour before it in
+/// memory (row `c - 1`) is not in the cache either. The others continue a run of rows just read
+/// (a stencil's next plane), which the hardware prefetchers stream at about the triad rate; the
+/// random ones come at most at [`random_gather_gbs`].
 fn gather_miss_rows<T: Scalar>(
     a: &CsrMatrix<T, u32>,
     block: usize,
     row_bytes: usize,
     cache: usize,
-) -> u64 {
+) -> (u64, u64) {
     let mut cache = common::RowCache::new(cache, row_bytes);
-    let mut misses = 0u64;
-    let mut access = |c: u32| misses += u64::from(cache.access(c));
+    let (mut misses, mut random) = (0u64, 0u64);
+    let mut access = |c: u32| {
+        if cache.access(c) {
+            misses += 1;
+            random += u64::from(c == 0 || !cache.contains(c - 1));
+        }
+    };
     let (m, n) = (a.nrows(), a.ncols().max(1));
     // Long-row nonzeros by position; a column read by several long rows is read once there.
     let mut at_row: Vec<Vec<u32>> = vec![Vec::new(); m];
@@ -237,7 +277,7 @@ fn gather_miss_rows<T: Scalar>(
             }
         }
     }
-    misses
+    (misses, random)
 }
 
 /// The matrix behind a command-line argument: a file (Matrix Market, see `io::read_matrix`)
@@ -497,8 +537,10 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(
             times.push(mkl_vs_lssm(mkl, o, &a, &plan, &b, k));
         }
         let row_bytes = k * std::mem::size_of::<T>();
-        let misses = gather_miss_rows(&a, plan.block_nnz(), row_bytes, gather_cache);
-        times.push(format!("\"b_miss_rows\": {misses}, \"k_panel\": {panel}"));
+        let (misses, random) = gather_miss_rows(&a, plan.block_nnz(), row_bytes, gather_cache);
+        times.push(format!(
+            "\"b_miss_rows\": {misses}, \"b_random_miss_rows\": {random}, \"k_panel\": {panel}"
+        ));
         println!(
             "{{\"matrix\": \"{name}\", \"dump\": \"{stem}\", \"class\": \"{}\", \"rows\": {}, \"cols\": {}, \"nnz\": {}, \
              \"cv\": {:.3}, \"max_row\": {}, \"k\": {k}, \"precision\": \"{}\", \"block\": {}, \"tasks\": {}, \
@@ -541,10 +583,11 @@ fn main() {
         println!(
             "{{\"stream_triad_gbs\": {:.3}, \"threads\": {}, \"peak_gflops\": {peak:.2}, \
              \"fma_lanes\": {lanes}, \"llc_bytes\": {}, \"gather_cache_bytes\": {gather_cache}, \
-             \"mkl_native_version\": \"{mkl_version}\"}}",
+             \"random_gather_gbs\": {:.3}, \"mkl_native_version\": \"{mkl_version}\"}}",
             stream_triad_gbs(),
             o.threads,
-            sparse_kernels::last_level_cache_bytes()
+            sparse_kernels::last_level_cache_bytes(),
+            random_gather_gbs()
         );
         // A matrix that cannot be loaded (unknown generator, missing or malformed file) is
         // reported and skipped; the others still run, and the exit code says that one failed.

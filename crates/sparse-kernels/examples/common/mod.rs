@@ -175,6 +175,51 @@ pub(crate) fn gather_random_rows(b: &[f64], k: usize, count: usize, seed: u64) -
     acc.iter().sum()
 }
 
+/// [`gather_random_rows`] with every line of the row `ahead` gathers in front
+/// prefetched into L1 (a second `xorshift64` stream started `ahead` steps ahead): the same rows
+/// in the same order, the same sum.
+#[allow(dead_code)] // used by gather_rate and spmm_compare only
+pub(crate) fn gather_random_rows_prefetched(
+    b: &[f64],
+    k: usize,
+    count: usize,
+    seed: u64,
+    ahead: usize,
+) -> f64 {
+    let rows = (b.len() / k.max(1)) as u64;
+    let step = |s: &mut u64| {
+        *s ^= *s << 13;
+        *s ^= *s >> 7;
+        *s ^= *s << 17;
+        (*s % rows) as usize * k
+    };
+    let mut front = seed;
+    for _ in 0..ahead {
+        step(&mut front);
+    }
+    let mut acc = [0.0f64; 64];
+    let mut s = seed;
+    for _ in 0..count {
+        let p = step(&mut front);
+        #[cfg(target_arch = "x86_64")]
+        for line in (0..k).step_by(8) {
+            // SAFETY: a prefetch is only a hint and never faults; `p + line < b.len()` anyway.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    b.as_ptr().wrapping_add(p + line).cast::<i8>(),
+                )
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = p;
+        let r = step(&mut s);
+        for (a, x) in acc.iter_mut().zip(&b[r..r + k]) {
+            *a += x;
+        }
+    }
+    acc.iter().sum()
+}
+
 /// A 16-way set-associative LRU cache of whole rows of B, for counting the rows a gather reads
 /// from memory: `bytes` of capacity in rows of `row_bytes`. Rows go to sets by a multiplicative
 /// hash, so that neighbouring rows of B land in different sets.
@@ -197,9 +242,19 @@ impl RowCache {
         }
     }
 
+    /// Whether row `row` is in the cache (without reading it: the LRU order stays).
+    pub(crate) fn contains(&self, row: u32) -> bool {
+        let set = self.set(row);
+        self.tags[set * Self::WAYS..(set + 1) * Self::WAYS].contains(&row)
+    }
+
+    fn set(&self, row: u32) -> usize {
+        ((u64::from(row).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize) % self.sets
+    }
+
     /// Reads row `row`; `true` if it was not in the cache (a miss: read from memory).
     pub(crate) fn access(&mut self, row: u32) -> bool {
-        let set = ((u64::from(row).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize) % self.sets;
+        let set = self.set(row);
         let ways = &mut self.tags[set * Self::WAYS..(set + 1) * Self::WAYS];
         let (at, miss) = match ways.iter().position(|&t| t == row) {
             Some(at) => (at, false),
