@@ -32,6 +32,13 @@ pub enum PlanError {
         /// The smallest per-device memory any plan reaches, bytes.
         min_achievable: u64,
     },
+    /// No plan meets a step-time bound (a min-memory solve under a bound below the fastest
+    /// plan of its candidate).
+    #[error("no plan meets the step-time bound of {time_limit_s:.6} s")]
+    TimeBoundUnmet {
+        /// The bound, seconds.
+        time_limit_s: f64,
+    },
     /// HiGHS failed or returned no usable solution.
     #[error("ILP solver: {0}")]
     Solver(String),

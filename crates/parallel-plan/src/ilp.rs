@@ -250,8 +250,9 @@ pub struct IlpSolution {
 impl StrategyGraph {
     /// Solves the ILP for `objective`.
     ///
-    /// Errors: [`PlanError::Infeasible`] when no choice meets the bound (the message carries the
-    /// smallest achievable value), [`PlanError::Solver`] when HiGHS fails or stops without a
+    /// Errors: [`PlanError::Infeasible`] when no choice meets a memory budget (the message
+    /// carries the smallest achievable memory), [`PlanError::TimeBoundUnmet`] when none meets a
+    /// min-memory solve's time bound, [`PlanError::Solver`] when HiGHS fails or stops without a
     /// feasible solution.
     pub fn solve(&self, objective: IlpObjective, config: &SolverConfig) -> Result<IlpSolution> {
         self.solve_from(objective, config, None)
@@ -333,9 +334,9 @@ impl StrategyGraph {
                 budget: memory_budget.unwrap_or(0.0) as u64,
                 min_achievable: self.min_memory(),
             },
-            IlpObjective::MinMemory { time_limit } => PlanError::Solver(format!(
-                "no strategy meets the time bound {time_limit:.6} s"
-            )),
+            IlpObjective::MinMemory { time_limit } => PlanError::TimeBoundUnmet {
+                time_limit_s: time_limit,
+            },
         }
     }
 

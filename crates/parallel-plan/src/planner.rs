@@ -439,7 +439,7 @@ pub fn plan(problem: &Problem, objective: Objective, progress: Progress<'_>) -> 
             match min_memory_plans(problem, &evaluated, budget, progress) {
                 Ok(plans) => (plans, true),
                 // Nothing of pardis's is that fast: its fastest plans, by time.
-                Err(PlanError::Solver(_)) => (fastest, false),
+                Err(PlanError::TimeBoundUnmet { .. }) => (fastest, false),
                 Err(e) => return Err(e),
             }
         }
@@ -614,14 +614,19 @@ fn min_memory_plans(
         .map(|e| {
             let mut sols = Vec::with_capacity(e.stages.len());
             for (st, fast) in e.stages.iter().zip(&e.fastest_solutions) {
+                let fast_within = fast.time <= limit * (1.0 + 1e-9);
                 let leanest = match st.space.ilp.solve_from(
                     IlpObjective::MinMemory { time_limit: limit },
                     &problem.solver,
                     Some(&fast.choice),
                 ) {
                     Ok(s) => s,
+                    // HiGHS gave up on this stage: its min-time solution, where it meets the
+                    // limit, is still a plan. One candidate's failure never drops the others'
+                    // plans (it once made every min-memory plan give way to the fastest).
+                    Err(PlanError::Solver(_)) if fast_within => fast.clone(),
                     // Only a candidate admitted by the tolerance can miss the limit.
-                    Err(PlanError::Infeasible { .. }) => {
+                    Err(PlanError::TimeBoundUnmet { .. } | PlanError::Solver(_)) => {
                         done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         return Ok(None);
                     }
@@ -629,7 +634,6 @@ fn min_memory_plans(
                 };
                 // Keep the min-time solution when the ILP found nothing leaner within the
                 // limit.
-                let fast_within = fast.time <= limit * (1.0 + 1e-9);
                 sols.push(if fast_within && leanest.memory > fast.memory {
                     fast.clone()
                 } else {
@@ -647,7 +651,9 @@ fn min_memory_plans(
         .collect::<Result<_>>()?;
     out.retain(|p| p.fits && p.step_time_s <= limit * (1.0 + 1e-9));
     if out.is_empty() {
-        return Err(PlanError::Solver("no candidate met the time bound".into()));
+        return Err(PlanError::TimeBoundUnmet {
+            time_limit_s: limit,
+        });
     }
     Ok(out)
 }

@@ -3,6 +3,7 @@
 use parallel_plan::ilp::{
     IlpObjective, MemoryTerm, SolverConfig, StrategyEdge, StrategyGraph, StrategyNode,
 };
+use parallel_plan::PlanError;
 
 /// xorshift64: a tiny deterministic generator (proptest is not a dev-dependency here because its
 /// regex features would force a second HiGHS build).
@@ -255,4 +256,33 @@ fn memory_terms_decide_the_leanest_choice() {
         .unwrap();
     // 2·100 + 0 + 7 beats 2·40 + min(300, 1000) + 7.
     assert_eq!((s.choice, s.memory), (vec![0], 207));
+}
+
+/// A min-memory solve under a time bound no choice meets is its own typed error, carrying the
+/// bound (the planner skips such a candidate instead of giving up its other plans).
+#[test]
+fn unmet_time_bound_is_a_typed_error() {
+    let g = StrategyGraph {
+        nodes: vec![StrategyNode {
+            name: "a".into(),
+            copies: 1,
+            time: vec![2.0, 3.0],
+            memory: vec![10, 5],
+        }],
+        ..Default::default()
+    };
+    match g.solve(
+        IlpObjective::MinMemory { time_limit: 1.0 },
+        &SolverConfig::default(),
+    ) {
+        Err(PlanError::TimeBoundUnmet { time_limit_s }) => assert_eq!(time_limit_s, 1.0),
+        other => panic!("expected TimeBoundUnmet, got {other:?}"),
+    }
+    let s = g
+        .solve(
+            IlpObjective::MinMemory { time_limit: 2.5 },
+            &SolverConfig::default(),
+        )
+        .unwrap();
+    assert_eq!((s.choice, s.memory), (vec![0], 10));
 }
