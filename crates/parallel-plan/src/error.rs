@@ -23,7 +23,8 @@ pub enum PlanError {
     InvalidGraph(String),
     /// No plan fits the per-device memory budget.
     #[error(
-        "no plan fits {budget} bytes per device; the smallest achievable per-device memory is {min_achievable} bytes ({:.2} GiB)",
+        "no plan fits {:.2} GiB per device ({budget} bytes); the smallest achievable per-device memory is {:.2} GiB ({min_achievable} bytes)",
+        *budget as f64 / (1u64 << 30) as f64,
         *min_achievable as f64 / (1u64 << 30) as f64
     )]
     Infeasible {

@@ -189,7 +189,7 @@ fn infeasible_budget_names_smallest_memory() {
     let err = within(50.0).unwrap_err();
     assert!(
         err.to_string()
-            .contains("smallest achievable per-device memory is 80 bytes"),
+            .contains("smallest achievable per-device memory is 0.00 GiB (80 bytes)"),
         "{err}"
     );
     let ok = within(80.0).unwrap();
