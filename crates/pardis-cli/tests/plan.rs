@@ -210,3 +210,44 @@ fn emit_writes_engine_files_and_never_overwrites_unasked() {
     assert!(stdout.starts_with("==> megatron_args.sh <==\n"), "{stdout}");
     assert!(stdout.contains("--tensor-model-parallel-size"));
 }
+
+/// The default case (`cargo xtask demo`): torchtitan's FSDP needs less memory than the chosen
+/// plan at 0.1 % over the budget, so the table ends with a note naming the `--time-slack` that
+/// reaches its step time; with that slack pardis's plan is at most as large and within it.
+#[test]
+fn a_leaner_but_slower_peer_gets_a_slack_hint_that_works() {
+    let out = pardis(&["plan", "--ilp-time-limit", "60"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let note = text
+        .lines()
+        .find(|l| l.starts_with("note: "))
+        .unwrap_or_else(|| panic!("no note in\n{text}"));
+    let slack = note
+        .split("`--time-slack ")
+        .nth(1)
+        .and_then(|s| s.split('`').next())
+        .unwrap_or_else(|| panic!("no slack in {note}"));
+    assert!(slack.parse::<f64>().unwrap() > 0.0, "{note}");
+    let r = json_report(&[
+        "plan",
+        "--ilp-time-limit",
+        "60",
+        "--time-slack",
+        slack,
+        "--json",
+    ]);
+    let budget = r["objective"]["time_budget_s"].as_f64().unwrap();
+    let plan = &r["plan"];
+    assert!(plan["step_time_s"].as_f64().unwrap() <= budget * (1.0 + 1e-9));
+    let leanest_peer = r["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["fastest"]["plan"].as_object())
+        .filter(|p| p["step_time_s"].as_f64().unwrap() <= budget * (1.0 + 1e-9))
+        .map(|p| p["per_device_memory"]["total"].as_u64().unwrap())
+        .min()
+        .expect("the hinted peer is within the new budget");
+    assert!(plan["per_device_memory"]["total"].as_u64().unwrap() <= leanest_peer);
+}

@@ -412,6 +412,40 @@ fn print_table(report: &PlanReport, problem: &Problem) {
         ),
         None => println!("no peer configuration fits within the budget; time ×: step time over the reference."),
     }
+    if let Some(hint) = slack_hint(report) {
+        println!("{hint}");
+    }
+}
+
+/// For min-memory: a peer's fastest configuration that needs less memory than the chosen plan
+/// but misses the budget (a reader sees it leaner in the table), and the `--time-slack` that
+/// would let pardis's search reach its step time too.
+fn slack_hint(report: &PlanReport) -> Option<String> {
+    let o = &report.objective;
+    if o.kind != "min-memory" {
+        return None;
+    }
+    let chosen = report.plan.per_device_memory.total();
+    let f = report
+        .peers
+        .iter()
+        .filter_map(|s| s.fastest.as_ref())
+        .filter(|f| {
+            f.plan.fits
+                && f.plan.step_time_s > o.time_budget_s * (1.0 + 1e-9)
+                && f.plan.per_device_memory.total() < chosen
+        })
+        .min_by(|a, b| a.plan.step_time_s.total_cmp(&b.plan.step_time_s))?;
+    let reference = o.reference.step_time_s();
+    // Rounded up to four decimals, so that the peer's step time is within it.
+    let slack = ((f.plan.step_time_s / reference - 1.0) * 1e4).ceil() / 1e4;
+    Some(format!(
+        "note: {} needs less memory ({}) at {:.1} % more time than the budget; `--time-slack {slack}` \
+         searches pardis's plans up to its step time.",
+        f.plan.name,
+        output::bytes(f.plan.per_device_memory.total()),
+        100.0 * (f.plan.step_time_s / o.time_budget_s - 1.0)
+    ))
 }
 
 fn print_details(report: &PlanReport, problem: &Problem) {
