@@ -249,6 +249,11 @@ fn main() {
                 })
         })
     };
+    if o.ks != [K] || o.f32 {
+        common::fail(common::ArgError::new(
+            "fma_ceiling measures K = 64 f64 only (no --k or --precision)",
+        ));
+    }
     let b_rows = num("b-rows", 32, 8..=64).unwrap_or_else(|e| common::fail(e));
     let per_row = num("per-row", 27, 1..=1024).unwrap_or_else(|e| common::fail(e));
     if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
@@ -257,7 +262,8 @@ fn main() {
     }
     let pool = o.pool();
     // About 4 Mi multiply-adds per round and thread for the SpMM shapes (C: 2.5 MiB).
-    let rows = (1 << 22) / (per_row * K) + 1;
+    // An even number of rows, so that the two-row shape computes every row the flops count.
+    let rows = ((1 << 22) / (per_row * K) + 2) & !1;
     let flops_spmm = (2 * rows * per_row * K * o.threads) as f64;
     println!(
         "{}, B {b_rows} rows of {K} f64 ({} KiB, in L1), {per_row} nonzeros per row",
@@ -289,9 +295,10 @@ fn main() {
     let peak = (2 * 4 * 12 * iters * o.threads) as f64 / peak_s / 1e9;
     println!("  {:<18} {:8.1} GFLOP/s  100 %", "register", peak);
     for (name, f) in shapes {
-        // Three sets of inputs, allocated one after the other: where the buffers land decides
-        // whether the stores to C alias the loads of B (4 KiB apart), which halved some
-        // shapes' rate in some runs; the best set is the ceiling.
+        // Three sets of inputs, allocated one after the other and all kept alive (so that each
+        // lands elsewhere): where the buffers land decides whether the stores to C alias the
+        // loads of B (4 KiB apart), which halved some shapes' rate in some runs; the best set
+        // is the ceiling.
         let mut keep = Vec::new();
         let t = (0..3)
             .map(|set| {

@@ -167,7 +167,7 @@ fn run(
         let off: usize = off
             .parse()
             .map_err(|_| format!("--c-offset {off}: not a number"))?;
-        let want = (b.as_ptr() as usize + off) % 4096;
+        let want = (b.as_ptr() as usize % 4096 + off % 4096) % 4096;
         (want + 4096 - c_buf.as_ptr() as usize % 4096) % 4096 / 8
     } else if o.extra.contains_key("align-c") {
         (64 - c_buf.as_ptr() as usize % 64) % 64 / 8
