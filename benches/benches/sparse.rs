@@ -1,7 +1,7 @@
 //! Criterion benchmarks of sparse-kernels SpMM (`C = A · B`, A sparse CSR, B and C dense):
 //! the shared SuiteSparse and DLMC matrices, a 3-D 27-point stencil with 262,144 rows,
 //! Graph500 Kronecker graphs of scale 18 and 20, and an arrow matrix, for K in
-//! {16, 32, 64, 128, 256}, every parallel kernel (row, merge, rode, lssm).
+//! {16, 32, 64, 128, 256}, every parallel kernel (row, merge, rode, lssm, pairs).
 //!
 //! Throughput is reported as criterion "elements/s" = FLOP/s with 2·nnz·K flops per product.
 //! The effective bandwidth is FLOP/s × (bytes / flop); the bytes per flop of each matrix and K
@@ -13,7 +13,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use pardis::sparse::{
-    gen, io, AlignedVec, CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, Par, SpmmPlan,
+    gen, io, AlignedVec, CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, Par, RowPairs, SpmmPlan,
 };
 use pardis_benches::{bench_pool, data_file};
 use std::time::Duration;
@@ -39,11 +39,14 @@ fn bench_matrix(c: &mut Criterion, label: &str, a: &CsrMatrix<f64, u32>) {
         );
         group.throughput(Throughput::Elements(flops as u64));
         let plan = SpmmPlan::new(a, k, &LssmConfig::default());
+        // Row pairs' repacked copy of A is built here, outside the timing, like the plan.
+        let pairs = RowPairs::new(a, k);
         for kernel in [
             Kernel::RowParallel,
             Kernel::MergePath,
             Kernel::RodeLike,
             Kernel::Lssm,
+            Kernel::RowPairs,
         ] {
             group.bench_function(BenchmarkId::new(kernel.name(), k), |bench| {
                 bench.iter(|| {
@@ -51,6 +54,7 @@ fn bench_matrix(c: &mut Criterion, label: &str, a: &CsrMatrix<f64, u32>) {
                         let c = DenseMut::contiguous(&mut out, a.nrows(), k);
                         match kernel {
                             Kernel::Lssm => plan.execute(a, b, c, Par::Current),
+                            Kernel::RowPairs => pairs.execute(b, c, Par::Current),
                             other => other.run(a, b, c, Par::Current),
                         }
                         .expect("spmm")

@@ -99,3 +99,52 @@ fn threads_zero_means_all_cores() {
     ]);
     assert!(r["threads"].as_u64().unwrap() >= 1);
 }
+
+#[test]
+fn row_pairs_kernel_reports_its_pairs_and_a_true_minimum() {
+    let r = json_report(&[
+        "spmm",
+        "--gen",
+        "stencil27:8",
+        "--kernel",
+        "pairs",
+        "--threads",
+        "2",
+        "--reps",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(r["kernel"], "pairs");
+    assert_eq!(r["row_pairs"]["paired_rows"], 512);
+    let shared = r["row_pairs"]["shared_fraction"].as_f64().unwrap();
+    assert!((0.6..=0.8).contains(&shared), "{shared}");
+    assert!(r["max_relative_error"].as_f64().unwrap() < 1e-12);
+    // Another kernel has no pairs to report.
+    let lssm = json_report(&["spmm", "--gen", "stencil27:8", "--reps", "1", "--json"]);
+    assert!(lssm["row_pairs"].is_null());
+    // The table's "min" is the fastest run, never above the median (it once printed the first).
+    let out = pardis(&[
+        "spmm",
+        "--gen",
+        "stencil27:8",
+        "--kernel",
+        "pairs",
+        "--reps",
+        "9",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ms = |key: &str| -> f64 {
+        let at = text
+            .find(key)
+            .unwrap_or_else(|| panic!("no `{key}` in\n{text}"))
+            + key.len();
+        text[at..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!(ms("ms, min ") <= ms("median "), "{text}");
+}

@@ -7,9 +7,10 @@
 //! ```text
 //! cargo run --release -p sparse-kernels --example lssm_variants -- \
 //!     [--threads 2] [--k 64] [--reps 9] [--flush] [--align-c] [--c-offset BYTES] [--huge-b] \
-//!     [--variants lssm,lssm:stream,lssm:chunk=1048576,merge] MATRIX...
+//!     [--slab BY] [--variants lssm,lssm:stream,lssm:chunk=1048576,merge,pairs] MATRIX...
 //! ```
-//! A variant is a kernel name (`lssm`, `row`, `merge`, `rode`, `reference`, or `sprs`), and for
+//! A variant is a kernel name (`lssm`, `row`, `merge`, `rode`, `pairs`, `reference`, or
+//! `sprs`; `pairs`' [`RowPairs`] is built before the rounds, like LSSM's plan), and for
 //! `lssm` settings after a colon, separated by `+`: `stream` / `nostream` (streaming stores of
 //! C), `pf` / `nopf` (prefetching B), `pfd=N` (prefetch distance in nonzeros), `chunk=N`
 //! (`row_chunk_work`), `block=N`, `panel=N`, `serial=N` (`serial_work`). Any variant with `@avx2` appended runs with the
@@ -18,12 +19,14 @@
 //! between runs (cold caches); `--align-c` puts C at a 64-byte boundary (a `Vec` of a large size usually starts
 //! 16 bytes past a page); `--c-offset BYTES` puts C that many bytes (mod 4 KiB) past B's
 //! offset in its page, to see whether stores to C that alias loads of B 4 KiB apart cost anything; `--huge-b` copies B (line-aligned) onto transparent huge pages
-//! (`sparse_kernels::zeroed_on_huge_pages`), to see what address translation costs. MATRIX is
-//! a path or a generator spec (`stencil27:64`, `kron:18`).
+//! (`sparse_kernels::zeroed_on_huge_pages`), to see what address translation costs; `--slab BY`
+//! reorders the rows of an `N × N × N` grid matrix (`stencil27:N`) in slabs of `BY` grid lines
+//! swept plane by plane first (what locality is worth on a stencil; other matrices are left
+//! as they are). MATRIX is a path or a generator spec (`stencil27:64`, `kron:18`).
 
 use sparse_kernels::{
     io, set_simd_limit, spmm_reference, CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, Par,
-    SimdLimit, SpmmPlan,
+    RowPairs, SimdLimit, SpmmPlan,
 };
 use std::time::Instant;
 
@@ -56,6 +59,8 @@ fn lssm_config(settings: &str) -> Option<LssmConfig> {
 /// One timed contender.
 enum Contender {
     Plan(Box<SpmmPlan>),
+    /// `pairs`: the repacked copy is built before the rounds, like a plan.
+    Pairs(Box<RowPairs<f64, u32>>),
     Kernel(Kernel),
     Sprs,
 }
@@ -85,7 +90,7 @@ fn variant(name: &str) -> Result<Variant, String> {
                 .ok_or_else(|| {
                     format!(
                         "variant `{name}`: unknown kernel `{other}` (lssm, row, merge, rode, \
-                     reference, sprs)"
+                     pairs, reference, sprs)"
                     )
                 })
         }
@@ -100,7 +105,7 @@ fn main() {
     let o = common::parse(
         &[64],
         9,
-        &["variants", "c-offset"],
+        &["variants", "c-offset", "slab"],
         &["flush", "align-c", "huge-b"],
     );
     let names: Vec<String> = o
@@ -115,6 +120,16 @@ fn main() {
             common::fail(common::ArgError::new(e));
         }
     }
+    let slab = o.extra.get("slab").map(|v| {
+        v.parse::<usize>()
+            .ok()
+            .filter(|&n| n >= 1)
+            .unwrap_or_else(|| {
+                common::fail(common::ArgError::new(format!(
+                    "--slab takes a positive number of grid lines, not `{v}`"
+                )))
+            })
+    });
     let pool = o.pool();
     println!("{}, flush {}", o.header(), o.extra.contains_key("flush"));
     let failed = pool.install(|| {
@@ -122,6 +137,12 @@ fn main() {
         for spec in &o.matrices {
             let r = io::read_or_generate::<f64, u32>(spec, 1)
                 .map_err(|e| e.to_string())
+                .map(
+                    |a| match slab.and_then(|by| common::grid_tile_order(&a, usize::MAX, by)) {
+                        Some(order) => common::permuted(&a, &order),
+                        None => a,
+                    },
+                )
                 .and_then(|a| {
                     let sprs_a: sprs::CsMatI<f64, u32> = a.clone().into();
                     o.ks.iter()
@@ -190,6 +211,9 @@ fn run(
             Ok(match variant(name)? {
                 Variant::Sprs => Contender::Sprs,
                 Variant::Lssm(config) => Contender::Plan(Box::new(SpmmPlan::new(a, k, &config))),
+                Variant::Kernel(Kernel::RowPairs) => {
+                    Contender::Pairs(Box::new(RowPairs::new(a, k)))
+                }
                 Variant::Kernel(kernel) => Contender::Kernel(kernel),
             })
         })
@@ -217,6 +241,7 @@ fn run(
             let s = Instant::now();
             match contender {
                 Contender::Plan(plan) => plan.execute(a, bref, cm, Par::Current),
+                Contender::Pairs(pairs) => pairs.execute(bref, cm, Par::Current),
                 Contender::Kernel(kernel) => kernel.run(a, bref, cm, Par::Current),
                 Contender::Sprs => {
                     c_nd.fill(0.0);

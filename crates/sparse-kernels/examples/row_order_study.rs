@@ -11,7 +11,10 @@
 //! Orders: `natural`; `bfs` (breadth-first over the rows as vertices from the densest row, a
 //! Cuthill–McKee-like order); `min-column` (rows sorted by their smallest column);
 //! `rarest-column` (rows sorted by their least-read column, so that rows sharing a rarely read
-//! row of B run next to each other).
+//! row of B run next to each other); and for a matrix of `N³` rows (`stencil27:N`) the grid
+//! orders `slab4`, `slab8` (slabs of 4 or 8 grid lines swept plane by plane) and `tile32x8`,
+//! `tile32x16` (tiles of 32 × 8 or 32 × 16 points swept plane by plane), which take the
+//! geometry from the row count: what locality is worth on a stencil, not a general order.
 //!
 //! ```text
 //! cargo run --release -p sparse-kernels --example row_order_study -- \
@@ -32,20 +35,6 @@ fn misses(a: &CsrMatrix<f64, u32>, order: &[usize], mut cache: common::RowCache)
         .flat_map(|&r| a.row(r).0)
         .filter(|&&c| cache.access(c))
         .count()
-}
-
-/// `a` with its rows in `order`.
-fn permuted(a: &CsrMatrix<f64, u32>, order: &[usize]) -> CsrMatrix<f64, u32> {
-    let mut offsets = Vec::with_capacity(order.len() + 1);
-    offsets.push(0u32);
-    let (mut indices, mut values) = (Vec::with_capacity(a.nnz()), Vec::with_capacity(a.nnz()));
-    for &r in order {
-        let (c, v) = a.row(r);
-        indices.extend_from_slice(c);
-        values.extend_from_slice(v);
-        offsets.push(u32::try_from(indices.len()).expect("nnz fits u32"));
-    }
-    CsrMatrix::try_new(a.nrows(), a.ncols(), offsets, indices, values).expect("a permutation")
 }
 
 /// Breadth-first order of the rows, a row's neighbours being its columns (those `< nrows`),
@@ -93,12 +82,25 @@ fn orders(a: &CsrMatrix<f64, u32>) -> Vec<(&'static str, Vec<usize>)> {
             .min()
             .map_or(u32::MAX, |(_, c)| c)
     });
-    vec![
+    let mut v = vec![
         ("natural", natural),
         ("bfs", bfs_order(a)),
         ("min-column", min_column),
         ("rarest-column", rarest),
-    ]
+    ];
+    // Tiles of a grid matrix's points swept plane by plane (only for `N × N × N` grids: they
+    // take the geometry from the row count, so they bound what an order can do on stencils).
+    for (name, bx, by) in [
+        ("slab4", usize::MAX, 4),
+        ("slab8", usize::MAX, 8),
+        ("tile32x8", 32, 8),
+        ("tile32x16", 32, 16),
+    ] {
+        if let Some(order) = common::grid_tile_order(a, bx, by) {
+            v.push((name, order));
+        }
+    }
+    v
 }
 
 fn main() {
@@ -142,7 +144,7 @@ fn main() {
                 ));
             }
             lines.push((name, cells.join(" | ")));
-            let p = permuted(&a, &order);
+            let p = common::permuted(&a, &order);
             let plan = SpmmPlan::new(&p, k, &LssmConfig::default());
             runs.push((p, plan, Vec::new()));
         }

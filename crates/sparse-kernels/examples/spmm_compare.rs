@@ -25,8 +25,8 @@
 
 use rayon::prelude::*;
 use sparse_kernels::{
-    gen, io, AlignedVec, CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, RowStats, Scalar,
-    SpmmPlan,
+    gen, io, AlignedVec, CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, RowPairs, RowStats,
+    Scalar, SpmmPlan,
 };
 use std::path::Path;
 use std::time::Instant;
@@ -439,6 +439,8 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(
         // into C, so its C is zeroed inside its timed call; it gets the same line-aligned B
         // and C as the pardis kernels.
         let plan = SpmmPlan::new(&a, k, &LssmConfig::default());
+        // Row pairs' inspector (a repacked copy of A) runs outside the timing, like the plan.
+        let pairs = RowPairs::new(&a, k);
         let b_nd = ndarray::ArrayView2::from_shape((a.ncols(), k), &b[..]).expect("shape");
         let mut run = |kernel: Option<Kernel>| {
             // Wake every worker of the pool first: after the serial sprs run they may be
@@ -456,6 +458,7 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(
                     let c = DenseMut::contiguous(&mut c, a.nrows(), k);
                     match kernel {
                         Kernel::Lssm => plan.execute(&a, bref, c, sparse_kernels::Par::Current),
+                        Kernel::RowPairs => pairs.execute(bref, c, sparse_kernels::Par::Current),
                         _ => kernel.run(&a, bref, c, sparse_kernels::Par::Current),
                     }
                     .expect("run");
@@ -499,6 +502,13 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(
         let plan_time = bench_timing::median_secs(o.reps, || {
             std::hint::black_box(SpmmPlan::new(&a, k, &LssmConfig::default()));
         });
+        let pairs_time = bench_timing::median_secs(o.reps, || {
+            std::hint::black_box(RowPairs::new(&a, k));
+        });
+        times.push(format!(
+            "\"pairs_inspect_s\": {pairs_time:e}, \"pairs_shared\": {:.4}",
+            pairs.shared_fraction()
+        ));
         // Paired with the default plan where a K-panel width is suggested for this machine's
         // last-level cache: the same plan with panels (alternated runs).
         let llc = sparse_kernels::last_level_cache_bytes();

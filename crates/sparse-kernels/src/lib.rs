@@ -15,8 +15,10 @@
 //! * Generators: [`gen`] (stencils, R-MAT/Kronecker from the shared Graph500 generator,
 //!   uniform, arrow, banded).
 //! * Kernels, each for `f32` and `f64`: [`spmm_reference`] (serial oracle),
-//!   [`spmm_row_parallel`], [`spmm_merge_path`], [`spmm_rode_like`] and [`spmm_lssm`] /
-//!   [`SpmmPlan`] (symbolic phase once, numeric phase per B).
+//!   [`spmm_row_parallel`], [`spmm_merge_path`], [`spmm_rode_like`], [`spmm_lssm`] /
+//!   [`SpmmPlan`] (symbolic phase once, numeric phase per B), and [`spmm_row_pairs`] /
+//!   [`RowPairs`] (neighbouring rows that share most columns computed in pairs that share
+//!   their loads of B; a repacked copy of A built once, like an inspector).
 //! * Parallelism is the caller's: every parallel kernel takes a [`Par`] and runs in the
 //!   caller's rayon pool (or a dedicated one of a given size); the library never builds the
 //!   global pool, never prints, never reads the environment.
@@ -70,7 +72,7 @@ pub use error::{Result, SparseError};
 pub use huge::{zeroed_on_huge_pages, HUGE_PAGE_BYTES};
 pub use kernels::{
     spmm_merge_path, spmm_merge_path_with, spmm_reference, spmm_rode_like, spmm_rode_like_with,
-    spmm_row_parallel, spmm_row_parallel_with, BaselineConfig, Kernel,
+    spmm_row_pairs, spmm_row_parallel, spmm_row_parallel_with, BaselineConfig, Kernel, RowPairs,
 };
 pub use lssm::{last_level_cache_bytes, spmm_lssm, BlockSizing, LssmConfig, SpmmPlan};
 pub use par::Par;

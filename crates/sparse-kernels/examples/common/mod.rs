@@ -265,3 +265,51 @@ impl RowCache {
         miss
     }
 }
+
+/// `a` with its rows in `order` (a permutation of the rows): C's rows can be computed in any
+/// order, so the row-order studies time LSSM on the reordered matrix.
+#[allow(dead_code)] // used by row_order_study and row_pair_study only
+pub(crate) fn permuted(
+    a: &sparse_kernels::CsrMatrix<f64, u32>,
+    order: &[usize],
+) -> sparse_kernels::CsrMatrix<f64, u32> {
+    let mut offsets = Vec::with_capacity(order.len() + 1);
+    offsets.push(0u32);
+    let (mut indices, mut values) = (Vec::with_capacity(a.nnz()), Vec::with_capacity(a.nnz()));
+    for &r in order {
+        let (c, v) = a.row(r);
+        indices.extend_from_slice(c);
+        values.extend_from_slice(v);
+        offsets.push(
+            u32::try_from(indices.len())
+                .unwrap_or_else(|_| fail("the row-order studies take < 2^32 nonzeros")),
+        );
+    }
+    sparse_kernels::CsrMatrix::try_new(a.nrows(), a.ncols(), offsets, indices, values)
+        .unwrap_or_else(|e| fail(format!("reordering the rows: {e}")))
+}
+
+/// For a square matrix of `N³` rows (a grid matrix such as `stencil27:N`, row `(z·N + y)·N +
+/// x`): its rows in tiles of `bx × by` grid points, each tile swept plane by plane (sorted by
+/// `(y / by, x / bx, z, y % by, x % bx)`), so that the three planes of a tile a stencil row
+/// reads stay in cache from one plane to the next; `bx = N` gives slabs of `by` lines. `None`
+/// for any other shape. It knows the geometry: a study of what locality is worth, not a
+/// general reordering.
+#[allow(dead_code)] // used by row_order_study and row_pair_study only
+pub(crate) fn grid_tile_order<T: sparse_kernels::Scalar>(
+    a: &sparse_kernels::CsrMatrix<T, u32>,
+    bx: usize,
+    by: usize,
+) -> Option<Vec<usize>> {
+    let rows = a.nrows();
+    let n = (rows as f64).cbrt().round() as usize;
+    if rows != a.ncols() || n == 0 || n * n * n != rows || bx == 0 || by == 0 {
+        return None;
+    }
+    let mut order: Vec<usize> = (0..rows).collect();
+    order.sort_by_key(|&i| {
+        let (x, y, z) = (i % n, (i / n) % n, i / (n * n));
+        (y / by, x / bx, z, y % by, x % bx)
+    });
+    Some(order)
+}

@@ -75,10 +75,10 @@ pub(crate) struct Options {
 /// How a tile computes and writes its K-vector piece: with fused multiply-adds or not (only
 /// where the SIMD level has them), on top of what is there or not, streaming or not.
 #[derive(Clone, Copy)]
-struct Store {
-    fma: bool,
-    accumulate: bool,
-    stream: bool,
+pub(super) struct Store {
+    pub(super) fma: bool,
+    pub(super) accumulate: bool,
+    pub(super) stream: bool,
 }
 
 /// Bytes of B rows one chunk of nonzeros may touch (half of a 32 KiB L1, leaving room for C).
@@ -87,7 +87,7 @@ pub(crate) const CHUNK_BYTES: usize = 16 << 10;
 
 /// Nonzeros per chunk for `k` columns of `T`: `CHUNK_BYTES / (K · size)`, clamped to `4..=64`.
 #[inline(always)]
-fn chunk_len<T>(k: usize) -> usize {
+pub(super) fn chunk_len<T>(k: usize) -> usize {
     (CHUNK_BYTES / (k * std::mem::size_of::<T>()).max(1)).clamp(4, 64)
 }
 
@@ -95,9 +95,9 @@ fn chunk_len<T>(k: usize) -> usize {
 /// `< rows`, where `rows` satisfies `(rows - 1) * ld + k <= data.len()` (the invariant of
 /// [`DenseRef`]) and `k <= ld` is the length of every output vector.
 #[derive(Clone, Copy)]
-struct Dense<'a, T> {
-    data: &'a [T],
-    ld: usize,
+pub(super) struct Dense<'a, T> {
+    pub(super) data: &'a [T],
+    pub(super) ld: usize,
 }
 
 /// Accumulates one tile of `N` columns starting at `k0`: `out[k0..k0 + N] (+)= Σ v · B[c, ..]`.
@@ -211,7 +211,7 @@ unsafe fn tiles<
 /// # Safety
 /// As [`tiles`].
 #[inline(always)]
-unsafe fn all_tiles<T: Scalar, I: SpIndex, const WIDE: bool>(
+pub(super) unsafe fn all_tiles<T: Scalar, I: SpIndex, const WIDE: bool>(
     cols: &[I],
     vals: &[T],
     b: Dense<'_, T>,
@@ -232,13 +232,13 @@ unsafe fn all_tiles<T: Scalar, I: SpIndex, const WIDE: bool>(
 /// How far ahead the rows of B are prefetched: nonzeros `done..` have not been prefetched yet,
 /// and nothing at or beyond `end` is (0: no prefetching). Carried from row to row within a task,
 /// so that every row of B is prefetched once per nonzero, not once per row that looks ahead.
-struct Prefetch {
-    done: usize,
-    end: usize,
+pub(super) struct Prefetch {
+    pub(super) done: usize,
+    pub(super) end: usize,
     /// Nonzeros per chunk ([`chunk_len`] of the plan's K).
-    chunk: usize,
+    pub(super) chunk: usize,
     /// Nonzeros past the end of the current chunk that are prefetched.
-    distance: usize,
+    pub(super) distance: usize,
 }
 
 /// `out = vals[nz] · B[cols[nz], ..]` in chunks of `pf.chunk` nonzeros, prefetching the rows of B
@@ -250,7 +250,7 @@ struct Prefetch {
 /// Every index in `cols` is a row of `b` (see [`Dense`]), `out.len() <= b.ld`,
 /// `nz.end, pf.end <= cols.len() == vals.len()`.
 #[inline(always)]
-unsafe fn segment<T: Scalar, I: SpIndex, const WIDE: bool>(
+pub(super) unsafe fn segment<T: Scalar, I: SpIndex, const WIDE: bool>(
     cols: &[I],
     vals: &[T],
     nz: Range<usize>,
@@ -297,19 +297,27 @@ struct Job<'a, 'c, T, I> {
     c: DenseMut<'c, T>,
 }
 
-impl<T: Scalar, I: SpIndex> WithSimd for Job<'_, '_, T, I> {
+/// A kernel body that [`dispatch`] compiles once per SIMD level.
+pub(super) trait SimdJob {
+    /// The body, compiled for the SIMD level of the function it is inlined into; `WIDE` for
+    /// the AVX-512 tile widths ([`all_tiles`]), `fma` where the level has fused multiply-adds.
+    fn run<const WIDE: bool>(self, fma: bool);
+}
+
+/// A [`SimdJob`] for pulp's dispatcher.
+pub(super) struct OnLevel<J>(pub(super) J);
+
+impl<J: SimdJob> WithSimd for OnLevel<J> {
     type Output = ();
     #[inline(always)]
     fn with_simd<S: Simd>(self, _simd: S) {
         // Every SIMD level pulp dispatches to (x86-64-v3, NEON) has FMA; the scalar fallback
         // does not, and there `mul_add` would be a library call.
-        self.run::<false>(!S::IS_SCALAR);
+        self.0.run::<false>(!S::IS_SCALAR);
     }
 }
 
-impl<T: Scalar, I: SpIndex> Job<'_, '_, T, I> {
-    /// The job, compiled for the SIMD level of the function it is inlined into; `WIDE` for
-    /// the AVX-512 tile widths ([`all_tiles`]), `fma` where the level has fused multiply-adds.
+impl<T: Scalar, I: SpIndex> SimdJob for Job<'_, '_, T, I> {
     #[inline(always)]
     fn run<const WIDE: bool>(self, fma: bool) {
         let Self {
@@ -389,23 +397,23 @@ impl<T: Scalar, I: SpIndex> Job<'_, '_, T, I> {
 /// Runs `job` on the widest SIMD level this CPU has and [`crate::set_simd_limit`] allows:
 /// AVX-512 with the 512-byte tiles, else the level [`pulp::Arch`] picks (x86-64-v3, NEON or
 /// scalar).
-fn dispatch<T: Scalar, I: SpIndex>(job: Job<'_, '_, T, I>) {
+pub(super) fn dispatch<J: SimdJob>(job: J) {
     #[cfg(target_arch = "x86_64")]
     if crate::simd::avx512_in_use() {
         // SAFETY: `avx512_in_use` detected the features `run_v4` is compiled for.
         unsafe { run_v4(job) };
         return;
     }
-    pulp::Arch::new().dispatch(job);
+    pulp::Arch::new().dispatch(OnLevel(job));
 }
 
-/// [`Job::run`] compiled for AVX-512 with the 512-byte tiles.
+/// [`SimdJob::run`] compiled for AVX-512 with the 512-byte tiles.
 ///
 /// # Safety
 /// The CPU has AVX-512F, AVX-512VL, AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
-unsafe fn run_v4<T: Scalar, I: SpIndex>(job: Job<'_, '_, T, I>) {
+pub(super) unsafe fn run_v4<J: SimdJob>(job: J) {
     job.run::<true>(true);
 }
 
@@ -530,7 +538,9 @@ mod tests {
                     stream,
                     ..Options::default()
                 };
-                let narrow = product(&a, &b, k, options, |job| pulp::Arch::new().dispatch(job));
+                let narrow = product(&a, &b, k, options, |job| {
+                    pulp::Arch::new().dispatch(OnLevel(job))
+                });
                 #[cfg(target_arch = "x86_64")]
                 {
                     // SAFETY: `cpu_has_avx512` checked the features above.

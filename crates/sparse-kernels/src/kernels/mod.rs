@@ -7,6 +7,7 @@ pub(crate) mod micro;
 mod prefetch_and_stream;
 mod reference;
 mod rode;
+mod row_pairs;
 mod row_parallel;
 
 pub use merge_path::{spmm_merge_path, spmm_merge_path_with};
@@ -14,6 +15,7 @@ use merge_path::{MERGE_ITEMS_PER_PART, MERGE_MAX_PARTS};
 pub use reference::spmm_reference;
 pub use rode::{spmm_rode_like, spmm_rode_like_with};
 use rode::{RODE_BLOCK, RODE_LONG_ROW};
+pub use row_pairs::{spmm_row_pairs, RowPairs};
 pub use row_parallel::{spmm_row_parallel, spmm_row_parallel_with};
 
 use crate::dense::{DenseMut, DenseRef};
@@ -178,19 +180,22 @@ pub enum Kernel {
     RodeLike,
     /// [`crate::spmm_lssm`] with an automatically sized plan.
     Lssm,
+    /// [`spmm_row_pairs`]: rows in pairs sharing their loads of B (builds [`RowPairs`] first).
+    RowPairs,
 }
 
 impl Kernel {
     /// Every kernel, reference first.
-    pub const ALL: [Kernel; 5] = [
+    pub const ALL: [Kernel; 6] = [
         Kernel::Reference,
         Kernel::RowParallel,
         Kernel::MergePath,
         Kernel::RodeLike,
         Kernel::Lssm,
+        Kernel::RowPairs,
     ];
 
-    /// Short name (`reference`, `row`, `merge`, `rode`, `lssm`).
+    /// Short name (`reference`, `row`, `merge`, `rode`, `lssm`, `pairs`).
     pub fn name(self) -> &'static str {
         match self {
             Kernel::Reference => "reference",
@@ -198,6 +203,7 @@ impl Kernel {
             Kernel::MergePath => "merge",
             Kernel::RodeLike => "rode",
             Kernel::Lssm => "lssm",
+            Kernel::RowPairs => "pairs",
         }
     }
 
@@ -237,6 +243,7 @@ impl Kernel {
             Kernel::MergePath => spmm_merge_path(a, b, c, par),
             Kernel::RodeLike => spmm_rode_like(a, b, c, par),
             Kernel::Lssm => crate::spmm_lssm(a, b, c, par),
+            Kernel::RowPairs => spmm_row_pairs(a, b, c, par),
         }
     }
 }

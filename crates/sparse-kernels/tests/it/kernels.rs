@@ -9,7 +9,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sparse_kernels::{
     gen, spmm_merge_path_with, spmm_rode_like_with, spmm_row_parallel_with, BaselineConfig,
-    CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, Par, Scalar, SpIndex, SpmmPlan,
+    CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, Par, RowPairs, Scalar, SpIndex, SpmmPlan,
 };
 
 /// A random CSR matrix. `kind` 0: short rows with many empty ones; 1: one dense row among short
@@ -114,9 +114,10 @@ fn check_all<T: Scalar, I: SpIndex>(
         ..LssmConfig::default()
     };
     let plan = SpmmPlan::new(a, k, &lssm);
+    let pairs = RowPairs::new(a, k);
     let ldc = k + pad;
     for par in [Par::Threads(2), Par::Threads(3), Par::Seq, Par::Current] {
-        let outs: [(&str, Vec<T>); 5] = [
+        let outs: [(&str, Vec<T>); 7] = [
             (
                 "row",
                 run(m, k, ldc, |c| {
@@ -143,6 +144,14 @@ fn check_all<T: Scalar, I: SpIndex>(
                 "lssm-auto",
                 run(m, k, ldc, |c| Kernel::Lssm.run(a, b, c, par).unwrap()),
             ),
+            (
+                "pairs",
+                run(m, k, ldc, |c| pairs.execute(b, c, par).unwrap()),
+            ),
+            (
+                "pairs-auto",
+                run(m, k, ldc, |c| Kernel::RowPairs.run(a, b, c, par).unwrap()),
+            ),
         ];
         for (name, c) in &outs {
             let err = rel_err(c, &r, m, k);
@@ -159,6 +168,11 @@ fn check_all<T: Scalar, I: SpIndex>(
         assert!(
             outs[3].1 == again,
             "lssm differs between {par:?} and 2 threads"
+        );
+        let pairs2 = run(m, k, ldc, |c| pairs.execute(b, c, Par::Threads(2)).unwrap());
+        assert!(
+            outs[5].1 == pairs2,
+            "row pairs differ between {par:?} and 2 threads"
         );
         let merge2 = run(m, k, ldc, |c| {
             spmm_merge_path_with(a, b, c, Par::Threads(2), &base).unwrap()

@@ -7,3 +7,4 @@ mod data;
 mod io;
 mod kernels;
 mod panels;
+mod row_pairs;
