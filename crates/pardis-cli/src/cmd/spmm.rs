@@ -142,12 +142,10 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
     let mut c = AlignedVec::<T>::zeroed(a.nrows() * k);
     let multiply = |c: &mut [T]| -> anyhow::Result<()> {
         let c = DenseMut::contiguous(c, a.nrows(), k);
-        match kernel {
-            Kernel::Lssm => plan.execute(&a, b, c, Par::Current)?,
-            Kernel::RowPairs if pairs.is_some() => {
-                pairs.as_ref().expect("built").execute(b, c, Par::Current)?
-            }
-            other => other.run(&a, b, c, Par::Current)?,
+        match (&pairs, kernel) {
+            (Some(pairs), _) => pairs.execute(b, c, Par::Current)?,
+            (None, Kernel::Lssm) => plan.execute(&a, b, c, Par::Current)?,
+            (None, other) => other.run(&a, b, c, Par::Current)?,
         }
         Ok(())
     };

