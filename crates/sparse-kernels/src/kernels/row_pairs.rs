@@ -343,19 +343,7 @@ unsafe fn pair_tile<T: Scalar, I: SpIndex, const N: usize>(
             y[j] = madd(w, r[j], y[j]);
         }
     }
-    // The two rows' own entries side by side (two independent chains per step), then the
-    // longer list's rest; each row still sums its own entries in order.
-    let (n1, n2) = (l[3] - l[2], l[4] - l[3]);
-    for i in 0..n1.min(n2) {
-        // SAFETY: `l[2] + i < l[3]` and `l[3] + i < l[4]`: own entries of the pair (caller).
-        let ((c1, v1), (c2, v2)) = unsafe { (p.own_entry(l[2] + i), p.own_entry(l[3] + i)) };
-        let (r1, r2) = (brow(c1), brow(c2));
-        for j in 0..N {
-            x[j] = madd(v1, r1[j], x[j]);
-            y[j] = madd(v2, r2[j], y[j]);
-        }
-    }
-    for e in l[2] + n2.min(n1)..l[3] {
+    for e in l[2]..l[3] {
         // SAFETY: `e` is an own entry of the first row (caller).
         let (c, v) = unsafe { p.own_entry(e) };
         let r = brow(c);
@@ -363,7 +351,7 @@ unsafe fn pair_tile<T: Scalar, I: SpIndex, const N: usize>(
             x[j] = madd(v, r[j], x[j]);
         }
     }
-    for e in l[3] + n1.min(n2)..l[4] {
+    for e in l[3]..l[4] {
         // SAFETY: `e` is an own entry of the second row (caller).
         let (c, v) = unsafe { p.own_entry(e) };
         let r = brow(c);
