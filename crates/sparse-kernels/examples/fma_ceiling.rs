@@ -20,7 +20,9 @@
 //! 2-row 4x4` (two rows with the same columns share every load of B: the best case of
 //! register blocking over rows, 2 multiply-adds per load) and `split 2-row 4x4` (two rows
 //! that share two thirds of their columns, as a 27-point stencil's neighbours do: the shared
-//! entries with one load for both rows, then each row's own third; three branch-free loops).
+//! entries with one load for both rows, then each row's own third; three branch-free loops),
+//! also with 6 accumulators per row (`6+6+4`: passes of 24, 24 and 16 columns; 15 of the 16
+//! AVX2 registers).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -169,55 +171,73 @@ mod loops {
 
     /// Pairs of rows as a stencil's neighbours are: the first two thirds of the entries are
     /// shared (one load of B, a multiply-add for each row), then each row's own third (one
-    /// load, one multiply-add); three branch-free loops per pass, four passes of 4
-    /// accumulators per row.
+    /// load, one multiply-add); three branch-free loops per pass, passes of `N` accumulators
+    /// per row while they fit K, then passes of 4.
     ///
     /// # Safety
     /// AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn split_two_rows(d: &mut Data) {
+    pub(crate) unsafe fn split_two_rows<const N: usize>(d: &mut Data) {
+        for r in (0..d.rows() & !1).step_by(2) {
+            let mut k0 = 0;
+            while k0 + 4 * N <= K {
+                // SAFETY: `k0 + 4N <= K`; forwarded contract.
+                unsafe { split_pass::<N>(d, r, k0) };
+                k0 += 4 * N;
+            }
+            while k0 < K {
+                // SAFETY: `K - k0` is a multiple of 16 for N = 4 and 6 (K = 64).
+                unsafe { split_pass::<4>(d, r, k0) };
+                k0 += 16;
+            }
+        }
+    }
+
+    /// One pass of [`split_two_rows`] over columns `k0..k0 + 4N` of rows `r`, `r + 1`.
+    ///
+    /// # Safety
+    /// AVX2 and FMA; `k0 + 4N <= K`; `r + 1 < rows`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn split_pass<const N: usize>(d: &mut Data, r: usize, k0: usize) {
         let c = d.c.as_mut_ptr();
         let p = d.per_row;
         let shared = 2 * p / 3;
-        for r in (0..d.rows() & !1).step_by(2) {
-            let (f, s) = (r * p, (r + 1) * p);
-            for k0 in (0..K).step_by(16) {
-                let mut x = [_mm256_setzero_pd(); 4];
-                let mut y = [_mm256_setzero_pd(); 4];
-                for e in 0..shared {
-                    // SAFETY: as in `tile`; `f + e`, `s + e` are nonzeros of rows `r`, `r + 1`.
-                    unsafe {
-                        let br =
-                            d.b.as_ptr()
-                                .add(*d.cols.get_unchecked(f + e) as usize * K + k0);
-                        let v = _mm256_broadcast_sd(d.vals.get_unchecked(f + e));
-                        let w = _mm256_broadcast_sd(d.vals.get_unchecked(s + e));
-                        for j in 0..4 {
-                            let b = _mm256_load_pd(br.add(4 * j));
-                            x[j] = _mm256_fmadd_pd(v, b, x[j]);
-                            y[j] = _mm256_fmadd_pd(w, b, y[j]);
-                        }
+        let (f, s) = (r * p, (r + 1) * p);
+        let mut x = [_mm256_setzero_pd(); N];
+        let mut y = [_mm256_setzero_pd(); N];
+        for e in 0..shared {
+            // SAFETY: as in `tile`; `f + e`, `s + e` are nonzeros of rows `r`, `r + 1`.
+            unsafe {
+                let br =
+                    d.b.as_ptr()
+                        .add(*d.cols.get_unchecked(f + e) as usize * K + k0);
+                let v = _mm256_broadcast_sd(d.vals.get_unchecked(f + e));
+                let w = _mm256_broadcast_sd(d.vals.get_unchecked(s + e));
+                for j in 0..N {
+                    let b = _mm256_load_pd(br.add(4 * j));
+                    x[j] = _mm256_fmadd_pd(v, b, x[j]);
+                    y[j] = _mm256_fmadd_pd(w, b, y[j]);
+                }
+            }
+        }
+        for (base, acc) in [(f, &mut x), (s, &mut y)] {
+            for e in base + shared..base + p {
+                // SAFETY: as in `tile`.
+                unsafe {
+                    let br = d.b.as_ptr().add(*d.cols.get_unchecked(e) as usize * K + k0);
+                    let v = _mm256_broadcast_sd(d.vals.get_unchecked(e));
+                    for (j, a) in acc.iter_mut().enumerate() {
+                        *a = _mm256_fmadd_pd(v, _mm256_load_pd(br.add(4 * j)), *a);
                     }
                 }
-                for (base, acc) in [(f, &mut x), (s, &mut y)] {
-                    for e in base + shared..base + p {
-                        // SAFETY: as in `tile`.
-                        unsafe {
-                            let br = d.b.as_ptr().add(*d.cols.get_unchecked(e) as usize * K + k0);
-                            let v = _mm256_broadcast_sd(d.vals.get_unchecked(e));
-                            for (j, a) in acc.iter_mut().enumerate() {
-                                *a = _mm256_fmadd_pd(v, _mm256_load_pd(br.add(4 * j)), *a);
-                            }
-                        }
-                    }
-                }
-                for j in 0..4 {
-                    // SAFETY: rows `r`, `r + 1` of C, columns `k0 + 4j..+4` < K, aligned.
-                    unsafe {
-                        _mm256_store_pd(c.add(r * K + k0 + 4 * j), x[j]);
-                        _mm256_store_pd(c.add((r + 1) * K + k0 + 4 * j), y[j]);
-                    }
-                }
+            }
+        }
+        for j in 0..N {
+            // SAFETY: rows `r`, `r + 1` of C, columns `k0 + 4j..+4` < K, aligned.
+            unsafe {
+                _mm256_store_pd(c.add(r * K + k0 + 4 * j), x[j]);
+                _mm256_store_pd(c.add((r + 1) * K + k0 + 4 * j), y[j]);
             }
         }
     }
@@ -328,13 +348,14 @@ fn main() {
         (b_rows * K * 8) >> 10
     );
     type Shape = (&'static str, unsafe fn(&mut Data));
-    let shapes: [Shape; 6] = [
+    let shapes: [Shape; 7] = [
         ("fixed 8x2", loops::fixed),
         ("indexed 8x2", loops::indexed::<8, 0>),
         ("indexed 12+4", loops::indexed::<12, 4>),
         ("indexed 4x4", loops::indexed::<4, 0>),
         ("shared 2-row 4x4", loops::shared_two_rows),
-        ("split 2-row 4x4", loops::split_two_rows),
+        ("split 2-row 4x4", loops::split_two_rows::<4>),
+        ("split 2-row 6+6+4", loops::split_two_rows::<6>),
     ];
     let iters = 4_000_000;
     let best = |run: &(dyn Fn() + Sync)| {
