@@ -125,6 +125,8 @@ impl<T: Scalar, I: SpIndex> RowPairs<T, I> {
             paired_rows: 0,
         };
         let row_bytes = k.max(1) * std::mem::size_of::<T>();
+        // The second row's own entries of the pair being merged (reused from pair to pair).
+        let mut second_own = Vec::new();
         for r in (0..m).step_by(2) {
             let (c1, v1) = a.row(r);
             let (c2, v2) = if r + 1 < m {
@@ -140,7 +142,7 @@ impl<T: Scalar, I: SpIndex> RowPairs<T, I> {
                     && union.saturating_mul(row_bytes) <= PAIR_B_BYTES
             };
             if pair {
-                p.merge(c1, v1, c2, v2);
+                p.merge((c1, v1), (c2, v2), &mut second_own);
                 p.paired_rows += 2;
             } else {
                 p.own_cols.extend_from_slice(c1);
@@ -160,9 +162,14 @@ impl<T: Scalar, I: SpIndex> RowPairs<T, I> {
     }
 
     /// Appends the pair of rows `(c1, v1)`, `(c2, v2)` (strictly increasing columns) as its
-    /// three lists.
-    fn merge(&mut self, c1: &[I], v1: &[T], c2: &[I], v2: &[T]) {
-        let mut second_own = Vec::new();
+    /// three lists; `second_own` is scratch.
+    fn merge(
+        &mut self,
+        (c1, v1): (&[I], &[T]),
+        (c2, v2): (&[I], &[T]),
+        second_own: &mut Vec<usize>,
+    ) {
+        second_own.clear();
         let (mut i, mut j) = (0, 0);
         while i < c1.len() || j < c2.len() {
             let take_first = j == c2.len() || (i < c1.len() && c1[i].idx() < c2[j].idx());
@@ -181,7 +188,7 @@ impl<T: Scalar, I: SpIndex> RowPairs<T, I> {
             }
         }
         let first = self.own_cols.len();
-        for j in second_own {
+        for &j in second_own.iter() {
             self.own_cols.push(c2[j]);
             self.own_vals.push(v2[j]);
         }
