@@ -305,7 +305,7 @@ pub(super) trait SimdJob {
 }
 
 /// A [`SimdJob`] for pulp's dispatcher.
-pub(super) struct OnLevel<J>(pub(super) J);
+struct OnLevel<J>(J);
 
 impl<J: SimdJob> WithSimd for OnLevel<J> {
     type Output = ();
@@ -413,7 +413,7 @@ pub(super) fn dispatch<J: SimdJob>(job: J) {
 /// The CPU has AVX-512F, AVX-512VL, AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
-pub(super) unsafe fn run_v4<J: SimdJob>(job: J) {
+unsafe fn run_v4<J: SimdJob>(job: J) {
     job.run::<true>(true);
 }
 
@@ -481,6 +481,52 @@ pub(crate) fn add_into<T: Scalar>(out: &mut [T], x: &[T]) {
     }
 }
 
+/// For tests: the SIMD path a job runs on.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Level {
+    /// The level pulp picks (AVX2 + FMA here, or the baseline).
+    Pulp,
+    /// The AVX-512 path with its 512-byte tiles.
+    Avx512,
+}
+
+#[cfg(test)]
+impl Level {
+    /// Runs `job` on this path.
+    ///
+    /// # Panics
+    /// On `Avx512` where the CPU has no AVX-512.
+    pub(super) fn run<J: SimdJob>(self, job: J) {
+        match self {
+            Level::Pulp => pulp::Arch::new().dispatch(OnLevel(job)),
+            Level::Avx512 => {
+                assert!(crate::simd::cpu_has_avx512(), "no AVX-512 on this CPU");
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the CPU has AVX-512 (asserted just above), what `run_v4` needs.
+                unsafe {
+                    run_v4(job)
+                };
+            }
+        }
+    }
+}
+
+/// For tests: `product` computed on both paths where the CPU has AVX-512 must give the same
+/// bits (a column's operations do not depend on the tile it falls in).
+#[cfg(test)]
+pub(super) fn assert_levels_agree<T: Scalar>(what: &str, product: impl Fn(Level) -> Vec<T>) {
+    if !crate::simd::cpu_has_avx512() {
+        return;
+    }
+    let (narrow, wide) = (product(Level::Pulp), product(Level::Avx512));
+    let same = narrow
+        .iter()
+        .zip(&wide)
+        .all(|(x, y)| x.to_f64().to_bits() == y.to_f64().to_bits());
+    assert!(same, "{what}: the AVX-512 and AVX2 paths differ");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -492,11 +538,11 @@ mod tests {
         b: &[T],
         k: usize,
         options: Options,
-        run: impl Fn(Job<'_, '_, T, u32>),
+        level: Level,
     ) -> Vec<T> {
         let (m, n) = (a.nrows(), a.ncols());
         let mut c = vec![T::ZERO; m * k];
-        run(Job {
+        level.run(Job {
             a,
             first: 0,
             nz: None,
@@ -507,7 +553,7 @@ mod tests {
         let mut seg = vec![T::ZERO; k];
         for i in 0..m {
             let r = a.row_range(i);
-            run(Job {
+            level.run(Job {
                 a,
                 first: 0,
                 nz: Some(r.start..r.start + r.len() / 2),
@@ -538,20 +584,8 @@ mod tests {
                     stream,
                     ..Options::default()
                 };
-                let narrow = product(&a, &b, k, options, |job| {
-                    pulp::Arch::new().dispatch(OnLevel(job))
-                });
-                #[cfg(target_arch = "x86_64")]
-                {
-                    // SAFETY: `cpu_has_avx512` checked the features above.
-                    let wide = product(&a, &b, k, options, |job| unsafe { run_v4(job) });
-                    let same = narrow
-                        .iter()
-                        .zip(&wide)
-                        .all(|(x, y)| x.to_f64().to_bits() == y.to_f64().to_bits());
-                    assert!(same, "{} K = {k}: AVX-512 and AVX2 paths differ", T::NAME);
-                }
-                let _ = narrow;
+                let what = format!("{} K = {k}, {options:?}", T::NAME);
+                assert_levels_agree(&what, |level| product(&a, &b, k, options, level));
             }
         }
     }
