@@ -106,6 +106,10 @@ pub struct PlanReport {
     /// Of those, the points whose ILPs were solved and fit the device; the others were infeasible
     /// or skipped by their time lower bound.
     pub candidates_solved: usize,
+    /// Points left out because HiGHS failed on one of their min-time ILPs (stopped without a
+    /// solution): the plan is chosen from the others. Usually 0.
+    #[serde(default)]
+    pub candidates_failed: usize,
 }
 
 impl PlanReport {
@@ -187,7 +191,7 @@ fn evaluate_all(
     cands: Vec<Candidate>,
     needed: Needed,
     progress: Progress<'_>,
-) -> Result<(Vec<Evaluated>, u64)> {
+) -> Result<Phase1> {
     let total = cands.len();
     let done = std::sync::atomic::AtomicUsize::new(0);
     let budget = budget(problem);
@@ -217,6 +221,7 @@ fn evaluate_all(
         .collect();
     leanest.sort_by_key(|(m, _)| *m);
     let mut ok: Vec<Evaluated> = Vec::new();
+    let mut failures: Vec<PlanError> = Vec::new();
     let mut times: Vec<f64> = Vec::new();
     let batch = rayon::current_num_threads().max(1);
     let mut rest = built.into_iter().peekable();
@@ -238,20 +243,55 @@ fn evaluate_all(
                 }))
             })
             .collect();
-        for e in solved {
-            if let Some(e) = e? {
-                times.push(e.fastest.step_time_s);
-                ok.push(e);
-            }
-        }
+        let before = ok.len();
+        keep_solved(solved, &mut ok, &mut failures)?;
+        times.extend(ok[before..].iter().map(|e| e.fastest.step_time_s));
         times.sort_by(f64::total_cmp);
     }
-    let smallest = if ok.is_empty() {
-        smallest_total(problem, leanest.into_iter().map(|(_, c)| c))?
-    } else {
-        0
-    };
-    Ok((ok, smallest))
+    if ok.is_empty() {
+        // Nothing fits: a solver failure says more than "infeasible" would.
+        if let Some(err) = failures.into_iter().next() {
+            return Err(err);
+        }
+        let smallest = smallest_total(problem, leanest.into_iter().map(|(_, c)| c))?;
+        return Ok(Phase1 {
+            evaluated: ok,
+            smallest,
+            failed: 0,
+        });
+    }
+    Ok(Phase1 {
+        evaluated: ok,
+        smallest: 0,
+        failed: failures.len(),
+    })
+}
+
+/// What phase 1 found: the evaluated (fitting) candidates, the smallest whole memory any
+/// candidate reaches when none fits (0 otherwise), and the candidates HiGHS failed on.
+struct Phase1 {
+    evaluated: Vec<Evaluated>,
+    smallest: u64,
+    failed: usize,
+}
+
+/// Folds candidates' phase-1 outcomes into `kept`: a candidate HiGHS failed on
+/// ([`PlanError::Solver`]) is left out and its error put in `failed`, so that one candidate's
+/// failure never fails the whole plan (as in phase 2); any other error is returned.
+fn keep_solved<E>(
+    outcomes: impl IntoIterator<Item = Result<Option<E>>>,
+    kept: &mut Vec<E>,
+    failed: &mut Vec<PlanError>,
+) -> Result<()> {
+    for outcome in outcomes {
+        match outcome {
+            Ok(Some(e)) => kept.push(e),
+            Ok(None) => {}
+            Err(err @ PlanError::Solver(_)) => failed.push(err),
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(())
 }
 
 /// The smallest whole per-device memory (buffers, transients and overhead included) of the
@@ -317,28 +357,29 @@ fn solve_fitting(
     Ok(None)
 }
 
-/// Phase 1 over every candidate of `problem`: the evaluated (fitting) candidates and the number
-/// of candidates, or [`PlanError::Infeasible`] with the smallest achievable memory when none fits.
+/// Phase 1 over every candidate of `problem`: the evaluated (fitting) candidates, the number of
+/// candidates and the number HiGHS failed on, or [`PlanError::Infeasible`] with the smallest
+/// achievable memory when none fits (the first solver failure when that is why).
 fn evaluate_feasible(
     problem: &Problem,
     around: Option<&Candidate>,
     needed: Needed,
     progress: Progress<'_>,
-) -> Result<(Vec<Evaluated>, usize)> {
+) -> Result<(Vec<Evaluated>, usize, usize)> {
     let mut cands = problem.candidates(None);
     if let Some(base) = around {
         let extra = problem.candidates_around(base, &cands);
         cands.extend(extra);
     }
     let searched = cands.len();
-    let (evaluated, smallest) = evaluate_all(problem, cands, needed, progress)?;
-    if evaluated.is_empty() {
+    let phase1 = evaluate_all(problem, cands, needed, progress)?;
+    if phase1.evaluated.is_empty() {
         return Err(PlanError::Infeasible {
             budget: problem.mesh.device_memory_bytes,
-            min_achievable: smallest,
+            min_achievable: phase1.smallest,
         });
     }
-    Ok((evaluated, searched))
+    Ok((phase1.evaluated, searched, phase1.failed))
 }
 
 fn sort_plans(plans: &mut [Plan], by_memory: bool) {
@@ -398,7 +439,8 @@ pub fn plan(problem: &Problem, objective: Objective, progress: Progress<'_>) -> 
     // The strongest peer's layout is a point of pardis's space too (sharded freely by the
     // ILPs, with every recomputation mode).
     let around = strongest.and_then(|s| s.config.candidate(problem).ok());
-    let (evaluated, searched) = evaluate_feasible(problem, around.as_ref(), needed, progress)?;
+    let (evaluated, searched, failed) =
+        evaluate_feasible(problem, around.as_ref(), needed, progress)?;
     let solved = evaluated.len();
     let mut fastest: Vec<Plan> = evaluated.iter().map(|e| e.fastest.clone()).collect();
     fastest.sort_by(by_time);
@@ -518,6 +560,7 @@ pub fn plan(problem: &Problem, objective: Objective, progress: Progress<'_>) -> 
         peer_reference,
         candidates_searched: searched,
         candidates_solved: solved,
+        candidates_failed: failed,
     })
 }
 
@@ -661,7 +704,7 @@ fn min_memory_plans(
 /// The memory/time frontier: the min-memory plan for each slack of [`PARETO_SLACKS`].
 pub fn pareto(problem: &Problem, progress: Progress<'_>) -> Result<Vec<Plan>> {
     let slack = PARETO_SLACKS.iter().copied().fold(0.0, f64::max);
-    let (evaluated, _) = evaluate_feasible(problem, None, Needed::WithinSlack(slack), progress)?;
+    let (evaluated, _, _) = evaluate_feasible(problem, None, Needed::WithinSlack(slack), progress)?;
     let t_star = evaluated
         .iter()
         .map(|e| e.fastest.step_time_s)
@@ -675,4 +718,30 @@ pub fn pareto(problem: &Problem, progress: Progress<'_>) -> Result<Vec<Plan>> {
         frontier.push(p);
     }
     Ok(frontier)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_candidate_highs_failed_on_is_left_out_not_fatal() {
+        let outcomes: Vec<Result<Option<u32>>> = vec![
+            Ok(Some(1)),
+            Err(PlanError::Solver("HiGHS stopped without a solution".into())),
+            Ok(None),
+            Ok(Some(2)),
+        ];
+        let (mut kept, mut failed) = (Vec::new(), Vec::new());
+        keep_solved(outcomes, &mut kept, &mut failed).unwrap();
+        assert_eq!(kept, [1, 2]);
+        assert!(matches!(failed.as_slice(), [PlanError::Solver(_)]));
+        // Any other error still fails the plan.
+        let other: Vec<Result<Option<u32>>> = vec![
+            Ok(Some(3)),
+            Err(PlanError::TimeBoundUnmet { time_limit_s: 1.0 }),
+        ];
+        let err = keep_solved(other, &mut kept, &mut failed).unwrap_err();
+        assert!(matches!(err, PlanError::TimeBoundUnmet { .. }), "{err}");
+    }
 }

@@ -415,6 +415,13 @@ fn print_table(report: &PlanReport, problem: &Problem) {
     if let Some(hint) = slack_hint(report) {
         println!("{hint}");
     }
+    if report.candidates_failed > 0 {
+        println!(
+            "note: {} of {} configurations were left out: HiGHS stopped without a solution on one of \
+             their ILPs (a larger `--ilp-time-limit` includes them).",
+            report.candidates_failed, report.candidates_searched
+        );
+    }
 }
 
 /// For min-memory: a peer's fastest configuration that needs less memory than the chosen plan
@@ -451,9 +458,10 @@ fn slack_hint(report: &PlanReport) -> Option<String> {
 fn print_details(report: &PlanReport, problem: &Problem) {
     let p = &report.plan;
     println!(
-        "outer search: {} points, {} solved and fitting; ILP {}/{} variables/constraints, {} (gap {:.1e}), {:.2} s solving",
+        "outer search: {} points, {} solved and fitting, {} left out (solver failed); ILP {}/{} variables/constraints, {} (gap {:.1e}), {:.2} s solving",
         report.candidates_searched,
         report.candidates_solved,
+        report.candidates_failed,
         p.ilp.variables,
         p.ilp.constraints,
         p.ilp.status,
