@@ -295,7 +295,7 @@ fn keep_solved<E>(
 }
 
 /// The smallest whole per-device memory (buffers, transients and overhead included) of the
-/// leanest plan (least operator memory) of any of `cands`.
+/// leanest plan (least operator memory) of any of `cands` (`u64::MAX` for none).
 fn smallest_total(problem: &Problem, cands: impl Iterator<Item = Candidate>) -> Result<u64> {
     let cands: Vec<Candidate> = cands.collect();
     let totals: Vec<Result<u64>> = cands
@@ -313,7 +313,19 @@ fn smallest_total(problem: &Problem, cands: impl Iterator<Item = Candidate>) -> 
             Ok(plan.per_device_memory.total())
         })
         .collect();
-    totals.into_iter().try_fold(u64::MAX, |m, t| Ok(m.min(t?)))
+    // A candidate HiGHS failed on is left out here too; its error is returned only when it
+    // was every candidate's.
+    let (mut reached, mut failed) = (Vec::new(), Vec::new());
+    keep_solved(
+        totals.into_iter().map(|t| t.map(Some)),
+        &mut reached,
+        &mut failed,
+    )?;
+    match (reached.into_iter().min(), failed.into_iter().next()) {
+        (Some(m), _) => Ok(m),
+        (None, Some(err)) => Err(err),
+        (None, None) => Ok(u64::MAX),
+    }
 }
 
 /// Attempts at fitting a candidate's fastest plan: a stage whose whole memory overflows is solved
