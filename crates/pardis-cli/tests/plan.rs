@@ -221,7 +221,7 @@ fn a_leaner_but_slower_peer_gets_a_slack_hint_that_works() {
     let text = String::from_utf8(out.stdout).unwrap();
     let note = text
         .lines()
-        .find(|l| l.starts_with("note: "))
+        .find(|l| l.starts_with("note: ") && l.contains("--time-slack"))
         .unwrap_or_else(|| panic!("no note in\n{text}"));
     let slack = note
         .split("`--time-slack ")

@@ -502,13 +502,6 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(
         let plan_time = bench_timing::median_secs(o.reps, || {
             std::hint::black_box(SpmmPlan::new(&a, k, &LssmConfig::default()));
         });
-        let pairs_time = bench_timing::median_secs(o.reps, || {
-            std::hint::black_box(RowPairs::new(&a, k));
-        });
-        times.push(format!(
-            "\"pairs_inspect_s\": {pairs_time:e}, \"pairs_shared\": {:.4}",
-            pairs.shared_fraction()
-        ));
         // Paired with the default plan where a K-panel width is suggested for this machine's
         // last-level cache: the same plan with panels (alternated runs).
         let llc = sparse_kernels::last_level_cache_bytes();

@@ -124,7 +124,7 @@ impl<T: Scalar, I: SpIndex> RowPairs<T, I> {
             own_vals: Vec::with_capacity(a.nnz()),
             paired_rows: 0,
         };
-        let row_bytes = k.max(1) * std::mem::size_of::<T>();
+        let row_bytes = k.max(1).saturating_mul(std::mem::size_of::<T>());
         // The second row's own entries of the pair being merged (reused from pair to pair).
         let mut second_own = Vec::new();
         for r in (0..m).step_by(2) {
