@@ -81,7 +81,9 @@ fn kind(t: std::fs::FileType) -> &'static str {
 }
 
 /// Opens the regular file `path` of at most `max` bytes, with its length; checks the type
-/// before opening (opening a FIFO would wait for a writer) and again on the open file.
+/// before opening (opening a FIFO would wait for a writer) and again on the open file, which is
+/// opened without blocking (`O_NONBLOCK` on Unix), so that a path replaced by a FIFO between
+/// the two checks is refused too instead of waiting for a writer.
 ///
 /// # Errors
 /// [`MlError::Io`] (kind `InvalidInput`) when `path` is not a regular file (a FIFO, device,
@@ -106,9 +108,24 @@ pub(crate) fn open_regular(path: &Path, format: &'static str, max: u64) -> Resul
         Ok(meta.len())
     };
     check(std::fs::metadata(path).map_err(|e| MlError::io(path, e))?)?;
-    let file = File::open(path).map_err(|e| MlError::io(path, e))?;
+    let file = open_without_blocking(path).map_err(|e| MlError::io(path, e))?;
     let len = check(file.metadata().map_err(|e| MlError::io(path, e))?)?;
     Ok((file, len))
+}
+
+/// Opens `path` for reading; on Unix with `O_NONBLOCK`, so that opening a FIFO returns at once
+/// instead of waiting for a writer (reads of a regular file are not affected by the flag).
+fn open_without_blocking(path: &Path) -> std::io::Result<File> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+    }
+    #[cfg(not(unix))]
+    File::open(path)
 }
 
 /// [`open_regular`] as a reader that yields at most `max + 1` bytes (one more than the limit,
@@ -215,6 +232,37 @@ mod tests {
         );
         assert!(read_text_limited(zero, "fewrel", u64::MAX).is_err());
         assert!(open_limited(zero, "npy", 1).is_err());
+    }
+
+    /// A FIFO without a writer is refused, and so is one that takes the place of a regular
+    /// file after the check by path: the open itself does not wait for a writer.
+    #[cfg(unix)]
+    #[test]
+    fn fifo_is_refused_without_waiting() {
+        let dir = scratch("fifo");
+        let fifo = dir.join("pipe.npy");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `name` is a NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo");
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || {
+            let by_path = read_bytes_limited(&path, "npy", 10).map(|_| ());
+            // What happens when the check by path passed and the path is a FIFO by the open.
+            let opened = open_without_blocking(&path).map(|f| f.metadata().unwrap().is_file());
+            sender.send((by_path, opened)).unwrap();
+        });
+        // Generous for a loaded machine; a blocking open would never return.
+        let (by_path, opened) = receiver
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("opening a FIFO without a writer waited");
+        let err = by_path.unwrap_err();
+        assert!(
+            err.to_string().contains("a FIFO, not a regular file"),
+            "{err}"
+        );
+        assert!(!opened.unwrap(), "the open FIFO is not a regular file");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A directory is refused by type too.

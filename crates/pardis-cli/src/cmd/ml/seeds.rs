@@ -39,6 +39,9 @@ impl StudyHooks for ChildHooks {
     }
 }
 
+/// How many of a child's last stderr lines (other than progress) an error message carries.
+const KEPT_STDERR_LINES: usize = 200;
+
 /// One child process of a study: its label, arguments after `pardis`, and its report file.
 pub(super) struct Child {
     pub label: String,
@@ -75,7 +78,13 @@ pub(super) fn run_children(children: Vec<Child>) -> anyhow::Result<()> {
                         pb.set_position(0);
                         pb.set_message(format!("{label}: {}", it.next().unwrap_or("")));
                     }
-                    None => other.push(line),
+                    None => {
+                        // The last lines only: an error message, not a log.
+                        if other.len() == KEPT_STDERR_LINES {
+                            other.remove(0);
+                        }
+                        other.push(line);
+                    }
                 }
             }
             pb.finish_and_clear();
@@ -180,7 +189,10 @@ pub(super) fn run_in_processes(
     let files: Vec<PathBuf> = children.iter().map(|c| c.report.clone()).collect();
     run_children(children)?;
     for file in files {
-        let part: StudyReport = serde_json::from_str(&std::fs::read_to_string(&file)?)?;
+        let part: StudyReport = serde_json::from_str(&crate::output::read_text_capped(
+            &file,
+            crate::output::MAX_JSON_BYTES,
+        )?)?;
         rep.rows.extend(part.rows);
     }
     // Variant-major in run order, seeds in order (each child's rows are seed-major).
@@ -236,7 +248,7 @@ pub(super) fn minilm_in_processes(
     let mut rows: Vec<RelationStudyRow> = Vec::new();
     for file in files {
         rows.extend(serde_json::from_str::<Vec<RelationStudyRow>>(
-            &std::fs::read_to_string(&file)?,
+            &crate::output::read_text_capped(&file, crate::output::MAX_JSON_BYTES)?,
         )?);
     }
     // Variant-major (each child ran the same variant list), seeds in order: a stable sort by
