@@ -148,3 +148,27 @@ fn row_pairs_kernel_reports_its_pairs_and_a_true_minimum() {
     };
     assert!(ms("ms, min ") <= ms("median "), "{text}");
 }
+
+/// `--stream`: on and off as asked, and auto off for a C far smaller than any last-level cache;
+/// streamed or not, the product checks against the reference.
+#[test]
+fn stream_flag_sets_the_stores_of_c() {
+    for (flag, expected) in [("on", true), ("off", false), ("auto", false)] {
+        let r = json_report(&[
+            "spmm",
+            "--gen",
+            "arrow:2000:3",
+            "--k",
+            "64",
+            "--threads",
+            "2",
+            "--reps",
+            "1",
+            "--stream",
+            flag,
+            "--json",
+        ]);
+        assert_eq!(r["plan"]["streaming_stores"], expected, "--stream {flag}");
+        assert!(r["max_relative_error"].as_f64().unwrap() < 1e-12);
+    }
+}

@@ -37,6 +37,10 @@ pub(crate) struct Args {
     /// LSSM block size in nonzeros per task (default: chosen from the row profile and K).
     #[arg(long)]
     block: Option<usize>,
+    /// LSSM writes C with streaming (non-temporal) stores: auto (when C is larger than the
+    /// last-level cache), on or off.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "on", "off"])]
+    stream: String,
     /// Widest SIMD level the kernels may use: widest (AVX-512 where the CPU has it) or avx2.
     #[arg(long, default_value = "widest", value_parser = ["widest", "avx2"])]
     simd: String,
@@ -126,6 +130,15 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
     };
     let config = LssmConfig {
         block_nnz: args.block,
+        streaming_stores: match args.stream.as_str() {
+            "on" => true,
+            "off" => false,
+            _ => SpmmPlan::auto_streaming_stores::<T>(
+                a.nrows(),
+                k,
+                pardis::sparse::last_level_cache_bytes(),
+            ),
+        },
         ..LssmConfig::default()
     };
     check_dense_memory::<T>(a.nrows(), a.ncols(), k)?;
@@ -232,7 +245,7 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
     t.add_row(vec![
         "LSSM plan".into(),
         format!(
-            "block {} nnz, {} long rows ({} segments), {} short rows, {} tasks, scratch {}{}{}{}",
+            "block {} nnz, {} long rows ({} segments), {} short rows, {} tasks, scratch {}{}",
             plan.block_nnz(),
             plan.num_long_rows(),
             plan.num_segments(),
@@ -240,15 +253,17 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
             plan.num_tasks(),
             output::bytes((plan.scratch_len() as f64 * elem) as u64),
             if plan.is_serial() { ", serial" } else { "" },
-            if plan.prefetches() {
-                ", prefetch B"
-            } else {
-                ""
-            },
+        ),
+    ]);
+    t.add_row(vec![
+        "LSSM memory".into(),
+        format!(
+            "B {}prefetched; C written with {} stores",
+            if plan.prefetches() { "" } else { "not " },
             if plan.streams_c() {
-                ", streaming stores"
+                "streaming (--stream)"
             } else {
-                ""
+                "ordinary"
             }
         ),
     ]);

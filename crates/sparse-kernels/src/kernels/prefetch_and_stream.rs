@@ -3,33 +3,26 @@
 
 use crate::SpIndex;
 
-/// `*dst = acc`; with `stream`, the 64-byte lines that lie wholly inside `dst` are written
-/// with non-temporal stores and the partial lines at its ends with ordinary ones (a streaming
-/// store to part of a line makes the write-combining buffer flush a partial line, which is
-/// far slower than reading the line for ownership).
+/// `*dst = acc`; with `stream`, when `dst` is whole 64-byte lines (it starts a line and its size
+/// is a multiple of one), with non-temporal stores. Other pieces are written with ordinary
+/// stores: a streaming store to part of a line makes the write-combining buffer flush a partial
+/// line, which is far slower than reading the line for ownership. All or nothing per piece, in
+/// a loop of a constant trip count, so that the compiler keeps `acc` in registers (a test per
+/// 16 bytes, as this function had before, made it store `acc` to the stack and read it back).
 #[inline(always)]
 pub(super) fn write<T: Copy, const N: usize>(dst: &mut [T; N], acc: [T; N], stream: bool) {
     let bytes = N * std::mem::size_of::<T>();
     #[cfg(target_arch = "x86_64")]
-    if stream && bytes.is_multiple_of(16) && (dst.as_ptr() as usize).is_multiple_of(16) {
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128, _mm_stream_si128};
+    if stream && bytes.is_multiple_of(64) && (dst.as_ptr() as usize).is_multiple_of(64) {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
         let (src, out) = (
             acc.as_ptr().cast::<__m128i>(),
             dst.as_mut_ptr().cast::<__m128i>(),
         );
-        let (start, end) = (out as usize, out as usize + bytes);
         for j in 0..bytes / 16 {
-            let line = (start + 16 * j) & !63;
-            // SAFETY: `16 · (j + 1) <= bytes`, the size of both arrays; `out` is 16-byte
+            // SAFETY: `16 · (j + 1) <= bytes`, the size of both arrays; `out` is 64-byte
             // aligned (checked above), `src` is read unaligned. SSE2 is part of x86-64.
-            unsafe {
-                let v = _mm_loadu_si128(src.add(j));
-                if line >= start && line + 64 <= end {
-                    _mm_stream_si128(out.add(j), v);
-                } else {
-                    _mm_storeu_si128(out.add(j), v);
-                }
-            }
+            unsafe { _mm_stream_si128(out.add(j), _mm_loadu_si128(src.add(j))) };
         }
         return;
     }
@@ -75,4 +68,44 @@ fn prefetch_span<T>(start: *const T, len: usize) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (start, len);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::AlignedVec;
+
+    /// `write` stores `acc` whether it streams (a piece of whole lines at a line boundary) or
+    /// not (a piece off a line boundary, or shorter than a line), for `f64` and `f32`.
+    fn writes_every_offset<T: crate::Scalar, const N: usize>() {
+        let acc: [T; N] = std::array::from_fn(|i| T::from_f64(i as f64 + 0.5));
+        let per_line = 64 / std::mem::size_of::<T>();
+        let mut buffer = AlignedVec::<T>::zeroed(N + 2 * per_line);
+        for offset in 0..per_line {
+            for stream in [false, true] {
+                buffer.fill(T::ZERO);
+                let dst: &mut [T; N] = (&mut buffer[offset..offset + N]).try_into().unwrap();
+                write(dst, acc, stream);
+                fence_streams();
+                assert_eq!(
+                    &buffer[offset..offset + N],
+                    &acc[..],
+                    "offset {offset}, {stream}"
+                );
+                let untouched = buffer[..offset].iter().chain(&buffer[offset + N..]);
+                assert!(untouched.clone().all(|&x| x == T::ZERO), "offset {offset}");
+            }
+        }
+    }
+
+    #[test]
+    fn write_stores_the_accumulators_streamed_or_not() {
+        writes_every_offset::<f64, 4>();
+        writes_every_offset::<f64, 8>();
+        writes_every_offset::<f64, 32>();
+        writes_every_offset::<f64, 64>();
+        writes_every_offset::<f32, 8>();
+        writes_every_offset::<f32, 16>();
+        writes_every_offset::<f32, 64>();
+    }
 }

@@ -77,9 +77,15 @@ pub struct LssmConfig {
     /// benches/README.md, sparse, "Measurements behind code defaults"). `Some(true)` prefetches.
     pub prefetch: Option<bool>,
     /// Write the rows of C with non-temporal (streaming) stores, which do not first read the
-    /// destination lines into the cache (only whole 64-byte lines are streamed). Default
-    /// `false`: it was faster in some runs and slower in others (benches/README.md, sparse,
-    /// "Measurements behind code defaults"), so it is left to the caller.
+    /// destination lines into the cache (a register tile is streamed when it is whole 64-byte
+    /// lines at a line boundary, else stored as usual). Worth it when C does not fit in the
+    /// last-level cache and is not read again at once ([`SpmmPlan::auto_streaming_stores`]
+    /// says when; `pardis spmm` follows it): on the AMD EPYC VM 0.99–1.41× where C is larger
+    /// than its 8 MiB L3 (1.10–1.41× on the arrows, `stencil27:64` and a diagonal matrix,
+    /// 0.99–1.06× on the others measured), 0.97× where C fits it, and C is then out of the
+    /// cache for whatever reads it next. Default `false`, left to the caller, who knows
+    /// what reads C afterwards (benches/README.md, sparse, "Streaming stores of C without the
+    /// round trip through the stack").
     pub streaming_stores: bool,
     /// With prefetching: how many nonzeros past the end of the chunk being multiplied the rows
     /// of B are prefetched. 0 (the default): one chunk of nonzeros (`16 KiB / (K · size)`,
@@ -203,6 +209,24 @@ impl SpmmPlan {
         } else {
             width
         }
+    }
+
+    /// Whether to write C with streaming stores ([`LssmConfig::streaming_stores`]) for `rows`
+    /// rows of `k` columns of `T` and a last-level cache of `cache` bytes (for example
+    /// [`last_level_cache_bytes`]): when C is larger than the cache, so that it would not stay
+    /// there anyway.
+    ///
+    /// # Examples
+    /// ```
+    /// use sparse_kernels::SpmmPlan;
+    /// // A C of 200000 × 64 `f64` (102 MB) does not fit a 32 MiB cache; one of 2000 rows does.
+    /// assert!(SpmmPlan::auto_streaming_stores::<f64>(200_000, 64, 32 << 20));
+    /// assert!(!SpmmPlan::auto_streaming_stores::<f64>(2_000, 64, 32 << 20));
+    /// ```
+    pub fn auto_streaming_stores<T>(rows: usize, k: usize, cache: usize) -> bool {
+        rows.saturating_mul(k)
+            .saturating_mul(std::mem::size_of::<T>())
+            > cache
     }
 
     /// Builds the plan for `a` and dense operands with `k` columns.
