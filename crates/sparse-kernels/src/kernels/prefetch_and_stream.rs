@@ -6,9 +6,10 @@ use crate::SpIndex;
 /// `*dst = acc`; with `stream`, when `dst` is whole 64-byte lines (it starts a line and its size
 /// is a multiple of one), with non-temporal stores. Other pieces are written with ordinary
 /// stores: a streaming store to part of a line makes the write-combining buffer flush a partial
-/// line, which is far slower than reading the line for ownership. All or nothing per piece, in
-/// a loop of a constant trip count, so that the compiler keeps `acc` in registers (a test per
-/// 16 bytes, as this function had before, made it store `acc` to the stack and read it back).
+/// line, which is far slower than reading the line for ownership. A tile is streamed whole or
+/// not at all, in a loop of a constant trip count, so that the compiler keeps `acc` in
+/// registers (a test per 16 bytes, as this function had before, made it store `acc` to the
+/// stack and read it back).
 #[inline(always)]
 pub(super) fn write<T: Copy, const N: usize>(dst: &mut [T; N], acc: [T; N], stream: bool) {
     let bytes = N * std::mem::size_of::<T>();
