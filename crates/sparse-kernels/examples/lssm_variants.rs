@@ -41,8 +41,8 @@ fn lssm_config(settings: &str) -> Option<LssmConfig> {
         let (key, value) = s.split_once('=').unwrap_or((s, ""));
         let num = || value.parse::<usize>().ok();
         match key {
-            "stream" => c.streaming_stores = true,
-            "nostream" => c.streaming_stores = false,
+            "stream" => c.streaming_stores = Some(true),
+            "nostream" => c.streaming_stores = Some(false),
             "pf" => c.prefetch = Some(true),
             "nopf" => c.prefetch = Some(false),
             "pfd" => c.prefetch_distance = num()?,

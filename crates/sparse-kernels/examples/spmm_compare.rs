@@ -438,12 +438,7 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(
         // their ratios are paired; the serial reference runs once. `None` is sprs, which adds
         // into C, so its C is zeroed inside its timed call; it gets the same line-aligned B
         // and C as the pardis kernels.
-        // LSSM as `pardis spmm` runs it: streaming stores of C when C is larger than the LLC.
-        let llc = sparse_kernels::last_level_cache_bytes();
-        let config = LssmConfig {
-            streaming_stores: SpmmPlan::auto_streaming_stores::<T>(a.nrows(), k, llc),
-            ..LssmConfig::default()
-        };
+        let config = LssmConfig::default();
         let plan = SpmmPlan::new(&a, k, &config);
         // Row pairs' inspector (a repacked copy of A) runs outside the timing, like the plan.
         let pairs = RowPairs::new(&a, k);
@@ -508,8 +503,9 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(
         let plan_time = bench_timing::median_secs(o.reps, || {
             std::hint::black_box(SpmmPlan::new(&a, k, &config));
         });
-        // Paired with the plan above where a K-panel width is suggested for this machine's
+        // Paired with the default plan where a K-panel width is suggested for this machine's
         // last-level cache: the same plan with panels (alternated runs).
+        let llc = sparse_kernels::last_level_cache_bytes();
         let locality = SpmmPlan::column_locality(&a);
         let panel = SpmmPlan::auto_k_panel::<T>(a.ncols(), k, locality, llc);
         if panel < k {

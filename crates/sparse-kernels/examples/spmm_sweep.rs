@@ -83,7 +83,7 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(o: &common::Args, spec: &str) -> Result<
         let variant = |prefetch, stream| {
             let config = LssmConfig {
                 prefetch: Some(prefetch),
-                streaming_stores: stream,
+                streaming_stores: Some(stream),
                 ..LssmConfig::default()
             };
             SpmmPlan::new(&a, k, &config)

@@ -131,13 +131,9 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
     let config = LssmConfig {
         block_nnz: args.block,
         streaming_stores: match args.stream.as_str() {
-            "on" => true,
-            "off" => false,
-            _ => SpmmPlan::auto_streaming_stores::<T>(
-                a.nrows(),
-                k,
-                pardis::sparse::last_level_cache_bytes(),
-            ),
+            "on" => Some(true),
+            "off" => Some(false),
+            _ => None, // the plan's rule: C larger than the last-level cache
         },
         ..LssmConfig::default()
     };

@@ -33,7 +33,8 @@
 //!   7 % on matrices of short rows and gained 1–3 % only on arrow matrices; MKL's executor does
 //!   not prefetch C either; benches/README.md, sparse, "Native MKL, session of 2026-12-06").
 //! * **Write C once.** Every K-vector of C is written once by its tiles, never zeroed first;
-//!   with `stream` (opt-in), a tile that is whole 64-byte lines at a line boundary is written
+//!   with `stream` (the plan's choice: by default when C is larger than the last-level
+//!   cache), a tile that is whole 64-byte lines at a line boundary is written
 //!   with non-temporal stores, straight from its registers, which skip reading the destination
 //!   lines into the cache first.
 //! * **No bounds checks in the hot loop.** The entry points take a validated [`CsrMatrix`]

@@ -78,15 +78,14 @@ pub struct LssmConfig {
     pub prefetch: Option<bool>,
     /// Write the rows of C with non-temporal (streaming) stores, which do not first read the
     /// destination lines into the cache (a register tile is streamed when it is whole 64-byte
-    /// lines at a line boundary, else stored as usual). Worth it when C does not fit in the
-    /// last-level cache and is not read again at once ([`SpmmPlan::auto_streaming_stores`]
-    /// says when; `pardis spmm` follows it): on the AMD EPYC VM 0.99–1.41× where C is larger
-    /// than its 8 MiB L3 (1.10–1.41× on the arrows, `stencil27:64` and a diagonal matrix,
-    /// 0.99–1.06× on the others measured), 0.97× where C fits it, and C is then out of the
-    /// cache for whatever reads it next. Default `false`, left to the caller, who knows
-    /// what reads C afterwards (benches/README.md, sparse, "Streaming stores of C without the
-    /// round trip through the stack").
-    pub streaming_stores: bool,
+    /// lines at a line boundary, else stored as usual). `None` (the default) streams when C
+    /// is larger than the last-level cache ([`SpmmPlan::auto_streaming_stores`] with
+    /// [`last_level_cache_bytes`]), where it would not stay anyway: on the AMD EPYC VM
+    /// 0.99–1.41× there (1.10–1.41× on the arrows, `stencil27:64` and a diagonal matrix,
+    /// 0.99–1.06× on the others measured), against 0.97× where C fits the cache — and C is
+    /// then out of the cache for whatever reads it next (benches/README.md, sparse, "Streaming
+    /// stores of C without the round trip through the stack"). `Some(_)` decides.
+    pub streaming_stores: Option<bool>,
     /// With prefetching: how many nonzeros past the end of the chunk being multiplied the rows
     /// of B are prefetched. 0 (the default): one chunk of nonzeros (`16 KiB / (K · size)`,
     /// 32 for K = 64 `f64`).
@@ -147,7 +146,7 @@ impl Default for LssmConfig {
             long_row_group: 8,
             serial_work: SERIAL_WORK,
             prefetch: None,
-            streaming_stores: false,
+            streaming_stores: None,
             prefetch_distance: 0,
             row_chunk_work: ROW_CHUNK_WORK,
             k_panel: None,
@@ -212,9 +211,9 @@ impl SpmmPlan {
     }
 
     /// Whether to write C with streaming stores ([`LssmConfig::streaming_stores`]) for `rows`
-    /// rows of `k` columns of `T` and a last-level cache of `cache` bytes (for example
-    /// [`last_level_cache_bytes`]): when C is larger than the cache, so that it would not stay
-    /// there anyway.
+    /// rows of `k` columns of `T` and a last-level cache of `cache` bytes: when C is larger than
+    /// the cache, so that it would not stay there anyway. The plan applies this rule with
+    /// [`last_level_cache_bytes`] unless the configuration decides.
     ///
     /// # Examples
     /// ```
@@ -295,7 +294,9 @@ impl SpmmPlan {
             k_panel,
             options: micro::Options {
                 prefetch: config.prefetch.unwrap_or(false),
-                stream: config.streaming_stores,
+                stream: config.streaming_stores.unwrap_or_else(|| {
+                    Self::auto_streaming_stores::<T>(a.nrows(), k, last_level_cache_bytes())
+                }),
                 chunk_k: k,
                 prefetch_distance: config.prefetch_distance,
             },

@@ -102,7 +102,8 @@ fn check_all<T: Scalar, I: SpIndex>(
         block_nnz: Some(block),
         serial_work: 0,
         prefetch: Some(block.is_multiple_of(2)), // both paths of the micro-kernel
-        streaming_stores: block.is_multiple_of(3),
+        // Streamed, not, or by the plan's rule (C of these matrices fits any cache: not).
+        streaming_stores: [Some(true), Some(false), None][(block / 2) % 3],
         // Prefetch distances of 1 to 4 nonzeros, or the default (one chunk).
         prefetch_distance: block % 5,
         // Chunks of 1 to 4 rows (without long rows): several chunks even on tiny matrices.
@@ -372,4 +373,26 @@ fn block_sizing_is_configurable_and_defaults_to_the_automatic_block() {
         min_tasks: 0,
     };
     assert!(zero.block_size(&stats, 16) >= 1);
+}
+
+/// The default plan streams C exactly when C is larger than the last-level cache; a
+/// configuration that decides is followed either way.
+#[test]
+fn default_plan_streams_a_c_larger_than_the_cache() {
+    let k = 64;
+    let llc = sparse_kernels::last_level_cache_bytes();
+    let rows_over = llc / (k * 8) + 1;
+    let big = gen::banded::<f64, u32>(rows_over, 0, 1);
+    let small = gen::banded::<f64, u32>(64, 0, 1);
+    let plan = |a: &CsrMatrix<f64, u32>, streaming_stores| {
+        let config = LssmConfig {
+            streaming_stores,
+            ..LssmConfig::default()
+        };
+        SpmmPlan::new(a, k, &config).streams_c()
+    };
+    assert!(plan(&big, None), "C of {rows_over} × {k} f64, LLC {llc} B");
+    assert!(!plan(&small, None));
+    assert!(!plan(&big, Some(false)));
+    assert!(plan(&small, Some(true)));
 }
