@@ -29,7 +29,10 @@ pub struct OpStats {
     pub queue_len_at_submit: usize,
     /// Longest engine queue seen while it was active.
     pub max_queue_len: usize,
-    /// Time from submission to completion.
+    /// Time from submission to completion, as the engine's clock saw it: the engine reads the
+    /// clock once per scheduling round (a clock read costs about as much as polling an idle
+    /// collective), so this is the time to the start of the round that completed it — short
+    /// by at most that round, which for a large collective includes its last piece of work.
     pub elapsed: Duration,
     /// Receives whose data the transport's reader placed straight into the collective's buffer
     /// (TCP with [`Config::direct_receive`](crate::Config::direct_receive)); the others
