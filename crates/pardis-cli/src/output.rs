@@ -28,7 +28,11 @@ pub(crate) fn read_text_capped(path: &Path, max: u64) -> anyhow::Result<String> 
     Ok(text)
 }
 
-/// A table with the house style: condensed UTF-8 borders, wrapped to the terminal.
+/// The width tables wrap to when standard output is not a terminal (a pipe, a file, a log).
+pub(crate) const TABLE_WIDTH_WITHOUT_TERMINAL: u16 = 120;
+
+/// A table with the house style: condensed UTF-8 borders, wrapped to the terminal, or to
+/// [`TABLE_WIDTH_WITHOUT_TERMINAL`] columns when there is none.
 pub(crate) fn table<I, S>(header: I) -> Table
 where
     I: IntoIterator<Item = S>,
@@ -38,6 +42,9 @@ where
     t.load_preset(UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)
         .set_header(header);
+    if t.width().is_none() {
+        t.set_width(TABLE_WIDTH_WITHOUT_TERMINAL);
+    }
     t
 }
 
@@ -127,6 +134,29 @@ pub(crate) fn error_line(e: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Without a terminal (as under `cargo test`, or piped) a table with long cells wraps
+    /// them to fit [`TABLE_WIDTH_WITHOUT_TERMINAL`] columns.
+    #[test]
+    fn tables_fit_the_width_without_a_terminal() {
+        let mut t = table(["plan", "configuration", "memory"]);
+        let long =
+            "pp8 (10×8) gpu0:4×gpu1:2 m64 1F1B-interleaved×2 rc-pointwise(7/8 stages) ".repeat(3);
+        t.add_row(vec![
+            "pardis: leanest in budget".to_string(),
+            long,
+            "38.70 GiB".into(),
+        ]);
+        let text = t.to_string();
+        assert!(text.lines().count() > 5, "the long cell wraps:\n{text}");
+        for line in text.lines() {
+            let width = line.chars().count();
+            assert!(
+                width <= usize::from(TABLE_WIDTH_WITHOUT_TERMINAL),
+                "{width}: {line}"
+            );
+        }
+    }
 
     #[test]
     fn bytes_roundtrip() {
