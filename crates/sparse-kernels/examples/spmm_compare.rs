@@ -40,6 +40,8 @@ mod mkl;
 const MIN_SECONDS: f64 = 0.5;
 /// Most rounds per matrix.
 const MAX_ROUNDS: usize = 201;
+/// Untimed work before each block of the paired native-MKL comparison (see `mkl_vs_lssm`).
+const WARM_UP_SECONDS: f64 = 0.1;
 
 /// STREAM triad `a = b + s·c` over 3 × 64 MiB arrays, parallel; bytes moved / best time.
 fn stream_triad_gbs() -> f64 {
@@ -326,10 +328,11 @@ fn dump<T: Scalar>(dir: &Path, name: &str, a: &CsrMatrix<T, u32>) -> Result<Stri
 }
 
 /// Native MKL against LSSM on one matrix and K: MKL's inspector (create + hint + optimize) is
-/// timed once per handle, outside the SpMM times; then three blocks of LSSM runs followed by
-/// MKL runs (each block after an untimed warm-up call, each library at least reps/3 runs and
-/// 0.1 s per block), a 0.3 s pause after each MKL block so that MKL's OpenMP workers stop
-/// spinning (KMP_BLOCKTIME, 200 ms by default) before LSSM runs again. Returns the JSON fields:
+/// timed once per handle, outside the SpMM times; then three pairs of blocks, LSSM's block
+/// first in the first and third pair and MKL's in the second (each block after 0.1 s of
+/// untimed warm-up runs, each library at least reps/3 runs and 0.1 s per block), a 0.3 s pause
+/// after each pair so that MKL's OpenMP workers stop spinning (KMP_BLOCKTIME, 200 ms by
+/// default) before the next pair. Returns the JSON fields:
 /// medians of both, MKL's inspector time, MKL's largest deviation from LSSM's C (relative to
 /// max |C|), or the reason it was skipped.
 fn mkl_vs_lssm<T: Scalar>(
@@ -376,11 +379,24 @@ fn mkl_vs_lssm<T: Scalar>(
     };
     let per_block = o.reps.div_ceil(3).max(1);
     let (mut t_lssm, mut t_mkl) = (Vec::new(), Vec::new());
-    for _ in 0..3 {
-        for (which, times) in [(0, &mut t_lssm), (1, &mut t_mkl)] {
+    for block in 0..3 {
+        // LSSM first in the first and last pair of blocks, MKL first in the middle one.
+        let order = if block == 1 { [1, 0] } else { [0, 1] };
+        for which in order {
             let run = |c: &mut [T]| if which == 0 { lssm(c) } else { mkl_run(c) };
-            let c = if which == 0 { &mut c_lssm } else { &mut c_mkl };
-            run(c);
+            let (c, times) = if which == 0 {
+                (&mut c_lssm, &mut t_lssm)
+            } else {
+                (&mut c_mkl, &mut t_mkl)
+            };
+            // Warm up for WARM_UP_SECONDS, untimed: after the pause below the vCPUs are idle,
+            // and on a VM the first tens of milliseconds of work after idling run up to 2×
+            // slower (a fixed number of warm-up runs left the small matrices' first library of
+            // each pair in that spell and the second one not).
+            let warm = Instant::now();
+            while warm.elapsed().as_secs_f64() < WARM_UP_SECONDS {
+                run(c);
+            }
             let (mut n, mut timed) = (0, 0.0);
             while n < per_block || (timed < MIN_SECONDS / 5.0 && n < MAX_ROUNDS / 3) {
                 let t = run(c);
