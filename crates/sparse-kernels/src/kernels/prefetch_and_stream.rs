@@ -93,8 +93,8 @@ mod tests {
                     &acc[..],
                     "offset {offset}, {stream}"
                 );
-                let untouched = buffer[..offset].iter().chain(&buffer[offset + N..]);
-                assert!(untouched.clone().all(|&x| x == T::ZERO), "offset {offset}");
+                let mut untouched = buffer[..offset].iter().chain(&buffer[offset + N..]);
+                assert!(untouched.all(|&x| x == T::ZERO), "offset {offset}");
             }
         }
     }
