@@ -237,7 +237,8 @@ fn random_gather_gbs() -> f64 {
 /// through a 16-way set-associative LRU cache of `cache` bytes ([`common::RowCache`]), in the order of the LSSM plan
 /// (approximately): short rows in row order, and the nonzeros of the long rows (more than
 /// `block`) moved to the position of their column (scaled to rows), where the plan's
-/// column-aligned long-row tasks run, just before the short rows that read the same rows of B.
+/// column-aligned long-row tasks run, in one unit with the short rows that read the same rows
+/// of B.
 /// Serial order: the 2 workers of the parallel run share the cache, so the real count is
 /// somewhat higher. This is the traffic of the row-wise gather when B does not fit in cache.
 ///

@@ -205,7 +205,7 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
             "profile": {"mean": stats.mean, "cv": stats.cv, "max": stats.max, "min": stats.min,
                         "empty_rows": stats.empty_rows, "class": stats.class().to_string()},
             "plan": {"block_nnz": plan.block_nnz(), "long_rows": plan.num_long_rows(),
-                     "short_rows": plan.num_short_rows(), "tasks": plan.num_tasks(),
+                     "short_rows": plan.num_short_rows(), "tasks": plan.num_tasks(), "units": plan.num_units(),
                      "segments": plan.num_segments(), "scratch_bytes": plan.scratch_len() as f64 * elem,
                      "serial": plan.is_serial(), "prefetch": plan.prefetches(),
                      "streaming_stores": plan.streams_c(), "plan_seconds": plan_s},
@@ -241,12 +241,13 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
     t.add_row(vec![
         "LSSM plan".into(),
         format!(
-            "block {} nnz, {} long rows ({} segments), {} short rows, {} tasks, scratch {}{}",
+            "block {} nnz, {} long rows ({} segments), {} short rows, {} tasks in {} units, scratch {}{}",
             plan.block_nnz(),
             plan.num_long_rows(),
             plan.num_segments(),
             plan.num_short_rows(),
             plan.num_tasks(),
+            plan.num_units(),
             output::bytes((plan.scratch_len() as f64 * elem) as u64),
             if plan.is_serial() { ", serial" } else { "" },
         ),

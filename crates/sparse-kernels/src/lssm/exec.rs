@@ -1,7 +1,8 @@
-//! The numeric phase of LSSM: dynamic task distribution through an atomic counter (or, without
-//! long rows, the row-parallel schedule: rayon's adaptive splitting of the rows of C), the
-//! deterministic combination of long-row partial sums, and optional K-panels (one pass over A
-//! per panel of columns of B and C, each panel of B packed into a contiguous buffer first).
+//! The numeric phase of LSSM: dynamic distribution of the units of tasks through an atomic
+//! counter (or, without long rows, the row-parallel schedule: rayon's adaptive splitting of the
+//! rows of C), the deterministic combination of long-row partial sums, and optional K-panels
+//! (one pass over A per panel of columns of B and C, each panel of B packed into a contiguous
+//! buffer first).
 
 use super::plan::SpmmPlan;
 use super::task::Task;
@@ -158,14 +159,16 @@ impl SpmmPlan {
             let cells: Vec<Mutex<Option<Target<'_, T>>>> =
                 targets.into_iter().map(|t| Mutex::new(Some(t))).collect();
             let next = AtomicUsize::new(0);
-            let workers = rayon::current_num_threads().clamp(1, cells.len().max(1));
+            let workers = rayon::current_num_threads().clamp(1, self.units.len().max(1));
             (0..workers).into_par_iter().for_each(|_| loop {
-                // The "atomic cache": one shared counter hands out the next task.
-                let t = next.fetch_add(1, Ordering::Relaxed);
-                let Some(cell) = cells.get(t) else { break };
-                let target = cell.lock().unwrap_or_else(|e| e.into_inner()).take();
-                let target = target.expect("each task is taken once");
-                self.run_task(a, b, &self.tasks[t], target);
+                // The "atomic cache": one shared counter hands out the next unit.
+                let u = next.fetch_add(1, Ordering::Relaxed);
+                let Some(unit) = self.units.get(u) else { break };
+                for t in unit.clone() {
+                    let target = cells[t].lock().unwrap_or_else(|e| e.into_inner()).take();
+                    let target = target.expect("each task is taken once");
+                    self.run_task(a, b, &self.tasks[t], target);
+                }
             });
         }
         // Long rows: add the later segments in segment order (deterministic).

@@ -13,12 +13,14 @@
 //!   B in that range are read from memory once for the whole group (a CPU adaptation: the
 //!   paper's PEZY-SC3s has no shared cache to exploit). The task list, the scratch size (one
 //!   K-vector per extra segment) and the memory policies of the micro-kernel (prefetching B,
-//!   streaming stores to C) are fixed here. The long-row tasks are placed among the runs of
-//!   short rows by position (a task whose first column is `c` just before the run that starts
-//!   at row `c`), so that in matrices with a structured diagonal the rows of B a long-row task
-//!   reads are read again, from the cache, by the next runs (arrow matrices read B once).
-//! * **Numeric phase** ([`SpmmPlan::execute`]): workers take tasks through one shared atomic
-//!   counter (the paper's "atomic cache"), so a worker that finishes early takes the next task
+//!   streaming stores to C) are fixed here. Tasks are grouped into *units* by position: a
+//!   long-row task whose columns are `c..d` (scaled to the rows) goes with the runs of short
+//!   rows `c..d` (at most four blocks of them), first the rows, then the long-row task, so
+//!   that in matrices with a structured diagonal (arrow, banded, meshes) one worker reads
+//!   those rows of B from memory once, for the short rows, and again from its own cache for
+//!   the long rows (arrow matrices read B once).
+//! * **Numeric phase** ([`SpmmPlan::execute`]): workers take units through one shared atomic
+//!   counter (the paper's "atomic cache"), so a worker that finishes early takes the next unit
 //!   at once; a matrix without long rows falls back to the row-parallel schedule (rayon's
 //!   adaptive splitting of the rows, in chunks of a few rows). Each task walks its rows with the register-tiled SIMD micro-kernel (the
 //!   paper's "local memory" tile of C). A long row's first segment writes the row of C; the

@@ -1,6 +1,6 @@
 //! The symbolic phase of LSSM: block size, row classification, task list, scratch size.
 
-use super::split::{interleave, split_long_rows};
+use super::split::{split_long_rows, units};
 use super::task::{Segment, Task};
 use crate::kernels::{micro, SERIAL_WORK};
 use crate::stats::{MatrixClass, RowStats};
@@ -162,6 +162,9 @@ pub struct SpmmPlan {
     pub(crate) block: usize,
     pub(crate) stats: RowStats,
     pub(crate) tasks: Vec<Task>,
+    /// Consecutive tasks run by one worker, in order: runs of short rows, then at most one
+    /// long-row task, the one whose columns those rows read through the diagonal.
+    pub(crate) units: Vec<Range<usize>>,
     pub(crate) segments: Vec<Segment>,
     /// Long rows (ascending) and the scratch slots of their later segments, in order.
     pub(crate) long_rows: Vec<(usize, Range<usize>)>,
@@ -241,34 +244,13 @@ impl SpmmPlan {
             .block_nnz
             .unwrap_or_else(|| config.block_sizing.block_size(&stats, k));
         assert!(block > 0, "the LSSM block size must be positive");
-        let mut tasks = Vec::new();
-        let mut long = Vec::new();
-        let mut run_start = 0;
-        let mut run_cost = 0;
-        for i in 0..a.nrows() {
-            let len = a.row_nnz(i);
-            if len <= block {
-                // Short row: merge into the current run; a row also costs one write of C.
-                run_cost += len + 1;
-                if run_cost >= block {
-                    tasks.push(Task::Rows(run_start..i + 1));
-                    (run_start, run_cost) = (i + 1, 0);
-                }
-                continue;
-            }
-            if run_start < i {
-                tasks.push(Task::Rows(run_start..i));
-            }
-            long.push(i);
-            (run_start, run_cost) = (i + 1, 0);
-        }
-        if run_start < a.nrows() {
-            tasks.push(Task::Rows(run_start..a.nrows()));
-        }
-        // Long rows: tasks of about `block` nonzeros too, interleaved with the runs by position.
-        let (segment_tasks, segments, long_rows, slots) =
+        // Rows of more than `block` nonzeros are long: split into tasks of about `block`
+        // nonzeros; the short rows between them are merged into runs of about `block`, grouped
+        // with the long-row tasks by position.
+        let long: Vec<usize> = (0..a.nrows()).filter(|&i| a.row_nnz(i) > block).collect();
+        let (long_tasks, segments, long_rows, slots) =
             split_long_rows(a, &long, block, config.long_row_group);
-        let tasks = interleave(a, tasks, segment_tasks, &segments);
+        let (tasks, units) = units(a, &long, block, long_tasks, &segments);
         let serial = a.nnz().saturating_mul(k) < config.serial_work || a.nrows() <= 1;
         // Rows per chunk from the mean row, but no chunk of the longest rows above 16× the
         // target work, so that a few long (not split) rows cannot unbalance the schedule.
@@ -286,6 +268,7 @@ impl SpmmPlan {
             block,
             stats,
             tasks,
+            units,
             segments,
             long_rows,
             slots,
@@ -350,6 +333,13 @@ impl SpmmPlan {
     /// Number of tasks (merged short-row runs plus long-row segments).
     pub fn num_tasks(&self) -> usize {
         self.tasks.len()
+    }
+
+    /// Number of units: the groups of consecutive tasks one worker runs in a row (runs of short
+    /// rows, then the long-row task whose rows of B they read). Used where the plan has long
+    /// rows; without them the numeric phase splits the rows of C as `spmm_row_parallel` does.
+    pub fn num_units(&self) -> usize {
+        self.units.len()
     }
     /// Number of long (split) rows.
     pub fn num_long_rows(&self) -> usize {

@@ -1,4 +1,4 @@
-//! Long-row splitting (column-aligned groups of long rows) and the order of the tasks.
+//! Long-row splitting (column-aligned groups of long rows) and the units of tasks.
 
 use super::task::{Segment, Task};
 use crate::{CsrMatrix, Scalar, SpIndex};
@@ -71,43 +71,125 @@ pub(super) fn split_long_rows<T: Scalar, I: SpIndex>(
     (tasks, segments, long_rows, slots)
 }
 
-/// Merges the long-row tasks into the runs of short rows (both kept in their own order): a
-/// long-row task whose first column, scaled to the row range, is `p` goes just before the run
-/// that starts at or after row `p`. Rows of B are indexed by columns of A, so in a matrix with
-/// a structured diagonal (arrow, banded, meshes) the run of rows `p..` reads the rows of B near
-/// `p` that the long-row task before it has just read: the two workers taking consecutive tasks
-/// share them through the cache instead of reading B from memory twice (`arrow:200000:4`).
-/// Only the order changes, not the tasks, so the result does not.
-pub(super) fn interleave<T: Scalar, I: SpIndex>(
+/// Builds the runs of short rows and groups them with the long-row tasks into units, each run
+/// by one worker in order: first its short rows, then its long-row task. A long-row task whose
+/// columns, scaled to the row range, are `p..q` opens a unit at row `p`, which takes the short
+/// rows up to `q` or to the next long-row task's `p`, whichever comes first (at most about
+/// `UNIT_BLOCKS · block` of them); units without a long-row task are runs of about `block`. Rows of B are indexed by
+/// columns of A, so in a matrix with a structured diagonal (arrow, banded, meshes) a unit's
+/// short rows read, through the diagonal, the rows of B its long-row task reads: the worker
+/// reads them from memory once, for the short rows, while it writes their rows of C, and
+/// finds them in its own cache for the long rows (`arrow:200000:4`). `long` lists the long
+/// rows, ascending. Returns the tasks (runs in row order, long-row tasks in their given order)
+/// and the units as ranges of them; the result of a plan does not depend on how its tasks are
+/// grouped.
+pub(super) fn units<T: Scalar, I: SpIndex>(
     a: &CsrMatrix<T, I>,
-    runs: Vec<Task>,
+    long: &[usize],
+    block: usize,
     long_tasks: Vec<Task>,
     segments: &[Segment],
-) -> Vec<Task> {
-    let position = |task: &Task| -> usize {
-        match task {
-            Task::Rows(rows) => rows.start,
-            Task::Segments(segs) => {
-                let first = a.indices()[segments[segs.start].nz.start].idx();
-                (first as u128 * a.nrows() as u128 / a.ncols().max(1) as u128) as usize
-            }
-        }
+) -> (Vec<Task>, Vec<Range<usize>>) {
+    // Rows of A scaled from columns: the rows whose diagonal reads the rows of B of column `c`.
+    let scaled = |c: usize| (c as u128 * a.nrows() as u128 / a.ncols().max(1) as u128) as usize;
+    let columns = |task: &Task| -> Range<usize> {
+        let Task::Segments(segs) = task else {
+            unreachable!("long-row tasks are segments")
+        };
+        let segs = &segments[segs.clone()];
+        let first = segs.iter().map(|s| a.indices()[s.nz.start].idx()).min();
+        let last = segs.iter().map(|s| a.indices()[s.nz.end - 1].idx()).max();
+        first.unwrap_or(0)..last.map_or(0, |l| l + 1)
     };
-    let mut long_tasks: Vec<(usize, Task)> =
-        long_tasks.into_iter().map(|t| (position(&t), t)).collect();
+    let mut long_tasks: Vec<(Range<usize>, Task)> = long_tasks
+        .into_iter()
+        .map(|t| {
+            let cols = columns(&t);
+            (scaled(cols.start)..scaled(cols.end), t)
+        })
+        .collect();
     // Stable: the tasks of one group stay in column order, groups in row order.
-    long_tasks.sort_by_key(|(p, _)| *p);
-    let mut out = Vec::with_capacity(runs.len() + long_tasks.len());
+    long_tasks.sort_by_key(|(p, _)| p.start);
     let mut long_tasks = long_tasks.into_iter().peekable();
-    for run in runs {
-        let p = position(&run);
-        while let Some((_, t)) = long_tasks.next_if(|(q, _)| *q <= p) {
-            out.push(t);
+    let mut long_rows = long.iter().peekable();
+    let mut out = UnitBuilder::default();
+    for i in 0..a.nrows() {
+        if out.long.is_some() && i >= out.rows_end {
+            out.end_unit(i);
         }
-        out.push(run);
+        while let Some((rows, task)) = long_tasks.next_if(|(p, _)| p.start <= i) {
+            out.end_unit(i);
+            out.long = Some(task);
+            out.rows_end = rows.end;
+        }
+        if long_rows.next_if(|&&r| r == i).is_some() {
+            out.end_run(i);
+            out.run_start = i + 1;
+            continue;
+        }
+        // A short row also costs one write of C.
+        out.cost += a.row_nnz(i) + 1;
+        let cap = if out.long.is_some() {
+            UNIT_BLOCKS * block
+        } else {
+            block
+        };
+        if out.cost >= cap {
+            out.end_unit(i + 1);
+        }
     }
-    out.extend(long_tasks.map(|(_, t)| t));
-    out
+    out.end_unit(a.nrows());
+    for (_, task) in long_tasks {
+        out.long = Some(task);
+        out.end_unit(a.nrows());
+    }
+    debug_assert!(
+        out.units.iter().map(|u| u.len()).sum::<usize>() == out.tasks.len()
+            && out.units.windows(2).all(|w| w[0].end == w[1].start),
+        "units cover the tasks in order"
+    );
+    (out.tasks, out.units)
+}
+
+/// The tasks and units of [`units`] as they are built: the open unit starts at task
+/// `unit_start`, its current run of short rows at row `run_start`.
+#[derive(Default)]
+struct UnitBuilder {
+    tasks: Vec<Task>,
+    units: Vec<Range<usize>>,
+    unit_start: usize,
+    run_start: usize,
+    /// Cost of the open unit's short rows (nonzeros plus one per row).
+    cost: usize,
+    /// The open unit's long-row task, placed after its short rows.
+    long: Option<Task>,
+    /// The row after the last whose diagonal reads the long-row task's rows of B.
+    rows_end: usize,
+}
+
+/// At most this many blocks of short rows go into a unit with a long-row task (those whose
+/// columns are spread wide, as in power-law graphs, would otherwise take most of the rows).
+const UNIT_BLOCKS: usize = 4;
+
+impl UnitBuilder {
+    /// Ends the current run of short rows before row `at`.
+    fn end_run(&mut self, at: usize) {
+        if self.run_start < at {
+            self.tasks.push(Task::Rows(self.run_start..at));
+        }
+        self.run_start = at;
+    }
+
+    /// Ends the open unit before row `at`.
+    fn end_unit(&mut self, at: usize) {
+        self.end_run(at);
+        self.tasks.extend(self.long.take());
+        if self.tasks.len() > self.unit_start {
+            self.units.push(self.unit_start..self.tasks.len());
+        }
+        self.unit_start = self.tasks.len();
+        self.cost = 0;
+    }
 }
 
 /// The nonzeros of row `r` (sorted columns) whose columns lie in `cols`.
@@ -157,46 +239,68 @@ mod tests {
     use super::*;
     use crate::{gen, LssmConfig, SpmmPlan};
 
-    /// The long-row tasks of an arrow matrix (dense rows on top) go next to the runs of short
-    /// rows whose diagonal reads the same rows of B, in column order.
+    /// The units of an arrow matrix (dense rows on top): each long-row task comes after the
+    /// short rows whose diagonal reads its columns, in one unit; every task is in one unit.
     #[test]
-    fn long_row_tasks_are_interleaved_with_the_runs_by_position() {
+    fn long_row_tasks_follow_the_rows_that_read_their_rows_of_b() {
         let a = gen::arrow::<f64, u32>(4000, 2, 1);
         let config = LssmConfig {
             block_nnz: Some(256),
             ..LssmConfig::default()
         };
         let plan = SpmmPlan::new(&a, 16, &config);
-        let first_col = |t: &Task| match t {
-            Task::Segments(s) => Some(a.indices()[plan.segments[s.start].nz.start].idx()),
-            Task::Rows(_) => None,
-        };
-        let mut last_run_start = 0;
-        let mut last_col = 0;
-        let mut seen_long = 0;
-        for task in &plan.tasks {
-            match (task, first_col(task)) {
-                (Task::Rows(rows), _) => {
-                    assert!(rows.start >= last_run_start, "runs stay in row order");
-                    last_run_start = rows.start;
-                }
-                (_, Some(col)) => {
-                    assert!(col >= last_col, "long-row tasks stay in column order");
-                    // Placed just before the first run starting at or after its column.
-                    assert!(
-                        col <= last_run_start + 256,
-                        "column {col} after row {last_run_start}"
-                    );
-                    last_col = col;
-                    seen_long += 1;
-                }
-                _ => unreachable!(),
+        let mut next = 0;
+        let mut with_long = 0;
+        let mut last_row = 0;
+        for unit in &plan.units {
+            assert_eq!(unit.start, next, "units cover the tasks in order");
+            assert!(unit.end > unit.start, "no empty unit");
+            next = unit.end;
+            let tasks = &plan.tasks[unit.clone()];
+            let rows: Vec<&Range<usize>> = tasks
+                .iter()
+                .filter_map(|t| match t {
+                    Task::Rows(r) => Some(r),
+                    Task::Segments(_) => None,
+                })
+                .collect();
+            for r in &rows {
+                assert!(r.start >= last_row, "runs stay in row order");
+                last_row = r.end;
             }
+            let Some(Task::Segments(segs)) = tasks.last() else {
+                continue;
+            };
+            assert_eq!(
+                tasks.len(),
+                rows.len() + 1,
+                "one long-row task, after the rows"
+            );
+            let segs = &plan.segments[segs.clone()];
+            let first = segs.iter().map(|s| a.indices()[s.nz.start].idx()).min();
+            let last = segs.iter().map(|s| a.indices()[s.nz.end - 1].idx()).max();
+            let columns = first.unwrap()..last.unwrap() + 1;
+            // At most 128 columns per task (2 rows × 128 = 256 nonzeros); rows of cost 3: all
+            // of them fit the cap of 4 blocks.
+            assert!(columns.len() <= 128);
+            let covered: usize = rows.iter().map(|r| r.len()).sum();
+            assert_eq!(
+                covered,
+                columns.clone().filter(|&r| r >= 2).count(),
+                "the rows of {columns:?} but the long ones"
+            );
+            assert!(rows
+                .iter()
+                .all(|r| columns.start <= r.start && r.end <= columns.end));
+            with_long += 1;
         }
-        assert!(seen_long > 10, "{seen_long} long-row tasks");
-        let Some(Task::Rows(first)) = plan.tasks.iter().find(|t| matches!(t, Task::Rows(_))) else {
-            panic!("runs of short rows")
-        };
-        assert_eq!(first.start, 2, "rows 0 and 1 are long");
+        assert_eq!(next, plan.tasks.len());
+        let long_tasks = plan.tasks.iter().filter(|t| matches!(t, Task::Segments(_)));
+        assert_eq!(
+            with_long,
+            long_tasks.count(),
+            "every long-row task in a unit with rows"
+        );
+        assert_eq!(last_row, 4000);
     }
 }

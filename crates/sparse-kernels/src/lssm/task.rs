@@ -1,9 +1,10 @@
-//! The units of work of an LSSM plan, shared by the symbolic phase (`plan`) and the long-row
+//! The pieces of work of an LSSM plan, shared by the symbolic phase (`plan`) and the long-row
 //! splitting (`split`): a [`Task`] is a run of short rows or a run of long-row [`Segment`]s.
 
 use std::ops::Range;
 
-/// One unit of work handed out through the atomic counter.
+/// One piece of work; consecutive tasks are grouped into the units (`SpmmPlan::units`) that
+/// the atomic counter hands out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Task {
     /// A run of whole short rows `start..end` (merged).
