@@ -21,6 +21,9 @@
 //!   chunk — almost every row of a sparse matrix — take one pass of the tiles. The chunk length
 //!   comes from the plan's full K (`Options::chunk_k`) and the scalar tail does the same
 //!   operations as a tile column, so a K-panelled plan gives the bits of the unpanelled one.
+//!   The segments of one long-row task are taken chunk by chunk across them
+//!   ([`segments_into`]): in a column-aligned group of long rows the first row's chunk brings
+//!   its rows of B into L1 for the other rows' chunks.
 //! * **Prefetch** (opt-in, see [`crate::LssmConfig::prefetch`]): while a chunk is
 //!   multiplied, the rows of B of the next `prefetch_distance` nonzeros (default: one chunk)
 //!   are prefetched into L1; a watermark carried
@@ -476,6 +479,95 @@ pub(crate) fn segment_into<T: Scalar, I: SpIndex>(
     });
 }
 
+/// Computes `out = Σ_{e ∈ nz} A.values[e] · B[A.indices[e], ..]` for each `(nz, out)` of a
+/// long-row task, chunk by chunk across them: the first chunk of every segment, then the
+/// second, … In a column-aligned group the segments' chunks read the same rows of B, which
+/// the first chunk brings into L1 for the others. Each segment's chunks are added in their
+/// order, so the bits are those of [`segment_into`] on each. With `options.prefetch`, one
+/// segment after the other (the prefetch runs ahead within a segment).
+#[track_caller]
+pub(crate) fn segments_into<T: Scalar, I: SpIndex>(
+    a: &CsrMatrix<T, I>,
+    segments: Vec<(Range<usize>, &mut [T])>,
+    b: DenseRef<'_, T>,
+    options: Options,
+) {
+    if options.prefetch {
+        for (nz, out) in segments {
+            segment_into(a, nz, b, out, options);
+        }
+        return;
+    }
+    for (nz, out) in &segments {
+        check_b(a, &b, out.len());
+        assert!(nz.start <= nz.end && nz.end <= a.nnz(), "nonzeros beyond A");
+    }
+    dispatch(GroupJob {
+        a,
+        segments,
+        options,
+        b,
+    });
+}
+
+/// The job of [`segments_into`].
+struct GroupJob<'a, 'c, T, I> {
+    a: &'a CsrMatrix<T, I>,
+    segments: Vec<(Range<usize>, &'c mut [T])>,
+    options: Options,
+    b: DenseRef<'a, T>,
+}
+
+impl<T: Scalar, I: SpIndex> SimdJob for GroupJob<'_, '_, T, I> {
+    #[inline(always)]
+    fn run<const WIDE: bool>(self, fma: bool) {
+        let Self {
+            a,
+            mut segments,
+            options,
+            b,
+        } = self;
+        let (cols, vals) = (a.indices(), a.values());
+        let dense = Dense {
+            data: b.data(),
+            ld: b.ld(),
+        };
+        let Some(k) = segments.first().map(|(_, out)| out.len()) else {
+            return;
+        };
+        let chunk = chunk_len::<T>(match options.chunk_k {
+            0 => k,
+            full => full,
+        });
+        let longest = segments.iter().map(|(nz, _)| nz.len()).max().unwrap_or(0);
+        for (nz, out) in &mut segments {
+            if nz.start == nz.end {
+                out.fill(T::ZERO);
+            }
+        }
+        let mut at = 0;
+        while at < longest {
+            for (nz, out) in &mut segments {
+                let s = nz.start + at;
+                if s >= nz.end {
+                    continue;
+                }
+                let e = (s + chunk).min(nz.end);
+                let store = Store {
+                    fma,
+                    accumulate: at > 0,
+                    stream: false,
+                };
+                // SAFETY: `segments_into` checked `b.rows() == a.ncols()` and
+                // `out.len() == b.cols() <= b.ld()` for every segment, and `nz` within A's
+                // nonzeros; a validated CSR has every column index `< ncols`.
+                unsafe { all_tiles::<T, I, WIDE>(&cols[s..e], &vals[s..e], dense, out, store) };
+            }
+            at += chunk;
+        }
+    }
+}
+
 /// `out += x`, elementwise (the deterministic combination step of split rows).
 pub(crate) fn add_into<T: Scalar>(out: &mut [T], x: &[T]) {
     for (o, &v) in out.iter_mut().zip(x) {
@@ -590,6 +682,43 @@ mod tests {
                 assert_levels_agree(&what, |level| product(&a, &b, k, options, level));
             }
         }
+    }
+
+    /// The segments of a task taken chunk by chunk across them give the bits of one segment
+    /// at a time, for segments of different lengths (an empty one included).
+    fn group_bits<T: Scalar>() {
+        let a: CsrMatrix<T, u32> = gen::arrow(700, 3, 5);
+        let ranges = |i: usize| {
+            let r = a.row_range(i);
+            [
+                r.start..r.start + 300,
+                r.start + 300..r.end,
+                r.start..r.start,
+            ]
+        };
+        let all: Vec<Range<usize>> = (0..3).flat_map(ranges).collect();
+        for k in [1, 3, 17, 64, 100] {
+            let b = gen::dense::<T>(a.ncols(), k, 11);
+            let b = DenseRef::new(&b, a.ncols(), k, k);
+            let mut one = vec![T::from_f64(7.0); all.len() * k];
+            for (nz, out) in all.iter().zip(one.chunks_mut(k)) {
+                segment_into(&a, nz.clone(), b, out, Options::default());
+            }
+            let mut group = vec![T::from_f64(7.0); all.len() * k];
+            let segments = all.iter().cloned().zip(group.chunks_mut(k)).collect();
+            segments_into(&a, segments, b, Options::default());
+            let same = one
+                .iter()
+                .zip(&group)
+                .all(|(x, y)| x.to_f64().to_bits() == y.to_f64().to_bits());
+            assert!(same, "{} K = {k}: the group differs", T::NAME);
+        }
+    }
+
+    #[test]
+    fn segments_taken_together_give_the_bits_of_one_at_a_time() {
+        group_bits::<f64>();
+        group_bits::<f32>();
     }
 
     #[test]

@@ -33,9 +33,8 @@ impl SpmmPlan {
                 micro::rows_into(a, rows.start, b, c, self.options)
             }
             (Task::Segments(segs), Target::Segments(outs)) => {
-                for (seg, out) in self.segments[segs.clone()].iter().zip(outs) {
-                    micro::segment_into(a, seg.nz.clone(), b, out, self.options);
-                }
+                let segs = self.segments[segs.clone()].iter().map(|s| s.nz.clone());
+                micro::segments_into(a, segs.zip(outs).collect(), b, self.options);
             }
             _ => unreachable!("targets are built from the same task list"),
         }
