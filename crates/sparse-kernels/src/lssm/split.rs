@@ -73,16 +73,16 @@ pub(super) fn split_long_rows<T: Scalar, I: SpIndex>(
 
 /// Builds the runs of short rows and groups them with the long-row tasks into units, each run
 /// by one worker in order: first its short rows, then its long-row task. A long-row task whose
-/// columns, scaled to the row range, are `p..q` opens a unit at row `p`, which takes the short
-/// rows up to `q` or to the next long-row task's `p`, whichever comes first (at most about
-/// `UNIT_BLOCKS · block` of them); units without a long-row task are runs of about `block`. Rows of B are indexed by
-/// columns of A, so in a matrix with a structured diagonal (arrow, banded, meshes) a unit's
-/// short rows read, through the diagonal, the rows of B its long-row task reads: the worker
-/// reads them from memory once, for the short rows, while it writes their rows of C, and
-/// finds them in its own cache for the long rows (`arrow:200000:4`). `long` lists the long
-/// rows, ascending. Returns the tasks (runs in row order, long-row tasks in their given order)
-/// and the units as ranges of them; the result of a plan does not depend on how its tasks are
-/// grouped.
+/// columns (first to last, sorted columns assumed), scaled to the row range, are `p..q` opens a
+/// unit at row `p`, which takes the short rows up to `q` or to the next long-row task's `p`,
+/// whichever comes first (at most about `UNIT_BLOCKS · block` of them); units without a
+/// long-row task are runs of about `block`. Rows of B are indexed by columns of A, so in a
+/// matrix with a structured diagonal (arrow, banded, meshes) a unit's short rows read, through
+/// the diagonal, the rows of B its long-row task reads: the worker reads them from memory
+/// once, for the short rows, while it writes their rows of C, and finds them in its own cache
+/// for the long rows (`arrow:200000:4`). `long` lists the long rows, ascending. Returns the
+/// tasks (runs in row order, long-row tasks by position, a group's in column order) and the
+/// units as ranges of them; the result of a plan does not depend on how its tasks are grouped.
 pub(super) fn units<T: Scalar, I: SpIndex>(
     a: &CsrMatrix<T, I>,
     long: &[usize],
