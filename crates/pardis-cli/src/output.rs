@@ -48,6 +48,68 @@ where
     t
 }
 
+/// The width prose lines wrap to: the terminal's, but at most [`TABLE_WIDTH_WITHOUT_TERMINAL`]
+/// columns (also when there is no terminal).
+pub(crate) fn prose_width() -> usize {
+    // comfy-table reports the terminal's width when standard output is one, else nothing.
+    let terminal = Table::new().width();
+    usize::from(terminal.map_or(TABLE_WIDTH_WITHOUT_TERMINAL, |w| {
+        w.min(TABLE_WIDTH_WITHOUT_TERMINAL)
+    }))
+}
+
+/// `text` for printing as a paragraph: wrapped at [`prose_width`] (see [`wrap`]).
+pub(crate) fn paragraph(text: &str) -> String {
+    wrap(text, prose_width())
+}
+
+/// `text` wrapped at spaces to lines of at most `width` characters, the lines after the first
+/// of each paragraph (line of `text`) indented by two spaces; a command in backticks is kept
+/// on one line, and a word (or command) longer than a line keeps a line of its own.
+pub(crate) fn wrap(text: &str, width: usize) -> String {
+    const INDENT: &str = "  ";
+    let mut out = String::with_capacity(text.len() + 16);
+    for (i, source) in text.lines().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let mut used = 0;
+        for word in unbreakable_words(source) {
+            let len = word.chars().count();
+            if used > 0 && used + 1 + len > width {
+                out.push('\n');
+                out.push_str(INDENT);
+                used = INDENT.len();
+            } else if used > 0 {
+                out.push(' ');
+                used += 1;
+            }
+            out.push_str(&word);
+            used += len;
+        }
+    }
+    out
+}
+
+/// The words of `line`, those between a pair of backticks joined into one.
+fn unbreakable_words(line: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    let mut open = false;
+    for word in line.split_whitespace() {
+        match words.last_mut() {
+            Some(last) if open => {
+                last.push(' ');
+                last.push_str(word);
+            }
+            _ => words.push(word.to_string()),
+        }
+        if word.matches('`').count() % 2 == 1 {
+            open = !open;
+        }
+    }
+    words
+}
+
 /// Formats a byte count with binary units (KiB, MiB, GiB, TiB), two decimals.
 pub(crate) fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -134,6 +196,35 @@ pub(crate) fn error_line(e: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Prose wraps at spaces to the width, continuation lines indented, words kept whole.
+    #[test]
+    fn wrap_keeps_words_and_the_width() {
+        let text = "note: torchtitan tp1 pp1 dp8 fsdp b16 needs less memory (67.73 GiB) at 0.1 % \
+                    more time than the budget; `--time-slack 0.0011` searches pardis's plans";
+        for width in [30, 40, 80, 120] {
+            let out = super::wrap(text, width);
+            assert!(
+                out.lines().all(|l| l.chars().count() <= width),
+                "{width}:\n{out}"
+            );
+            assert!(out.lines().skip(1).all(|l| l.starts_with("  ")), "{out}");
+            let words: Vec<&str> = out.split_whitespace().collect();
+            assert_eq!(words, text.split_whitespace().collect::<Vec<_>>());
+        }
+        assert_eq!(super::wrap(text, 500), text, "a short line stays as it is");
+        let long = "a-word-longer-than-the-line and more";
+        assert_eq!(
+            super::wrap(long, 9),
+            "a-word-longer-than-the-line\n  and\n  more"
+        );
+        assert_eq!(super::wrap("one\ntwo three", 7), "one\ntwo\n  three");
+        assert_eq!(
+            super::wrap("try `--time-slack 0.01` here", 12),
+            "try\n  `--time-slack 0.01`\n  here",
+            "a command in backticks stays whole"
+        );
+    }
 
     /// Without a terminal (as under `cargo test`, or piped) a table with long cells wraps
     /// them to fit [`TABLE_WIDTH_WITHOUT_TERMINAL`] columns.

@@ -219,8 +219,19 @@ fn a_leaner_but_slower_peer_gets_a_slack_hint_that_works() {
     let out = pardis(&["plan", "--ilp-time-limit", "60"]);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    let note = text
-        .lines()
+    // Paragraphs: a line and its continuation lines (indented by two spaces), joined.
+    let mut paragraphs: Vec<String> = Vec::new();
+    for line in text.lines() {
+        match (line.strip_prefix("  "), paragraphs.last_mut()) {
+            (Some(rest), Some(last)) => {
+                last.push(' ');
+                last.push_str(rest);
+            }
+            _ => paragraphs.push(line.to_string()),
+        }
+    }
+    let note = paragraphs
+        .iter()
         .find(|l| l.starts_with("note: ") && l.contains("--time-slack"))
         .unwrap_or_else(|| panic!("no note in\n{text}"));
     let slack = note

@@ -307,15 +307,18 @@ fn print_table(report: &PlanReport, problem: &Problem) {
         )
     };
     println!(
-        "{} ({vocab}) on {}: {} devices × {}; global batch {} × seq {}",
-        model.name,
-        problem.mesh.name,
-        problem.mesh.num_devices(),
-        output::bytes(problem.mesh.device_memory_bytes),
-        problem.global_batch,
-        problem.setup.seq_len,
+        "{}",
+        output::paragraph(&format!(
+            "{} ({vocab}) on {}: {} devices × {}; global batch {} × seq {}",
+            model.name,
+            problem.mesh.name,
+            problem.mesh.num_devices(),
+            output::bytes(problem.mesh.device_memory_bytes),
+            problem.global_batch,
+            problem.setup.seq_len,
+        ))
     );
-    println!("{}", objective_line(report));
+    println!("{}", output::paragraph(&objective_line(report)));
     let reference = report.peer_reference.as_ref();
     let budget = report.objective.reference.step_time_s();
     let mut t = output::table([
@@ -399,28 +402,33 @@ fn print_table(report: &PlanReport, problem: &Problem) {
     }
     println!("{t}");
     if peer_chosen {
-        println!(
+        println!("{}", output::paragraph(&format!(
             "the chosen plan is a peer's configuration ({}): no plan the search returned is leaner (within the ILP's MIP gap).",
             report.plan.name
-        );
+        )));
     }
     match reference {
-        Some(r) => println!(
+        Some(r) => println!("{}", output::paragraph(&format!(
             "saved: memory per device against the leanest peer configuration within the budget ({}, {}); time ×: step time over the reference.",
             r.plan.name,
             output::bytes(r.plan.per_device_memory.total())
+        ))),
+        None => println!(
+            "{}",
+            output::paragraph(
+                "no peer configuration fits within the budget; time ×: step time over the reference."
+            )
         ),
-        None => println!("no peer configuration fits within the budget; time ×: step time over the reference."),
     }
     if let Some(hint) = slack_hint(report) {
-        println!("{hint}");
+        println!("{}", output::paragraph(&hint));
     }
     if report.candidates_failed > 0 {
-        println!(
+        println!("{}", output::paragraph(&format!(
             "note: {} of {} configurations were left out: HiGHS stopped without a solution on one of \
              their ILPs (a larger `--ilp-time-limit` includes them).",
             report.candidates_failed, report.candidates_searched
-        );
+        )));
     }
 }
 
@@ -457,7 +465,7 @@ fn slack_hint(report: &PlanReport) -> Option<String> {
 
 fn print_details(report: &PlanReport, problem: &Problem) {
     let p = &report.plan;
-    println!(
+    println!("{}", output::paragraph(&format!(
         "outer search: {} points, {} solved and fitting, {} left out (solver failed); ILP {}/{} variables/constraints, {} (gap {:.1e}), {:.2} s solving",
         report.candidates_searched,
         report.candidates_solved,
@@ -467,7 +475,7 @@ fn print_details(report: &PlanReport, problem: &Problem) {
         p.ilp.status,
         p.ilp.gap,
         p.ilp.solve_time_s
-    );
+    )));
     let mut t = output::table(["runner-up", "configuration", "memory/device", "step time"]);
     for (k, r) in report.runners_up.iter().enumerate() {
         t.add_row(vec![
@@ -489,7 +497,7 @@ fn print_details(report: &PlanReport, problem: &Problem) {
     }
     for s in &p.stages {
         let m = &s.memory;
-        println!(
+        println!("{}", output::paragraph(&format!(
             "stage {} ({} layers): {} per device = parameters {} + gradients {} + optimizer {} + activations {} + buffers {} + transient {} + overhead {}",
             s.index,
             s.layers,
@@ -501,7 +509,7 @@ fn print_details(report: &PlanReport, problem: &Problem) {
             output::bytes(m.buffers),
             output::bytes(m.transient),
             output::bytes(m.overhead),
-        );
+        )));
         print_operators(&s.operators);
     }
 }
@@ -537,7 +545,7 @@ fn run_graph(args: &Args, path: &std::path::Path) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&plan)?);
         return Ok(());
     }
-    println!(
+    println!("{}", output::paragraph(&format!(
         "{} ({} operators) on {} ({} devices): {} per device, step {:.4} s (fastest {:.4} s); ILP {}/{} {} ({:.1e}) in {:.2} s",
         path.display(),
         graph.ops.len(),
@@ -551,7 +559,7 @@ fn run_graph(args: &Args, path: &std::path::Path) -> anyhow::Result<()> {
         plan.ilp.status,
         plan.ilp.gap,
         plan.ilp.solve_time_s
-    );
+    )));
     print_operators(&plan.operators);
     Ok(())
 }
