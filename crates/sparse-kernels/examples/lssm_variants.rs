@@ -13,7 +13,7 @@
 //! `sprs`; `pairs`' [`RowPairs`] is built before the rounds, like LSSM's plan), and for
 //! `lssm` settings after a colon, separated by `+`: `stream` / `nostream` (streaming stores of
 //! C), `pf` / `nopf` (prefetching B), `pfd=N` (prefetch distance in nonzeros), `chunk=N`
-//! (`row_chunk_work`), `block=N`, `panel=N`, `serial=N` (`serial_work`). Any variant with `@avx2` appended runs with the
+//! (`row_chunk_work`), `cb=BYTES` (`chunk_bytes`), `block=N`, `panel=N`, `serial=N` (`serial_work`). Any variant with `@avx2` appended runs with the
 //! SIMD level capped at AVX2 (`sparse_kernels::set_simd_limit`), e.g. `lssm,lssm@avx2`
 //! pairs the AVX-512 path with the AVX2 one on a CPU that has both. `--flush` writes 64 MiB
 //! between runs (cold caches); `--align-c` puts C at a 64-byte boundary (a `Vec` of a large size usually starts
@@ -47,6 +47,7 @@ fn lssm_config(settings: &str) -> Option<LssmConfig> {
             "nopf" => c.prefetch = Some(false),
             "pfd" => c.prefetch_distance = num()?,
             "chunk" => c.row_chunk_work = num()?,
+            "cb" => c.chunk_bytes = Some(num().filter(|&b| b > 0)?),
             "block" => c.block_nnz = Some(num().filter(|&b| b > 0)?),
             "panel" => c.k_panel = Some(num()?),
             "serial" => c.serial_work = num()?,

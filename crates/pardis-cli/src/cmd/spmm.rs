@@ -208,7 +208,8 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
                      "short_rows": plan.num_short_rows(), "tasks": plan.num_tasks(), "units": plan.num_units(),
                      "segments": plan.num_segments(), "scratch_bytes": plan.scratch_len() as f64 * elem,
                      "serial": plan.is_serial(), "prefetch": plan.prefetches(),
-                     "streaming_stores": plan.streams_c(), "plan_seconds": plan_s},
+                     "streaming_stores": plan.streams_c(), "chunk_bytes": plan.chunk_bytes(),
+                     "plan_seconds": plan_s},
             "row_pairs": pairs.as_ref().map(|p| json!({
                 "paired_rows": p.paired_rows(), "shared_fraction": p.shared_fraction(),
                 "inspector_seconds": pairs_s})),
@@ -255,8 +256,9 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
     t.add_row(vec![
         "LSSM memory".into(),
         format!(
-            "B {}prefetched; C written with {} stores",
+            "B {}prefetched, long rows in chunks of {} of it; C written with {} stores",
             if plan.prefetches() { "" } else { "not " },
+            output::bytes(plan.chunk_bytes() as u64),
             if plan.streams_c() {
                 "streaming (--stream)"
             } else {

@@ -15,8 +15,9 @@
 //!   0.21 offers its AVX-512 level only on nightly Rust, hence this one `#[target_feature]`
 //!   function of our own.
 //! * **Chunks of nonzeros.** A row longer than one chunk (long-row segments) is taken in
-//!   chunks small enough that their rows of B (`chunk · K` elements, [`CHUNK_BYTES`]) stay in
-//!   L1 while every tile over K passes over them, so each row of B is read from memory once;
+//!   chunks small enough that their rows of B (`chunk · K` elements, [`CHUNK_BYTES`], or the
+//!   plan's `Options::chunk_bytes`: twice that where B is gathered at random from memory) stay
+//!   in L1 while every tile over K passes over them, so each row of B is read from memory once;
 //!   each chunk's partial sums are added to the K-vector of C (in L1). Rows of at most one
 //!   chunk — almost every row of a sparse matrix — take one pass of the tiles. The chunk length
 //!   comes from the plan's full K (`Options::chunk_k`) and the scalar tail does the same
@@ -72,6 +73,8 @@ pub(crate) struct Options {
     /// output. A K-panelled plan passes its full K, so that every panel cuts the rows at the
     /// same nonzeros and gives the bits of the unpanelled computation.
     pub(crate) chunk_k: usize,
+    /// Bytes of B rows one chunk of nonzeros may touch ([`chunk_len`]); 0: [`CHUNK_BYTES`].
+    pub(crate) chunk_bytes: usize,
     /// With `prefetch`: how many nonzeros past the end of the chunk being multiplied the rows
     /// of B are prefetched; 0: one chunk ([`chunk_len`]).
     pub(crate) prefetch_distance: usize,
@@ -90,10 +93,12 @@ pub(super) struct Store {
 /// For K = 64 `f64` a chunk is 32 nonzeros, so the rows of most sparse matrices are one chunk.
 pub(crate) const CHUNK_BYTES: usize = 16 << 10;
 
-/// Nonzeros per chunk for `k` columns of `T`: `CHUNK_BYTES / (K · size)`, clamped to `4..=64`.
+/// Nonzeros per chunk for `k` columns of `T` when a chunk's rows of B may take `bytes` (0:
+/// [`CHUNK_BYTES`]): `bytes / (K · size)`, clamped to `4..=64`.
 #[inline(always)]
-pub(super) fn chunk_len<T>(k: usize) -> usize {
-    (CHUNK_BYTES / (k * std::mem::size_of::<T>()).max(1)).clamp(4, 64)
+pub(super) fn chunk_len<T>(k: usize, bytes: usize) -> usize {
+    let bytes = if bytes == 0 { CHUNK_BYTES } else { bytes };
+    (bytes / (k * std::mem::size_of::<T>()).max(1)).clamp(4, 64)
 }
 
 /// B with its leading dimension; every column index given to the functions below is
@@ -343,10 +348,13 @@ impl<T: Scalar, I: SpIndex> SimdJob for Job<'_, '_, T, I> {
             Some(nz) => nz.end,
             None => a.offsets()[first + c.rows()].idx(),
         };
-        let chunk = chunk_len::<T>(match options.chunk_k {
-            0 => c.cols(),
-            k => k,
-        });
+        let chunk = chunk_len::<T>(
+            match options.chunk_k {
+                0 => c.cols(),
+                k => k,
+            },
+            options.chunk_bytes,
+        );
         let mut pf = Prefetch {
             done: 0,
             end,
@@ -535,10 +543,13 @@ impl<T: Scalar, I: SpIndex> SimdJob for GroupJob<'_, '_, T, I> {
         let Some(k) = segments.first().map(|(_, out)| out.len()) else {
             return;
         };
-        let chunk = chunk_len::<T>(match options.chunk_k {
-            0 => k,
-            full => full,
-        });
+        let chunk = chunk_len::<T>(
+            match options.chunk_k {
+                0 => k,
+                full => full,
+            },
+            options.chunk_bytes,
+        );
         let longest = segments.iter().map(|(nz, _)| nz.len()).max().unwrap_or(0);
         for (nz, out) in &mut segments {
             if nz.start == nz.end {

@@ -464,7 +464,7 @@ impl<T: Scalar, I: SpIndex> SimdJob for Job<'_, '_, T, I> {
             data: b.data(),
             ld: b.ld(),
         };
-        let chunk = chunk_len::<T>(p.k);
+        let chunk = chunk_len::<T>(p.k, 0);
         let single = Store {
             fma,
             accumulate: false,

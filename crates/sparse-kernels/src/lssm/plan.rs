@@ -86,6 +86,15 @@ pub struct LssmConfig {
     /// then out of the cache for whatever reads it next (benches/README.md, sparse, "Streaming
     /// stores of C without the round trip through the stack"). `Some(_)` decides.
     pub streaming_stores: Option<bool>,
+    /// Bytes of rows of B one chunk of a row's nonzeros may touch: a row longer than a chunk
+    /// is multiplied chunk by chunk, every tile pass over K going over one chunk before the
+    /// next. `None` (the default): [`SpmmPlan::auto_chunk_bytes`] — 32 KiB where the rows of B
+    /// come from memory at random (B larger than the last-level cache and
+    /// [`SpmmPlan::column_locality`] below 0.5: more rows of B in flight per pass), else 16 KiB
+    /// (a chunk's rows of B stay in L1 for the next tile pass). `Some(b)` decides (at least
+    /// 4 and at most 64 nonzeros per chunk; `Some(0)` counts as `None`). The result depends on
+    /// it (the sums are grouped by chunk), not on the thread count.
+    pub chunk_bytes: Option<usize>,
     /// With prefetching: how many nonzeros past the end of the chunk being multiplied the rows
     /// of B are prefetched. 0 (the default): one chunk of nonzeros (`16 KiB / (K · size)`,
     /// 32 for K = 64 `f64`).
@@ -147,6 +156,7 @@ impl Default for LssmConfig {
             serial_work: SERIAL_WORK,
             prefetch: None,
             streaming_stores: None,
+            chunk_bytes: None,
             prefetch_distance: 0,
             row_chunk_work: ROW_CHUNK_WORK,
             k_panel: None,
@@ -210,6 +220,38 @@ impl SpmmPlan {
             k
         } else {
             width
+        }
+    }
+
+    /// The chunk size of [`LssmConfig::chunk_bytes`] for a B of `ncols` rows of `k` columns of
+    /// `T`, a matrix of [`SpmmPlan::column_locality`] `locality` and a last-level cache of
+    /// `cache` bytes: 32 KiB when B is larger than the cache and the columns of neighbouring
+    /// rows are mostly far apart (`locality < 0.5`), so that the rows of B come from memory at
+    /// random and a pass over a longer chunk keeps more of them in flight; else 16 KiB, whose
+    /// rows of B stay in L1 between the tile passes over K. On the AMD EPYC VM (2 threads,
+    /// alternated in one process; benches/README.md, sparse, "Units"), 32 KiB against 16:
+    /// `kron:18` 1 %, 5–6 % and 3 % faster at K = 64, 128 and 256, `rmat:18:16` 0 and 6–7 %
+    /// (K = 64, 128), `uniform:262144:16` unchanged; where the rows of B are in cache or read
+    /// in order, 1–3 % slower (`bcsstk13`, `pushpull`, the arrow at K = 64) and 3–4 % on
+    /// `stencil27:64` at K = 128.
+    ///
+    /// # Examples
+    /// ```
+    /// use sparse_kernels::SpmmPlan;
+    /// // A B of 262144 rows of 64 `f64` (128 MiB), gathered at random: longer chunks.
+    /// assert_eq!(SpmmPlan::auto_chunk_bytes::<f64>(262_144, 64, 0.1, 32 << 20), 32 << 10);
+    /// // The same B read in order (a stencil), or a B that fits the cache: L1-sized chunks.
+    /// assert_eq!(SpmmPlan::auto_chunk_bytes::<f64>(262_144, 64, 0.9, 32 << 20), 16 << 10);
+    /// assert_eq!(SpmmPlan::auto_chunk_bytes::<f64>(20_000, 64, 0.1, 32 << 20), 16 << 10);
+    /// ```
+    pub fn auto_chunk_bytes<T>(ncols: usize, k: usize, locality: f64, cache: usize) -> usize {
+        let b_bytes = ncols
+            .saturating_mul(k)
+            .saturating_mul(std::mem::size_of::<T>());
+        if b_bytes > cache && locality < 0.5 {
+            2 * micro::CHUNK_BYTES
+        } else {
+            micro::CHUNK_BYTES
         }
     }
 
@@ -281,6 +323,17 @@ impl SpmmPlan {
                     Self::auto_streaming_stores::<T>(a.nrows(), k, last_level_cache_bytes())
                 }),
                 chunk_k: k,
+                chunk_bytes: config.chunk_bytes.filter(|&b| b > 0).unwrap_or_else(|| {
+                    let cache = last_level_cache_bytes();
+                    let b_bytes = a.ncols().saturating_mul(k).saturating_mul(size_of::<T>());
+                    // The locality probe reads up to 4096 rows: only where B could miss.
+                    let locality = if b_bytes > cache {
+                        Self::column_locality(a)
+                    } else {
+                        1.0
+                    };
+                    Self::auto_chunk_bytes::<T>(a.ncols(), k, locality, cache)
+                }),
                 prefetch_distance: config.prefetch_distance,
             },
         }
@@ -362,6 +415,11 @@ impl SpmmPlan {
     /// Whether the numeric phase writes C with streaming stores.
     pub fn streams_c(&self) -> bool {
         self.options.stream
+    }
+
+    /// Bytes of rows of B per chunk of a long row's nonzeros ([`LssmConfig::chunk_bytes`]).
+    pub fn chunk_bytes(&self) -> usize {
+        self.options.chunk_bytes
     }
     /// Whether the numeric phase runs on the calling thread (too little work to split).
     pub fn is_serial(&self) -> bool {

@@ -112,6 +112,8 @@ fn check_all<T: Scalar, I: SpIndex>(
         k_panel: (block % 2 == 1).then_some(block),
         // Long rows split alone, in pairs, or in the default groups of 8 (0 counts as 1).
         long_row_group: [0, 2, 8][block % 3],
+        // Chunks of a long row from 4 nonzeros up, or by the plan's rule.
+        chunk_bytes: [None, Some(1), Some(32 << 10), Some(4096)][(block / 3) % 4],
         ..LssmConfig::default()
     };
     let plan = SpmmPlan::new(a, k, &lssm);
@@ -378,6 +380,32 @@ fn block_sizing_is_configurable_and_defaults_to_the_automatic_block() {
 
 /// The default plan streams C exactly when C is larger than the last-level cache; a
 /// configuration that decides is followed either way.
+#[test]
+fn default_plan_takes_longer_chunks_where_b_is_gathered_at_random_from_memory() {
+    let llc = sparse_kernels::last_level_cache_bytes();
+    let graph = gen::kronecker::<f64, u32>(12, 3);
+    let grid = gen::stencil_3d_27pt::<f64, u32>(16);
+    // A K that puts B (never allocated here) beyond the last-level cache.
+    let k_over = |a: &CsrMatrix<f64, u32>| llc / (a.ncols() * 8) + 1;
+    let chunk = |a: &CsrMatrix<f64, u32>, k, chunk_bytes| {
+        let config = LssmConfig {
+            chunk_bytes,
+            ..LssmConfig::default()
+        };
+        SpmmPlan::new(a, k, &config).chunk_bytes()
+    };
+    assert!(SpmmPlan::column_locality(&graph) < 0.5);
+    assert!(SpmmPlan::column_locality(&grid) >= 0.5);
+    assert_eq!(chunk(&graph, k_over(&graph), None), 32 << 10, "LLC {llc} B");
+    assert_eq!(chunk(&graph, 16, None), 16 << 10, "B in cache");
+    assert_eq!(
+        chunk(&grid, k_over(&grid), None),
+        16 << 10,
+        "rows of B read in order"
+    );
+    assert_eq!(chunk(&graph, 16, Some(8192)), 8192);
+}
+
 #[test]
 fn default_plan_streams_a_c_larger_than_the_cache() {
     let k = 64;
