@@ -15,10 +15,13 @@
 //!   0.21 offers its AVX-512 level only on nightly Rust, hence this one `#[target_feature]`
 //!   function of our own.
 //! * **Chunks of nonzeros.** A row longer than one chunk (long-row segments) is taken in
-//!   chunks small enough that their rows of B (`chunk · K` elements, [`CHUNK_BYTES`], or the
-//!   plan's `Options::chunk_bytes`: twice that where B is gathered at random from memory) stay
-//!   in L1 while every tile over K passes over them, so each row of B is read from memory once;
-//!   each chunk's partial sums are added to the K-vector of C (in L1). Rows of at most one
+//!   chunks small enough that their rows of B (`chunk · K` elements, [`CHUNK_BYTES`]) stay in
+//!   L1 while every tile over K passes over them, so each row of B is read from memory once;
+//!   each chunk's partial sums are added to the K-vector of C (in L1). Where the plan expects
+//!   the rows of B to come from memory at random it takes chunks of two such groups
+//!   (`Options::chunk_bytes`): each tile pass then has twice as many rows of B in flight, and
+//!   its sums are still taken group by group ([`chunk_and_group`]), so the bits do not depend
+//!   on the chunk (nor on the machine whose cache chose it). Rows of at most one
 //!   chunk — almost every row of a sparse matrix — take one pass of the tiles. The chunk length
 //!   comes from the plan's full K (`Options::chunk_k`) and the scalar tail does the same
 //!   operations as a tile column, so a K-panelled plan gives the bits of the unpanelled one.
@@ -87,6 +90,10 @@ pub(super) struct Store {
     pub(super) fma: bool,
     pub(super) accumulate: bool,
     pub(super) stream: bool,
+    /// Nonzeros summed from zero before their sum is added to the K-vector (0: all of them):
+    /// the grouping of the sums, fixed by K and `T` ([`chunk_and_group`]), so that the result
+    /// does not depend on how many nonzeros a pass covers.
+    pub(super) group: usize,
 }
 
 /// Bytes of B rows one chunk of nonzeros may touch (half of a 32 KiB L1, leaving room for C).
@@ -99,6 +106,21 @@ pub(crate) const CHUNK_BYTES: usize = 16 << 10;
 pub(super) fn chunk_len<T>(k: usize, bytes: usize) -> usize {
     let bytes = if bytes == 0 { CHUNK_BYTES } else { bytes };
     (bytes / (k * std::mem::size_of::<T>()).max(1)).clamp(4, 64)
+}
+
+/// The nonzeros a pass of the tiles covers (`options.chunk_bytes` of rows of B, at least one
+/// group and a whole number of groups) and the group their sums are taken in ([`CHUNK_BYTES`]
+/// of rows of B, whatever the chunk), for C rows of `k` columns (the plan's full K where it
+/// is K-panelled, `options.chunk_k`).
+#[inline(always)]
+pub(super) fn chunk_and_group<T>(options: Options, k: usize) -> (usize, usize) {
+    let k = match options.chunk_k {
+        0 => k,
+        full => full,
+    };
+    let group = chunk_len::<T>(k, CHUNK_BYTES);
+    let chunk = chunk_len::<T>(k, options.chunk_bytes).max(group) / group * group;
+    (chunk, group)
 }
 
 /// B with its leading dimension; every column index given to the functions below is
@@ -149,12 +171,64 @@ unsafe fn tile<T: Scalar, I: SpIndex, const N: usize>(
     }
 }
 
+/// [`tile`] over the groups of `store.group` nonzeros of `cols`, one after the other, each
+/// summed from zero and added to the K-vector: the sums of one pass over a chunk of several
+/// groups are those of a pass per group.
+///
+/// # Safety
+/// As [`tile`].
+#[inline(always)]
+unsafe fn tile_groups<T: Scalar, I: SpIndex, const N: usize>(
+    cols: &[I],
+    vals: &[T],
+    b: Dense<'_, T>,
+    k0: usize,
+    out: &mut [T],
+    store: Store,
+) {
+    let mut s = 0;
+    while s < cols.len() {
+        let e = (s + store.group).min(cols.len());
+        let piece = Store {
+            accumulate: store.accumulate || s > 0,
+            stream: store.stream && e == cols.len(),
+            ..store
+        };
+        // SAFETY: caller's contract, for a part of `cols`.
+        unsafe { tile::<T, I, N>(&cols[s..e], &vals[s..e], b, k0, out, piece) };
+        s = e;
+    }
+}
+
+/// [`tile`] over all of `cols`, or with `GROUPED` over its groups ([`tile_groups`]).
+///
+/// # Safety
+/// As [`tile`].
+#[inline(always)]
+unsafe fn tile_in<T: Scalar, I: SpIndex, const N: usize, const GROUPED: bool>(
+    cols: &[I],
+    vals: &[T],
+    b: Dense<'_, T>,
+    k0: usize,
+    out: &mut [T],
+    store: Store,
+) {
+    // SAFETY: caller's contract.
+    unsafe {
+        if GROUPED {
+            tile_groups::<T, I, N>(cols, vals, b, k0, out, store)
+        } else {
+            tile::<T, I, N>(cols, vals, b, k0, out, store)
+        }
+    }
+}
+
 /// One tile of `$n` columns at `$k0` if it fits in `$k`, advancing `$k0`.
 macro_rules! tail_tile {
     ($n:ident, $k:ident, $k0:ident, $cols:ident, $vals:ident, $b:ident, $out:ident, $acc:ident) => {
         if $k0 + $n <= $k {
             // SAFETY: forwarded contract of `tiles`; `k0 + n <= k` checked just above.
-            unsafe { tile::<T, I, $n>($cols, $vals, $b, $k0, $out, $acc) };
+            unsafe { tile_in::<T, I, $n, GROUPED>($cols, $vals, $b, $k0, $out, $acc) };
             $k0 += $n;
         }
     };
@@ -180,11 +254,42 @@ unsafe fn tiles<
     out: &mut [T],
     store: Store,
 ) {
+    // SAFETY: caller's contract.
+    unsafe {
+        if store.group != 0 && cols.len() > store.group {
+            tiles_in::<T, I, W, H, Q, E, true>(cols, vals, b, out, store)
+        } else {
+            tiles_in::<T, I, W, H, Q, E, false>(cols, vals, b, out, store)
+        }
+    }
+}
+
+/// [`tiles`] with every tile over all of `cols`, or with `GROUPED` over its groups: each tile
+/// pass goes over the whole chunk (more rows of B in flight), the sums taken group by group.
+///
+/// # Safety
+/// As [`tiles`].
+#[inline(always)]
+unsafe fn tiles_in<
+    T: Scalar,
+    I: SpIndex,
+    const W: usize,
+    const H: usize,
+    const Q: usize,
+    const E: usize,
+    const GROUPED: bool,
+>(
+    cols: &[I],
+    vals: &[T],
+    b: Dense<'_, T>,
+    out: &mut [T],
+    store: Store,
+) {
     let k = out.len();
     let mut k0 = 0;
     while k0 + W <= k {
         // SAFETY: caller's contract, `k0 + W <= k`.
-        unsafe { tile::<T, I, W>(cols, vals, b, k0, out, store) };
+        unsafe { tile_in::<T, I, W, GROUPED>(cols, vals, b, k0, out, store) };
         k0 += W;
     }
     if k0 == k {
@@ -196,21 +301,34 @@ unsafe fn tiles<
     tail_tile!(E, k, k0, cols, vals, b, out, store);
     // The same operations, in the same order, as a column of a tile: so a column gives the
     // same bits whether it falls in a tile or in the tail (K-panels move the tile boundaries).
+    let group = if store.group == 0 {
+        cols.len().max(1)
+    } else {
+        store.group
+    };
     for (j, o) in out.iter_mut().enumerate().skip(k0) {
-        let mut acc = T::ZERO;
-        for (&c, &v) in cols.iter().zip(vals) {
-            // SAFETY: `j < k`, caller's contract as in `tile`.
-            let x = unsafe { *b.data.get_unchecked(c.idx() * b.ld + j) };
-            acc = if store.fma {
-                v.mul_add(x, acc)
-            } else {
-                acc + v * x
-            };
+        let mut s = 0;
+        loop {
+            let e = (s + group).min(cols.len());
+            let mut acc = T::ZERO;
+            for (&c, &v) in cols[s..e].iter().zip(&vals[s..e]) {
+                // SAFETY: `j < k`, caller's contract as in `tile`.
+                let x = unsafe { *b.data.get_unchecked(c.idx() * b.ld + j) };
+                acc = if store.fma {
+                    v.mul_add(x, acc)
+                } else {
+                    acc + v * x
+                };
+            }
+            if store.accumulate || s > 0 {
+                acc += *o;
+            }
+            *o = acc;
+            if e == cols.len() {
+                break;
+            }
+            s = e;
         }
-        if store.accumulate {
-            acc += *o;
-        }
-        *o = acc;
     }
 }
 
@@ -348,13 +466,7 @@ impl<T: Scalar, I: SpIndex> SimdJob for Job<'_, '_, T, I> {
             Some(nz) => nz.end,
             None => a.offsets()[first + c.rows()].idx(),
         };
-        let chunk = chunk_len::<T>(
-            match options.chunk_k {
-                0 => c.cols(),
-                k => k,
-            },
-            options.chunk_bytes,
-        );
+        let (chunk, group) = chunk_and_group::<T>(options, c.cols());
         let mut pf = Prefetch {
             done: 0,
             end,
@@ -368,6 +480,7 @@ impl<T: Scalar, I: SpIndex> SimdJob for Job<'_, '_, T, I> {
             fma,
             accumulate: false,
             stream: false,
+            group,
         };
         let rows = Store {
             stream: options.stream,
@@ -543,13 +656,7 @@ impl<T: Scalar, I: SpIndex> SimdJob for GroupJob<'_, '_, T, I> {
         let Some(k) = segments.first().map(|(_, out)| out.len()) else {
             return;
         };
-        let chunk = chunk_len::<T>(
-            match options.chunk_k {
-                0 => k,
-                full => full,
-            },
-            options.chunk_bytes,
-        );
+        let (chunk, group) = chunk_and_group::<T>(options, k);
         let longest = segments.iter().map(|(nz, _)| nz.len()).max().unwrap_or(0);
         for (nz, out) in &mut segments {
             if nz.start == nz.end {
@@ -568,6 +675,7 @@ impl<T: Scalar, I: SpIndex> SimdJob for GroupJob<'_, '_, T, I> {
                     fma,
                     accumulate: at > 0,
                     stream: false,
+                    group,
                 };
                 // SAFETY: `segments_into` checked `b.rows() == a.ncols()` and
                 // `out.len() == b.cols() <= b.ld()` for every segment, and `nz` within A's

@@ -469,6 +469,7 @@ impl<T: Scalar, I: SpIndex> SimdJob for Job<'_, '_, T, I> {
             fma,
             accumulate: false,
             stream: false,
+            group: chunk,
         };
         // The contract of every unchecked call below: `execute` checked B: ncols × k with
         // `k <= ld` and C: nrows × k; the lists hold columns of a validated CSR (< ncols); the

@@ -91,9 +91,10 @@ pub struct LssmConfig {
     /// next. `None` (the default): [`SpmmPlan::auto_chunk_bytes`] — 32 KiB where the rows of B
     /// come from memory at random (B larger than the last-level cache and
     /// [`SpmmPlan::column_locality`] below 0.5: more rows of B in flight per pass), else 16 KiB
-    /// (a chunk's rows of B stay in L1 for the next tile pass). `Some(b)` decides (at least
-    /// 4 and at most 64 nonzeros per chunk; `Some(0)` counts as `None`). The result depends on
-    /// it (the sums are grouped by chunk), not on the thread count.
+    /// (a chunk's rows of B stay in L1 for the next tile pass). `Some(b)` decides (rounded
+    /// down to a multiple of 16 KiB's worth of nonzeros, at least one, at most 64 nonzeros;
+    /// `Some(0)` counts as `None`). The sums are always taken in groups of 16 KiB's worth, so
+    /// the result has the same bits whatever the chunk size, and so on every machine.
     pub chunk_bytes: Option<usize>,
     /// With prefetching: how many nonzeros past the end of the chunk being multiplied the rows
     /// of B are prefetched. 0 (the default): one chunk of nonzeros (`16 KiB / (K · size)`,

@@ -172,6 +172,26 @@ fn check_all<T: Scalar, I: SpIndex>(
             outs[3].1 == again,
             "lssm differs between {par:?} and 2 threads"
         );
+        // ... and for every chunk size: each chunk of a long row carries the sums on.
+        let other_chunks = SpmmPlan::new(
+            a,
+            k,
+            &LssmConfig {
+                chunk_bytes: Some(if plan.chunk_bytes() > 4096 {
+                    1
+                } else {
+                    1 << 20
+                }),
+                ..lssm.clone()
+            },
+        );
+        let rechunked = run(m, k, ldc, |c| other_chunks.execute(a, b, c, par).unwrap());
+        assert!(
+            outs[3].1 == rechunked,
+            "lssm differs between chunks of {} and {} bytes",
+            plan.chunk_bytes(),
+            other_chunks.chunk_bytes()
+        );
         let pairs2 = run(m, k, ldc, |c| pairs.execute(b, c, Par::Threads(2)).unwrap());
         assert!(
             outs[5].1 == pairs2,
@@ -380,6 +400,42 @@ fn block_sizing_is_configurable_and_defaults_to_the_automatic_block() {
 
 /// The default plan streams C exactly when C is larger than the last-level cache; a
 /// configuration that decides is followed either way.
+/// Chunks of one, two or four groups of nonzeros give the same bits: rows of 200 nonzeros
+/// (several groups at every K here), long-row segments of 100, short rows of 60.
+#[test]
+fn the_chunk_size_does_not_change_the_bits() {
+    let arrow = gen::arrow::<f64, u32>(3000, 2, 5);
+    let rows = gen::uniform::<f64, u32>(600, 2000, 60, 9);
+    for (a, block) in [(&arrow, Some(200)), (&rows, None)] {
+        for k in [16, 64, 100] {
+            let b = gen::dense::<f64>(a.ncols(), k, 3);
+            let b = DenseRef::new(&b, a.ncols(), k, k);
+            let product = |chunk_bytes: usize| {
+                let config = LssmConfig {
+                    block_nnz: block,
+                    chunk_bytes: Some(chunk_bytes),
+                    serial_work: 0,
+                    ..LssmConfig::default()
+                };
+                let plan = SpmmPlan::new(a, k, &config);
+                let mut c = vec![0.0; a.nrows() * k];
+                let out = DenseMut::contiguous(&mut c, a.nrows(), k);
+                plan.execute(a, b, out, Par::Threads(2)).unwrap();
+                c
+            };
+            let one = product(16 << 10);
+            for bytes in [32 << 10, 64 << 10] {
+                let other = product(bytes);
+                let same = one
+                    .iter()
+                    .zip(&other)
+                    .all(|(x, y)| x.to_bits() == y.to_bits());
+                assert!(same, "K = {k}: chunks of 16 and {bytes} bytes differ");
+            }
+        }
+    }
+}
+
 #[test]
 fn default_plan_takes_longer_chunks_where_b_is_gathered_at_random_from_memory() {
     let llc = sparse_kernels::last_level_cache_bytes();
