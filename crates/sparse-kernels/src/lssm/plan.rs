@@ -231,10 +231,10 @@ impl SpmmPlan {
     /// random and a pass over a longer chunk keeps more of them in flight; else 16 KiB, whose
     /// rows of B stay in L1 between the tile passes over K. On the AMD EPYC VM (2 threads,
     /// alternated in one process; benches/README.md, sparse, "Units"), 32 KiB against 16:
-    /// `kron:18` 1 %, 5–6 % and 3 % faster at K = 64, 128 and 256, `rmat:18:16` 0 and 6–7 %
-    /// (K = 64, 128), `uniform:262144:16` unchanged; where the rows of B are in cache or read
-    /// in order, 1–3 % slower (`bcsstk13`, `pushpull`, the arrow at K = 64) and 3–4 % on
-    /// `stencil27:64` at K = 128.
+    /// `kron:18` 1.00× at K = 64 and 1.05–1.06× at K = 128, `rmat:18:16` 1.00–1.04× and 1.04×,
+    /// `uniform:262144:16` unchanged; where the rows of B are in cache or read in order,
+    /// 1–3 % slower (`bcsstk13`, `pushpull`, the arrow at K = 64) and 3–4 % on `stencil27:64`
+    /// at K = 128 (those last figures with the sums grouped by chunk, before the fixed groups).
     ///
     /// # Examples
     /// ```
