@@ -436,6 +436,41 @@ fn the_chunk_size_does_not_change_the_bits() {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// Rows long enough for chunks of several groups (up to 400 nonzeros, long-row segments of
+    /// 40 to 300): against the reference, and the same bits for chunks of one, two and four
+    /// groups, serial or on 2 threads.
+    #[test]
+    fn chunks_of_several_groups_match_the_reference_and_each_other(
+        rows in 1usize..300, cols in 1usize..600, kind in 0u8..4, seed in any::<u64>(),
+        k in prop_oneof![Just(1usize), Just(7usize), Just(64usize), Just(100usize)],
+        block in 40usize..300,
+    ) {
+        let a = random_csr(rows, cols, kind, seed);
+        let b = gen::dense::<f64>(cols, k, seed ^ 5);
+        let b = DenseRef::new(&b, cols, k, k);
+        let expected = reference(&a, b);
+        let mut first: Option<Vec<f64>> = None;
+        for (bytes, par) in [(16 << 10, Par::Seq), (32 << 10, Par::Threads(2)), (64 << 10, Par::Threads(2))] {
+            let config = LssmConfig {
+                block_nnz: Some(block),
+                chunk_bytes: Some(bytes),
+                serial_work: 0,
+                ..LssmConfig::default()
+            };
+            let plan = SpmmPlan::new(&a, k, &config);
+            let c = run(rows, k, k, |c| plan.execute(&a, b, c, par).unwrap());
+            prop_assert!(rel_err(&c, &expected, rows, k) <= tolerance::<f64>());
+            match &first {
+                None => first = Some(c),
+                Some(f) => prop_assert!(*f == c, "chunks of {} bytes differ", bytes),
+            }
+        }
+    }
+}
+
 #[test]
 fn default_plan_takes_longer_chunks_where_b_is_gathered_at_random_from_memory() {
     let llc = sparse_kernels::last_level_cache_bytes();
