@@ -170,5 +170,11 @@ fn stream_flag_sets_the_stores_of_c() {
         ]);
         assert_eq!(r["plan"]["streaming_stores"], expected, "--stream {flag}");
         assert!(r["max_relative_error"].as_f64().unwrap() < 1e-12);
+        // The arrow's 3 long rows in tasks, each in a unit with the short rows at its columns;
+        // its rows of B (2000 × 64 f64) fit any cache: the L1-sized chunks.
+        let plan = &r["plan"];
+        assert!(plan["units"].as_u64().unwrap() >= plan["long_rows"].as_u64().unwrap());
+        assert!(plan["units"].as_u64().unwrap() < plan["tasks"].as_u64().unwrap());
+        assert_eq!(plan["chunk_bytes"], 16384);
     }
 }
