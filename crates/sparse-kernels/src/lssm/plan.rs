@@ -97,8 +97,8 @@ pub struct LssmConfig {
     /// the result has the same bits whatever the chunk size, and so on every machine.
     pub chunk_bytes: Option<usize>,
     /// With prefetching: how many nonzeros past the end of the chunk being multiplied the rows
-    /// of B are prefetched. 0 (the default): one chunk of nonzeros (`16 KiB / (K · size)`,
-    /// 32 for K = 64 `f64`).
+    /// of B are prefetched. 0 (the default): one chunk of nonzeros
+    /// ([`LssmConfig::chunk_bytes`] `/ (K · size)`: 32 for K = 64 `f64` with 16 KiB chunks).
     pub prefetch_distance: usize,
     /// Multiply-adds (`nnz · K`) per chunk of rows, for a row of mean length, when the plan has
     /// no long rows and runs with the row-parallel schedule (a chunk of the longest rows is kept
@@ -388,7 +388,6 @@ impl SpmmPlan {
     pub fn num_tasks(&self) -> usize {
         self.tasks.len()
     }
-
     /// Number of units: the groups of consecutive tasks one worker runs in a row (runs of short
     /// rows, then the long-row task whose rows of B they read). Used where the plan has long
     /// rows; without them the numeric phase splits the rows of C as `spmm_row_parallel` does.

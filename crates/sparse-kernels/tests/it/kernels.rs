@@ -172,26 +172,6 @@ fn check_all<T: Scalar, I: SpIndex>(
             outs[3].1 == again,
             "lssm differs between {par:?} and 2 threads"
         );
-        // ... and for every chunk size: each chunk of a long row carries the sums on.
-        let other_chunks = SpmmPlan::new(
-            a,
-            k,
-            &LssmConfig {
-                chunk_bytes: Some(if plan.chunk_bytes() > 4096 {
-                    1
-                } else {
-                    1 << 20
-                }),
-                ..lssm.clone()
-            },
-        );
-        let rechunked = run(m, k, ldc, |c| other_chunks.execute(a, b, c, par).unwrap());
-        assert!(
-            outs[3].1 == rechunked,
-            "lssm differs between chunks of {} and {} bytes",
-            plan.chunk_bytes(),
-            other_chunks.chunk_bytes()
-        );
         let pairs2 = run(m, k, ldc, |c| pairs.execute(b, c, Par::Threads(2)).unwrap());
         assert!(
             outs[5].1 == pairs2,
