@@ -178,3 +178,35 @@ fn stream_flag_sets_the_stores_of_c() {
         assert_eq!(plan["chunk_bytes"], 16384);
     }
 }
+
+/// A grid whose three planes of B do not fit two per-core caches is swept band by band
+/// (`stencil27:24`: planes of 576 rows; at K = 256 `f64` three planes of B take 3.4 MiB), a
+/// power-law graph is not; the product checks either way.
+#[test]
+fn json_plan_reports_the_sweep_of_a_grid() {
+    let run = |spec: &str| {
+        json_report(&[
+            "spmm",
+            "--gen",
+            spec,
+            "--k",
+            "256",
+            "--threads",
+            "2",
+            "--reps",
+            "1",
+            "--json",
+        ])
+    };
+    let grid = run("stencil27:24");
+    assert!(grid["max_relative_error"].as_f64().unwrap() < 1e-12);
+    let sweep = &grid["plan"]["sweep"];
+    let cache = pardis::sparse::per_core_cache_bytes();
+    if 3 * 576 * 256 * 8 > 2 * cache {
+        assert_eq!(sweep["period_rows"], 576, "{sweep}");
+        let band = sweep["band_rows"].as_u64().unwrap();
+        assert!(band > 0 && band <= 576 && band % 24 == 0, "{band}");
+    }
+    let graph = run("kron:10");
+    assert!(graph["plan"]["sweep"].is_null());
+}

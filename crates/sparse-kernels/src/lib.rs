@@ -74,7 +74,9 @@ pub use kernels::{
     spmm_merge_path, spmm_merge_path_with, spmm_reference, spmm_rode_like, spmm_rode_like_with,
     spmm_row_pairs, spmm_row_parallel, spmm_row_parallel_with, BaselineConfig, Kernel, RowPairs,
 };
-pub use lssm::{last_level_cache_bytes, spmm_lssm, BlockSizing, LssmConfig, SpmmPlan};
+pub use lssm::{
+    last_level_cache_bytes, per_core_cache_bytes, spmm_lssm, BlockSizing, LssmConfig, SpmmPlan,
+};
 pub use par::Par;
 pub use scalar::{Scalar, SpIndex};
 pub use simd::{avx512_in_use, cpu_has_avx512, set_simd_limit, simd_level, simd_limit, SimdLimit};

@@ -209,6 +209,7 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
                      "segments": plan.num_segments(), "scratch_bytes": plan.scratch_len() as f64 * elem,
                      "serial": plan.is_serial(), "prefetch": plan.prefetches(),
                      "streaming_stores": plan.streams_c(), "chunk_bytes": plan.chunk_bytes(),
+                     "sweep": plan.sweep().map(|(period, band)| json!({"period_rows": period, "band_rows": band})),
                      "plan_seconds": plan_s},
             "row_pairs": pairs.as_ref().map(|p| json!({
                 "paired_rows": p.paired_rows(), "shared_fraction": p.shared_fraction(),
@@ -242,7 +243,7 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
     t.add_row(vec![
         "LSSM plan".into(),
         format!(
-            "block {} nnz, {} long rows ({} segments), {} short rows, {} tasks in {} units, scratch {}{}",
+            "block {} nnz, {} long rows ({} segments), {} short rows, {} tasks in {} units, scratch {}{}{}",
             plan.block_nnz(),
             plan.num_long_rows(),
             plan.num_segments(),
@@ -251,6 +252,9 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
             plan.num_units(),
             output::bytes((plan.scratch_len() as f64 * elem) as u64),
             if plan.is_serial() { ", serial" } else { "" },
+            plan.sweep().map_or(String::new(), |(period, band)| format!(
+                ", swept in bands of {band} rows (planes of {period})"
+            )),
         ),
     ]);
     t.add_row(vec![

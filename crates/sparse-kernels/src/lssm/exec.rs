@@ -47,24 +47,37 @@ impl SpmmPlan {
         scratch: &'c mut [T],
     ) -> Vec<Target<'c, T>> {
         let c_cols = c.cols();
+        // The runs of short rows by first row (a sweep's tasks are not in row order).
+        let mut by_row: Vec<(usize, usize)> = self
+            .tasks
+            .iter()
+            .enumerate()
+            .filter_map(|(t, task)| match task {
+                Task::Rows(rows) => Some((rows.start, t)),
+                Task::Segments(_) => None,
+            })
+            .collect();
+        if !by_row.is_sorted() {
+            by_row.sort_unstable();
+        }
         // Walk the rows of C in order: each belongs to one run of short rows or is long.
         let mut runs: Vec<Option<DenseMut<'c, T>>> = Vec::with_capacity(self.tasks.len());
+        runs.resize_with(self.tasks.len(), || None);
         let mut first_segment: Vec<Option<&'c mut [T]>> = Vec::with_capacity(self.long_rows.len());
         let mut longs = self.long_rows.iter().map(|(r, _)| *r).peekable();
         let (mut rest, mut at) = (c, 0);
-        for task in &self.tasks {
-            let Task::Rows(rows) = task else {
-                runs.push(None);
-                continue;
+        for (start, t) in by_row {
+            let Task::Rows(rows) = &self.tasks[t] else {
+                unreachable!("runs of rows only")
             };
-            while longs.next_if(|&l| l < rows.start).is_some() {
+            while longs.next_if(|&l| l < start).is_some() {
                 let (own, tail) = rest.split_at_row(1);
                 first_segment.push(Some(own.into_first_row()));
                 (rest, at) = (tail, at + 1);
             }
             debug_assert_eq!(at, rows.start, "runs and long rows tile the rows");
             let (own, tail) = rest.split_at_row(rows.len());
-            runs.push(Some(own));
+            runs[t] = Some(own);
             (rest, at) = (tail, rows.end);
         }
         for _ in longs {
@@ -135,7 +148,7 @@ impl SpmmPlan {
     ) {
         let kp = c.cols();
         let scratch = &mut scratch[..self.slots * kp];
-        if !parallel && self.segments.is_empty() {
+        if !parallel && self.segments.is_empty() && self.sweep.is_none() {
             // Serial without long rows: every task is a run of rows, so one call of the
             // micro-kernel over all of them gives the same bits without the per-task targets.
             micro::rows_into(a, 0, b, c.reborrow(), self.options);
@@ -144,7 +157,7 @@ impl SpmmPlan {
             for (task, target) in self.tasks.iter().zip(targets) {
                 self.run_task(a, b, task, target);
             }
-        } else if self.segments.is_empty() {
+        } else if self.segments.is_empty() && self.sweep.is_none() {
             // No long rows: the row-parallel schedule of `spmm_row_parallel` (rayon's adaptive
             // splitting of the rows of C), in chunks of a few rows (`row_chunk`, about
             // `LssmConfig::row_chunk_work` multiply-adds) that spare short rows the per-call overhead.

@@ -18,12 +18,16 @@
 //!   rows `c..d` (at most four blocks of them), first the rows, then the long-row task, so
 //!   that in matrices with a structured diagonal (arrow, banded, meshes) one worker reads
 //!   those rows of B from memory once, for the short rows, and again from its own cache for
-//!   the long rows (arrow matrices read B once).
+//!   the long rows (arrow matrices read B once). A grid-like matrix without long rows (rows
+//!   reading the rows of B near their own and one period, a plane of the grid, before and
+//!   after) whose three planes of B do not fit the cache is *swept* instead: each plane is cut
+//!   into bands of whole grid lines, and a unit takes one band through consecutive planes, so
+//!   that the rows of B a step reads were read by the steps just before ([`SpmmPlan::sweep`]).
 //! * **Numeric phase** ([`SpmmPlan::execute`]): workers take units through one shared atomic
 //!   counter (the paper's "atomic cache"), so a worker that finishes early takes the next unit
-//!   at once; a matrix without long rows falls back to the row-parallel schedule (rayon's
-//!   adaptive splitting of the rows, in chunks of a few rows). Each task walks its rows with the register-tiled SIMD micro-kernel (the
-//!   paper's "local memory" tile of C). A long row's first segment writes the row of C; the
+//!   at once; a matrix without long rows or a sweep falls back to the row-parallel schedule
+//!   (rayon's adaptive splitting of the rows, in chunks of a few rows). Each task walks its
+//!   rows with the register-tiled SIMD micro-kernel (the paper's "local memory" tile of C). A long row's first segment writes the row of C; the
 //!   others write scratch vectors that are added to it afterwards, always in segment order —
 //!   the result is bit-identical across runs and thread counts. With
 //!   [`LssmConfig::k_panel`] (off by default) the numeric phase runs once per panel of
@@ -36,9 +40,10 @@
 mod exec;
 mod plan;
 mod split;
+mod sweep;
 mod task;
 
-pub use plan::{last_level_cache_bytes, BlockSizing, LssmConfig, SpmmPlan};
+pub use plan::{last_level_cache_bytes, per_core_cache_bytes, BlockSizing, LssmConfig, SpmmPlan};
 
 use crate::dense::{DenseMut, DenseRef};
 use crate::{CsrMatrix, Par, Result, Scalar, SpIndex};

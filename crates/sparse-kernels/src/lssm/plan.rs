@@ -1,6 +1,7 @@
 //! The symbolic phase of LSSM: block size, row classification, task list, scratch size.
 
 use super::split::{split_long_rows, units};
+use super::sweep::{band_rows, grid_stride, sweep_tasks};
 use super::task::{Segment, Task};
 use crate::kernels::{micro, SERIAL_WORK};
 use crate::stats::{MatrixClass, RowStats};
@@ -116,6 +117,19 @@ pub struct LssmConfig {
     /// panels of 8 and 16 columns: 0.7–1.2× the unpanelled time, no consistent gain; see the
     /// crate README).
     pub k_panel: Option<usize>,
+    /// Rows per band of a sweep: in a grid-like matrix (rows reading the rows of B near their
+    /// own, one period before and one after: 3D stencils and meshes numbered plane by plane)
+    /// without long rows, the workers take each plane's rows band by band, plane after plane
+    /// ([`SpmmPlan::sweep`]), so that the rows of B a step reads are in cache from the steps
+    /// before. `None` (the default): the widest band whose three pieces of rows of B (the band
+    /// and the reach on each side, in the plane and the planes before and after) fit two
+    /// per-core caches ([`per_core_cache_bytes`]), rounded down to whole grid lines, and no
+    /// sweep where three planes of B already fit them or the grid has fewer than three planes;
+    /// `Some(0)`: no sweep; `Some(w)`: bands of `w` rows wherever the matrix has a period. The
+    /// order does not change the result. On the AMD EPYC VM, `stencil27:64` at K = 64 `f64`
+    /// (bands of 512 rows): 1.09–1.11× the row order, paired (benches/README.md, sparse,
+    /// "Sweeps").
+    pub sweep_rows: Option<usize>,
 }
 
 /// The size of the largest CPU cache (bytes): on Linux the largest
@@ -126,20 +140,44 @@ pub fn last_level_cache_bytes() -> usize {
         (0..8)
             .filter_map(|i| {
                 let path = format!("/sys/devices/system/cpu/cpu0/cache/index{i}/size");
-                let text = std::fs::read_to_string(path).ok()?;
-                let text = text.trim();
-                let (num, unit) = text.split_at(text.trim_end_matches(char::is_alphabetic).len());
-                let scale = match unit {
-                    "K" => 1 << 10,
-                    "M" => 1 << 20,
-                    "" => 1,
-                    _ => return None,
-                };
-                num.parse::<usize>().ok().map(|n| n * scale)
+                parse_cache_size(&std::fs::read_to_string(path).ok()?)
             })
             .max()
             .unwrap_or(DEFAULT_CACHE_BYTES)
     })
+}
+
+/// The size of the largest CPU cache that one core has to itself (bytes): on Linux the largest
+/// `/sys/devices/system/cpu/cpu0/cache/index*` whose `shared_cpu_list` is one CPU (the L2 on
+/// most x86 CPUs), else 1 MiB. Read once.
+pub fn per_core_cache_bytes() -> usize {
+    static CACHE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CACHE.get_or_init(|| {
+        (0..8)
+            .filter_map(|i| {
+                let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+                let shared = std::fs::read_to_string(format!("{dir}/shared_cpu_list")).ok()?;
+                let own = shared.trim().parse::<usize>().is_ok();
+                let kind = std::fs::read_to_string(format!("{dir}/type")).ok()?;
+                let size = parse_cache_size(&std::fs::read_to_string(format!("{dir}/size")).ok()?)?;
+                (own && kind.trim() != "Instruction").then_some(size)
+            })
+            .max()
+            .unwrap_or(1 << 20)
+    })
+}
+
+/// `512K`, `8M` or a byte count, as sysfs writes cache sizes.
+fn parse_cache_size(text: &str) -> Option<usize> {
+    let text = text.trim();
+    let (num, unit) = text.split_at(text.trim_end_matches(char::is_alphabetic).len());
+    let scale = match unit {
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "" => 1,
+        _ => return None,
+    };
+    num.parse::<usize>().ok().map(|n| n * scale)
 }
 
 /// The last-level cache size assumed where it cannot be read.
@@ -161,6 +199,7 @@ impl Default for LssmConfig {
             prefetch_distance: 0,
             row_chunk_work: ROW_CHUNK_WORK,
             k_panel: None,
+            sweep_rows: None,
         }
     }
 }
@@ -185,6 +224,9 @@ pub struct SpmmPlan {
     pub(crate) row_chunk: usize,
     /// Columns per K-panel (`k` when not panelled).
     pub(crate) k_panel: usize,
+    /// The period and band width of a sweep (then `tasks` are the bands of the planes, not in
+    /// row order, and the units their runs of planes).
+    pub(crate) sweep: Option<(usize, usize)>,
     pub(crate) options: micro::Options,
 }
 
@@ -293,7 +335,21 @@ impl SpmmPlan {
         let long: Vec<usize> = (0..a.nrows()).filter(|&i| a.row_nnz(i) > block).collect();
         let (long_tasks, segments, long_rows, slots) =
             split_long_rows(a, &long, block, config.long_row_group);
-        let (tasks, units) = units(a, &long, block, long_tasks, &segments);
+        let sweep = if long.is_empty() && config.sweep_rows != Some(0) {
+            grid_stride(a).and_then(|stride| {
+                let width = config.sweep_rows.or_else(|| {
+                    let row_bytes = k.saturating_mul(size_of::<T>());
+                    band_rows(a.nrows(), stride, row_bytes, 2 * per_core_cache_bytes())
+                })?;
+                Some((stride.period, width.clamp(1, stride.period)))
+            })
+        } else {
+            None
+        };
+        let (tasks, units) = match sweep {
+            Some((period, width)) => sweep_tasks(a.nrows(), period, width),
+            None => units(a, &long, block, long_tasks, &segments),
+        };
         let serial = a.nnz().saturating_mul(k) < config.serial_work || a.nrows() <= 1;
         // Rows per chunk from the mean row, but no chunk of the longest rows above 16× the
         // target work, so that a few long (not split) rows cannot unbalance the schedule.
@@ -318,6 +374,7 @@ impl SpmmPlan {
             serial,
             row_chunk,
             k_panel,
+            sweep,
             options: micro::Options {
                 prefetch: config.prefetch.unwrap_or(false),
                 stream: config.streaming_stores.unwrap_or_else(|| {
@@ -364,6 +421,24 @@ impl SpmmPlan {
             near as f64 / total as f64
         }
     }
+    /// The sweep of the plan, if it has one ([`LssmConfig::sweep_rows`]): the period (rows from
+    /// one plane of the grid to the next) and the rows per band.
+    ///
+    /// # Examples
+    /// ```
+    /// use sparse_kernels::{gen, LssmConfig, SpmmPlan};
+    /// // A 24 × 24 × 24 grid: planes of 576 rows, here in bands of four grid lines.
+    /// let a = gen::stencil_3d_27pt::<f64, u32>(24);
+    /// let config = LssmConfig { sweep_rows: Some(96), ..LssmConfig::default() };
+    /// assert_eq!(SpmmPlan::new(&a, 64, &config).sweep(), Some((576, 96)));
+    /// // A power-law graph has no planes.
+    /// let g = gen::kronecker::<f64, u32>(10, 1);
+    /// assert_eq!(SpmmPlan::new(&g, 64, &config).sweep(), None);
+    /// ```
+    pub fn sweep(&self) -> Option<(usize, usize)> {
+        self.sweep
+    }
+
     /// Columns of B and C per K-panel (one pass over A per panel); `k()` when not panelled.
     pub fn k_panel(&self) -> usize {
         self.k_panel
@@ -389,8 +464,9 @@ impl SpmmPlan {
         self.tasks.len()
     }
     /// Number of units: the groups of consecutive tasks one worker runs in a row (runs of short
-    /// rows, then the long-row task whose rows of B they read). Used where the plan has long
-    /// rows; without them the numeric phase splits the rows of C as `spmm_row_parallel` does.
+    /// rows, then the long-row task whose rows of B they read; or, in a sweep, one band through
+    /// consecutive planes). Used where the plan has long rows or a sweep; otherwise the numeric
+    /// phase splits the rows of C as `spmm_row_parallel` does.
     pub fn num_units(&self) -> usize {
         self.units.len()
     }

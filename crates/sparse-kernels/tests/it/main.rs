@@ -8,3 +8,4 @@ mod io;
 mod kernels;
 mod panels;
 mod row_pairs;
+mod sweep;

@@ -1,0 +1,140 @@
+//! Sweeps of grid-like matrices (`LssmConfig::sweep_rows`): found where the matrix has a
+//! period, sized from the cache, and the same bits as the row order.
+
+use crate::common::{reference, rel_err, tolerance};
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sparse_kernels::{
+    gen, per_core_cache_bytes, CsrMatrix, DenseMut, DenseRef, LssmConfig, Par, SpmmPlan,
+};
+
+/// `A · B` with a plan of `sweep_rows`, on `par`; and the plan's sweep.
+fn product(
+    a: &CsrMatrix<f64, u32>,
+    b: &[f64],
+    k: usize,
+    sweep_rows: Option<usize>,
+    par: Par,
+) -> (Vec<f64>, Option<(usize, usize)>) {
+    let config = LssmConfig {
+        sweep_rows,
+        serial_work: 0,
+        ..LssmConfig::default()
+    };
+    let plan = SpmmPlan::new(a, k, &config);
+    let mut c = vec![f64::NAN; a.nrows() * k];
+    let b = DenseRef::contiguous(b, a.ncols(), k);
+    plan.execute(a, b, DenseMut::contiguous(&mut c, a.nrows(), k), par)
+        .unwrap();
+    (c, plan.sweep())
+}
+
+/// A grid of `nx × ny × nz` points numbered x fastest, each coupled to the neighbours in
+/// `offsets` (a subset of the 27-point stencil's, the point itself always), random values.
+fn grid(
+    nx: usize,
+    ny: usize,
+    nz: usize,
+    offsets: &[(i64, i64, i64)],
+    seed: u64,
+) -> CsrMatrix<f64, u32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let id = |x: i64, y: i64, z: i64| ((z * ny as i64 + y) * nx as i64 + x) as usize;
+    let mut t = Vec::new();
+    for z in 0..nz as i64 {
+        for y in 0..ny as i64 {
+            for x in 0..nx as i64 {
+                for &(dx, dy, dz) in offsets.iter().chain(&[(0, 0, 0)]) {
+                    let (u, v, w) = (x + dx, y + dy, z + dz);
+                    if (0..nx as i64).contains(&u)
+                        && (0..ny as i64).contains(&v)
+                        && (0..nz as i64).contains(&w)
+                    {
+                        t.push((id(x, y, z), id(u, v, w), rng.random_range(-1.0..1.0)));
+                    }
+                }
+            }
+        }
+    }
+    let n = nx * ny * nz;
+    CsrMatrix::from_triplets(n, n, &t).unwrap()
+}
+
+#[test]
+fn sweeps_give_the_bits_of_the_row_order() {
+    let cube = gen::stencil_3d_27pt::<f64, u32>(12);
+    let plane = gen::stencil_2d_5pt::<f64, u32>(50, 40);
+    for (a, period) in [(&cube, 144), (&plane, 50)] {
+        for k in [1, 7, 64] {
+            let b = gen::dense::<f64>(a.ncols(), k, 11);
+            let (rows, none) = product(a, &b, k, Some(0), Par::Threads(2));
+            assert_eq!(none, None, "sweep_rows 0 turns the sweep off");
+            let expected = reference(a, DenseRef::contiguous(&b, a.ncols(), k));
+            assert!(rel_err(&rows, &expected, a.nrows(), k) <= tolerance::<f64>());
+            for width in [1, 7, 30, period, 1000] {
+                for par in [Par::Seq, Par::Threads(2), Par::Threads(3)] {
+                    let (swept, sweep) = product(a, &b, k, Some(width), par);
+                    assert_eq!(sweep, Some((period, width.min(period))));
+                    let same = swept
+                        .iter()
+                        .zip(&rows)
+                        .all(|(x, y)| x.to_bits() == y.to_bits());
+                    assert!(same, "K = {k}, bands of {width} on {par:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_default_band_fits_two_per_core_caches_in_whole_lines() {
+    // `stencil27:32`: period 1024 rows, reach 33, lines of 32. A row of B of 8K bytes such
+    // that two per-core caches hold 3 · (4 lines + the halo) rows: bands of at least 4 lines.
+    let a = gen::stencil_3d_27pt::<f64, u32>(32);
+    let cache = 2 * per_core_cache_bytes();
+    let k = (cache / (3 * (4 * 32 + 2 * 33)) / 8).max(1);
+    let plan = SpmmPlan::new(&a, k, &LssmConfig::default());
+    let (period, width) = plan.sweep().expect("three planes of B do not fit");
+    assert_eq!(period, 1024);
+    assert!(width >= 4 * 32 && width % 32 == 0, "{width}");
+    assert!(
+        3 * (width + 2 * 33) * 8 * k <= cache,
+        "{width} rows at K = {k}"
+    );
+    // At K = 1 three planes fit: the row order keeps them.
+    assert_eq!(SpmmPlan::new(&a, 1, &LssmConfig::default()).sweep(), None);
+    // Matrices without a period are not swept.
+    for other in [
+        gen::banded::<f64, u32>(40_000, 13, 1),
+        gen::kronecker::<f64, u32>(14, 1),
+    ] {
+        let plan = SpmmPlan::new(&other, k, &LssmConfig::default());
+        assert_eq!(plan.sweep(), None);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Random grids (random subsets of the 27-point neighbours, random sizes and values) in
+    /// random bands: against the reference, and the bits of the row order.
+    #[test]
+    fn random_grids_in_random_bands_match_the_row_order(
+        nx in 2usize..20, ny in 2usize..12, nz in 1usize..10, mask in any::<u32>(),
+        seed in any::<u64>(), width in 1usize..300,
+        k in prop_oneof![Just(1usize), Just(5usize), Just(64usize)],
+    ) {
+        let offsets: Vec<(i64, i64, i64)> = (0..27)
+            .filter(|bit| mask >> bit & 1 == 1)
+            .map(|i| (i % 3 - 1, i / 3 % 3 - 1, i / 9 - 1))
+            .collect();
+        let a = grid(nx, ny, nz, &offsets, seed);
+        let b = gen::dense::<f64>(a.ncols(), k, seed ^ 3);
+        let expected = reference(&a, DenseRef::contiguous(&b, a.ncols(), k));
+        let (rows, _) = product(&a, &b, k, Some(0), Par::Threads(2));
+        let (swept, _) = product(&a, &b, k, Some(width), Par::Threads(2));
+        prop_assert!(rel_err(&swept, &expected, a.nrows(), k) <= tolerance::<f64>());
+        prop_assert!(swept.iter().zip(&rows).all(|(x, y)| x.to_bits() == y.to_bits()));
+    }
+}
