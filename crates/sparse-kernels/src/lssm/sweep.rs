@@ -87,7 +87,9 @@ fn clusters<T: Scalar, I: SpIndex>(
 /// `row_bytes`, and `cache` bytes to keep a step's rows of B in: the widest `W` with
 /// `3 (W + 2 reach)` rows in the cache, at most the period, rounded down to whole lines where
 /// that leaves at least one (a band that cuts lines reads more of them: `stencil27:64` ran
-/// 1.06× the natural order in bands of 552 rows, 1.11× in bands of 512); `None` where a sweep has nothing
+/// 1.06× the natural order in bands of 552 rows, 1.11× in bands of 512); `None` where a sweep
+/// would leave too few bands of planes for [`SWEEP_UNITS`] units of [`MIN_UNIT_PLANES`] planes
+/// (load balance), or has nothing
 /// to gain: the natural order's window (two periods and the reach on each side) already fits
 /// the cache, the matrix has fewer than three periods, or a band would be narrower than the
 /// reach (the halo would dominate).
@@ -110,20 +112,21 @@ pub(crate) fn band_rows(
     let width = (cache_rows / 3).checked_sub(2 * reach)?.min(period);
     let lines = width / line.max(1) * line.max(1);
     let width = if lines > 0 { lines } else { width };
-    (width >= reach.max(1)).then_some(width)
+    let steps = rows.div_ceil(period) * period.div_ceil(width.max(1));
+    (width >= reach.max(1) && steps >= SWEEP_UNITS * MIN_UNIT_PLANES).then_some(width)
 }
 
-/// Planes per unit of a sweep: at least [`MIN_UNIT_PLANES`] (a unit's first step reads its two
-/// neighbouring planes' bands afresh), and few enough for about [`SWEEP_UNITS`] units.
-const MIN_UNIT_PLANES: usize = 16;
-
-/// Units a sweep aims at, for load balance.
+/// Units a sweep aims at, for load balance on any core count (the plan does not depend on it).
 const SWEEP_UNITS: usize = 32;
+
+/// Fewest planes per unit worth a sweep: a unit's first step reads the bands of the planes on
+/// either side afresh.
+const MIN_UNIT_PLANES: usize = 4;
 
 /// The tasks and units of a sweep of `rows` rows with period `period` in bands of `width`
 /// rows: task `(s, p)` is band `s` of plane `p` (rows `p · period + s · width ..` up to `width`
-/// of them, within the plane); a unit is a run of consecutive planes of one band, and units
-/// go band by band. Every row is in exactly one task.
+/// of them, within the plane); a unit is a run of consecutive planes of one band (about
+/// [`SWEEP_UNITS`] units), and units go band by band. Every row is in exactly one task.
 pub(crate) fn sweep_tasks(
     rows: usize,
     period: usize,
@@ -134,8 +137,7 @@ pub(crate) fn sweep_tasks(
     let bands = period.div_ceil(width);
     let per_unit = (planes * bands)
         .div_ceil(SWEEP_UNITS)
-        .max(MIN_UNIT_PLANES)
-        .min(planes);
+        .clamp(1, planes.max(1));
     let (mut tasks, mut units) = (Vec::new(), Vec::new());
     for band in 0..bands {
         for first in (0..planes).step_by(per_unit.max(1)) {
@@ -205,6 +207,14 @@ mod tests {
         assert_eq!(band_rows(8000, s, 512, 1 << 20), None);
         // The halo alone fills the cache.
         assert_eq!(band_rows(262_144, s, 512, 128 << 10), None);
+        // Three planes of two bands: too few steps to balance.
+        let small = Stride {
+            period: 1100,
+            reach: 10,
+            line: 1,
+        };
+        assert_eq!(band_rows(3300, small, 512, 1 << 20), None);
+        assert_eq!(band_rows(3300 * 30, small, 512, 1 << 20), Some(662));
     }
 
     #[test]
