@@ -319,7 +319,10 @@ impl SpmmPlan {
     /// Builds the plan for `a` and dense operands with `k` columns.
     ///
     /// Complexity: `O(rows + tasks)`, plus binary searches for the column boundaries of the
-    /// long-row groups (`O(log ncols · long_row_group · log row)` per long-row task).
+    /// long-row groups (`O(log ncols · long_row_group · log row)` per long-row task), plus, for a
+    /// matrix without long rows whose B exceeds two per-core caches, a few passes over the
+    /// nonzeros of up to 4096 sampled rows (the sweep's period) and of up to 4096 more where B
+    /// exceeds the last-level cache (the column locality).
     ///
     /// # Panics
     /// If `config.block_nnz` is `Some(0)`.
@@ -335,12 +338,20 @@ impl SpmmPlan {
         let long: Vec<usize> = (0..a.nrows()).filter(|&i| a.row_nnz(i) > block).collect();
         let (long_tasks, segments, long_rows, slots) =
             split_long_rows(a, &long, block, config.long_row_group);
-        let sweep = if long.is_empty() && config.sweep_rows != Some(0) {
+        // A sweep of a grid-like matrix without long rows; the sampled detection only where B
+        // does not fit the cache the bands are sized for (or the configuration asks for bands).
+        let row_bytes = k.saturating_mul(size_of::<T>());
+        let sweep_cache = 2 * per_core_cache_bytes();
+        let may_sweep = match config.sweep_rows {
+            Some(0) => false,
+            Some(_) => true,
+            None => a.ncols().saturating_mul(row_bytes) > sweep_cache,
+        };
+        let sweep = if long.is_empty() && may_sweep {
             grid_stride(a).and_then(|stride| {
-                let width = config.sweep_rows.or_else(|| {
-                    let row_bytes = k.saturating_mul(size_of::<T>());
-                    band_rows(a.nrows(), stride, row_bytes, 2 * per_core_cache_bytes())
-                })?;
+                let width = config
+                    .sweep_rows
+                    .or_else(|| band_rows(a.nrows(), stride, row_bytes, sweep_cache))?;
                 Some((stride.period, width.clamp(1, stride.period)))
             })
         } else {
