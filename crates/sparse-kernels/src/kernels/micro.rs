@@ -58,7 +58,7 @@
 //!   8 × `vfmadd231pd mem, zmm, zmm`, mostly faster than AVX2 (measurements: benches/README.md,
 //!   sparse, "Measurements behind code defaults").
 
-use super::prefetch_and_stream::{fence_streams, prefetch_rows, write};
+use super::prefetch_and_stream::{fence_streams, prefetch_rows, vector_bytes, write};
 use crate::dense::{DenseMut, DenseRef};
 use crate::{CsrMatrix, Scalar, SpIndex};
 use pulp::{Simd, WithSimd};
@@ -94,6 +94,8 @@ pub(super) struct Store {
     /// the grouping of the sums, fixed by K and `T` ([`chunk_and_group`]), so that the result
     /// does not depend on how many nonzeros a pass covers.
     pub(super) group: usize,
+    /// The widest streaming store the SIMD level the code runs on has ([`vector_bytes`]).
+    pub(super) vector_bytes: usize,
 }
 
 /// Bytes of B rows one chunk of nonzeros may touch (half of a 32 KiB L1, leaving room for C).
@@ -165,7 +167,7 @@ unsafe fn tile<T: Scalar, I: SpIndex, const N: usize>(
         }
     }
     if store.stream {
-        write(o, acc, true);
+        write(o, acc, true, store.vector_bytes);
     } else {
         *o = acc;
     }
@@ -481,6 +483,7 @@ impl<T: Scalar, I: SpIndex> SimdJob for Job<'_, '_, T, I> {
             accumulate: false,
             stream: false,
             group,
+            vector_bytes: vector_bytes::<WIDE>(fma),
         };
         let rows = Store {
             stream: options.stream,
@@ -676,6 +679,7 @@ impl<T: Scalar, I: SpIndex> SimdJob for GroupJob<'_, '_, T, I> {
                     accumulate: at > 0,
                     stream: false,
                     group,
+                    vector_bytes: vector_bytes::<WIDE>(fma),
                 };
                 // SAFETY: `segments_into` checked `b.rows() == a.ncols()` and
                 // `out.len() == b.cols() <= b.ld()` for every segment, and `nz` within A's

@@ -470,6 +470,7 @@ impl<T: Scalar, I: SpIndex> SimdJob for Job<'_, '_, T, I> {
             accumulate: false,
             stream: false,
             group: chunk,
+            vector_bytes: 16,
         };
         // The contract of every unchecked call below: `execute` checked B: ncols × k with
         // `k <= ld` and C: nrows × k; the lists hold columns of a validated CSR (< ncols); the
