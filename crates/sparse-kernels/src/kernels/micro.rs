@@ -43,7 +43,9 @@
 //!   with `stream` (the plan's choice: by default when C is larger than the last-level
 //!   cache), a tile that is whole 64-byte lines at a line boundary is written
 //!   with non-temporal stores, straight from its registers, which skip reading the destination
-//!   lines into the cache first.
+//!   lines into the cache first. The stores are as wide as the registers of the level the
+//!   code runs on (32 bytes on AVX2, 64 on AVX-512): 16-byte ones made LLVM build the whole tile
+//!   from 16-byte vectors.
 //! * **No bounds checks in the hot loop.** The entry points take a validated [`CsrMatrix`]
 //!   (every column index `< ncols`) and assert `B.rows == A.ncols` once; the loads of B are then
 //!   unchecked (see the `SAFETY` comments).
