@@ -181,7 +181,7 @@ fn stream_flag_sets_the_stores_of_c() {
 
 /// A grid whose three planes of B do not fit two per-core caches is swept band by band
 /// (`stencil27:32`: planes of 1024 rows; at K = 256 `f64` three planes of B take 6 MiB) and
-/// reports its bands, a power-law graph is not; the product checks either way.
+/// reports its bands and shift pairs, a power-law graph is not; the product checks either way.
 #[test]
 fn json_plan_reports_the_sweep_of_a_grid() {
     let run = |spec: &str| {
@@ -208,6 +208,9 @@ fn json_plan_reports_the_sweep_of_a_grid() {
         let band = sweep["band_rows"].as_u64().unwrap();
         assert!(band > 0 && band <= 1024 && band % 32 == 0, "{band}");
     }
+    // A grid's lines pair up; a graph's rows do not.
+    assert_eq!(grid["plan"]["shift_pairs"], true);
     let graph = run("kron:10");
     assert!(graph["plan"]["sweep"].is_null());
+    assert_eq!(graph["plan"]["shift_pairs"], false);
 }

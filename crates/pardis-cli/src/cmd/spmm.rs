@@ -210,6 +210,7 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
                      "serial": plan.is_serial(), "prefetch": plan.prefetches(),
                      "streaming_stores": plan.streams_c(), "chunk_bytes": plan.chunk_bytes(),
                      "sweep": plan.sweep().map(|(period, band)| json!({"period_rows": period, "band_rows": band})),
+                     "shift_pairs": plan.shift_pairs(),
                      "plan_seconds": plan_s},
             "row_pairs": pairs.as_ref().map(|p| json!({
                 "paired_rows": p.paired_rows(), "shared_fraction": p.shared_fraction(),
@@ -243,7 +244,7 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
     t.add_row(vec![
         "LSSM plan".into(),
         format!(
-            "block {} nnz, {} long rows ({} segments), {} short rows, {} tasks in {} units, scratch {}{}{}",
+            "block {} nnz, {} long rows ({} segments), {} short rows, {} tasks in {} units, scratch {}{}{}{}",
             plan.block_nnz(),
             plan.num_long_rows(),
             plan.num_segments(),
@@ -255,6 +256,7 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
             plan.sweep().map_or(String::new(), |(period, band)| format!(
                 ", swept in bands of {band} rows (planes of {period})"
             )),
+            if plan.shift_pairs() { ", shift pairs" } else { "" },
         ),
     ]);
     t.add_row(vec![

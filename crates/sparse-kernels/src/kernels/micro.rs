@@ -61,6 +61,7 @@
 //!   sparse, "Measurements behind code defaults").
 
 use super::prefetch_and_stream::{fence_streams, prefetch_rows, vector_bytes, write};
+use super::shift_pairs::{is_shift, pair_tiles, pair_width};
 use crate::dense::{DenseMut, DenseRef};
 use crate::{CsrMatrix, Scalar, SpIndex};
 use pulp::{Simd, WithSimd};
@@ -83,6 +84,10 @@ pub(crate) struct Options {
     /// With `prefetch`: how many nonzeros past the end of the chunk being multiplied the rows
     /// of B are prefetched; 0: one chunk ([`chunk_len`]).
     pub(crate) prefetch_distance: usize,
+    /// Compute a row and the next together where the next is the row shifted by one column
+    /// ([`super::shift_pairs`]; same bits), without prefetching, for rows of at most one
+    /// group and a K that is a whole number of pair tiles.
+    pub(crate) shift_pairs: bool,
 }
 
 /// How a tile computes and writes its K-vector piece: with fused multiply-adds or not (only
@@ -504,8 +509,32 @@ impl<T: Scalar, I: SpIndex> SimdJob for Job<'_, '_, T, I> {
                 // Row `i` of `c` is row `first + i` of A; `offsets` holds the bounds of them all
                 // (the offsets are bounds-checked once here; each row's slices still are).
                 let offsets = &a.offsets()[first..=first + c.rows()];
-                for (out, w) in c.rows_mut().zip(offsets.windows(2)) {
-                    let r = w[0].idx()..w[1].idx();
+                let k = c.cols();
+                let pairs = options.shift_pairs
+                    && !options.prefetch
+                    && k > 0
+                    && k.is_multiple_of(pair_width::<T, WIDE>());
+                let rows_of_c = c.rows();
+                let mut outs = c.rows_mut();
+                let mut i = 0;
+                while let Some(out) = outs.next() {
+                    let r = offsets[i].idx()..offsets[i + 1].idx();
+                    if pairs && r.len() <= group && i + 1 < rows_of_c {
+                        let r2 = offsets[i + 1].idx()..offsets[i + 2].idx();
+                        if is_shift(&cols[r.clone()], &cols[r2.clone()]) {
+                            let out2 = outs.next().expect("row i + 1 of C");
+                            let (v1, v2) = (&vals[r.clone()], &vals[r2]);
+                            // SAFETY: as above; the second row's columns are the first's plus
+                            // one (`is_shift`), so they are rows of B too, and both rows have
+                            // `k` columns, a multiple of the pair tile.
+                            unsafe {
+                                pair_tiles::<T, I, WIDE>(&cols[r], v1, v2, dense, out, out2, rows)
+                            };
+                            i += 2;
+                            continue;
+                        }
+                    }
+                    i += 1;
                     if options.prefetch || r.len() > chunk {
                         // SAFETY: see above.
                         unsafe { segment::<T, I, WIDE>(cols, vals, r, &mut pf, dense, out, rows) };
@@ -786,25 +815,36 @@ mod tests {
     }
 
     /// The AVX-512 path (512-byte tiles) gives the bits of the pulp-dispatched path (256-byte
-    /// tiles) for every K, with and without prefetching and streaming stores: a column's
-    /// operations do not depend on the tile it falls in.
+    /// tiles) for every K, with and without prefetching, streaming stores and shift pairs: a
+    /// column's operations do not depend on the tile it falls in.
     fn same_bits<T: Scalar>() {
         if !crate::simd::cpu_has_avx512() {
             eprintln!("skipped: this CPU has no AVX-512");
             return;
         }
-        // Three rows of 700 nonzeros (many chunks, for `segment`), the others of 4.
-        let a: CsrMatrix<T, u32> = gen::arrow(700, 3, 5);
-        for k in [1, 3, 8, 17, 32, 64, 100, 129, 256] {
-            let b = gen::dense::<T>(a.ncols(), k, 11);
-            for (prefetch, stream) in [(false, false), (true, false), (false, true)] {
-                let options = Options {
-                    prefetch,
-                    stream,
-                    ..Options::default()
-                };
-                let what = format!("{} K = {k}, {options:?}", T::NAME);
-                assert_levels_agree(&what, |level| product(&a, &b, k, options, level));
+        // Three rows of 700 nonzeros (many chunks, for `segment`), the others of 4; and a
+        // stencil, whose grid lines are shift pairs.
+        let arrow: CsrMatrix<T, u32> = gen::arrow(700, 3, 5);
+        let grid: CsrMatrix<T, u32> = gen::stencil_3d_27pt(7);
+        for a in [&arrow, &grid] {
+            for k in [1, 3, 8, 17, 32, 64, 100, 129, 256] {
+                let b = gen::dense::<T>(a.ncols(), k, 11);
+                for (prefetch, stream, shift_pairs) in [
+                    (false, false, false),
+                    (true, false, false),
+                    (false, true, false),
+                    (false, false, true),
+                    (false, true, true),
+                ] {
+                    let options = Options {
+                        prefetch,
+                        stream,
+                        shift_pairs,
+                        ..Options::default()
+                    };
+                    let what = format!("{} K = {k}, {options:?}", T::NAME);
+                    assert_levels_agree(&what, |level| product(a, &b, k, options, level));
+                }
             }
         }
     }

@@ -9,6 +9,7 @@ mod reference;
 mod rode;
 mod row_pairs;
 mod row_parallel;
+pub(crate) mod shift_pairs;
 
 pub use merge_path::{spmm_merge_path, spmm_merge_path_with};
 use merge_path::{MERGE_ITEMS_PER_PART, MERGE_MAX_PARTS};

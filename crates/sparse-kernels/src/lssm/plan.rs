@@ -3,7 +3,7 @@
 use super::split::{split_long_rows, units};
 use super::sweep::{band_rows, grid_stride, sweep_tasks};
 use super::task::{Segment, Task};
-use crate::kernels::{micro, SERIAL_WORK};
+use crate::kernels::{micro, shift_pairs::ShiftPairs, SERIAL_WORK};
 use crate::stats::{MatrixClass, RowStats};
 use crate::{CsrMatrix, Scalar, SpIndex};
 use std::ops::Range;
@@ -130,6 +130,19 @@ pub struct LssmConfig {
     /// (bands of 512 rows): 1.09–1.11× the row order, paired (benches/README.md, sparse,
     /// "Sweeps").
     pub sweep_rows: Option<usize>,
+    /// Compute a row and the next together where the next is the row shifted by one column
+    /// (the neighbouring points of a grid line, the rows of a banded matrix): one load of a row
+    /// of B serves both rows where the first row's columns run on, and each row keeps its own
+    /// order of operations, so the bits are those of one row at a time. Rows of up to 16 KiB's
+    /// worth of nonzeros, without prefetching, when K is a whole number of the pair tile (half
+    /// the widest tile: 16 `f64` or 32 `f32` on AVX2). `None` (the default): where at least a
+    /// quarter of the rows pair up, the pairs save at least a quarter of their loads of B and
+    /// their rows have at least 8 entries on average (grids of 27-point stencils, banded
+    /// matrices; not 5-point stencils, whose pairs of short rows were slower where B came from
+    /// memory); `Some(_)` decides. On the AMD EPYC VM, paired: `stencil27:64` 1.10×,
+    /// `stencil27:48` 1.11×, `stencil27:16` 1.22×, `n1024-l1` 1.09× (benches/README.md, sparse,
+    /// "Shift pairs").
+    pub shift_pairs: Option<bool>,
 }
 
 /// The size of the largest CPU cache (bytes): on Linux the largest
@@ -200,6 +213,7 @@ impl Default for LssmConfig {
             row_chunk_work: ROW_CHUNK_WORK,
             k_panel: None,
             sweep_rows: None,
+            shift_pairs: None,
         }
     }
 }
@@ -404,6 +418,9 @@ impl SpmmPlan {
                     Self::auto_chunk_bytes::<T>(a.ncols(), k, locality, cache)
                 }),
                 prefetch_distance: config.prefetch_distance,
+                shift_pairs: config
+                    .shift_pairs
+                    .unwrap_or_else(|| ShiftPairs::of(a).pay(a.nrows())),
             },
         }
     }
@@ -454,6 +471,11 @@ impl SpmmPlan {
     pub fn k_panel(&self) -> usize {
         self.k_panel
     }
+    /// Whether the numeric phase computes shift pairs together ([`LssmConfig::shift_pairs`]).
+    pub fn shift_pairs(&self) -> bool {
+        self.options.shift_pairs
+    }
+
     /// Whether the numeric phase prefetches rows of B.
     pub fn prefetches(&self) -> bool {
         self.options.prefetch

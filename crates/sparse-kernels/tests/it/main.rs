@@ -8,4 +8,5 @@ mod io;
 mod kernels;
 mod panels;
 mod row_pairs;
+mod shift_pairs;
 mod sweep;

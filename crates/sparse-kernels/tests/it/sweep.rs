@@ -32,7 +32,7 @@ fn product(
 
 /// A grid of `nx × ny × nz` points numbered x fastest, each coupled to the neighbours in
 /// `offsets` (a subset of the 27-point stencil's, the point itself always), random values.
-fn grid(
+pub(crate) fn grid(
     nx: usize,
     ny: usize,
     nz: usize,

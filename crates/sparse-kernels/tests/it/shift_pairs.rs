@@ -1,0 +1,66 @@
+//! Shift pairs (`LssmConfig::shift_pairs`): chosen where rows pair up, and the bits of one row
+//! at a time.
+
+use crate::common::{reference, rel_err, tolerance};
+use crate::sweep::grid;
+use proptest::prelude::*;
+use sparse_kernels::{gen, CsrMatrix, DenseMut, DenseRef, LssmConfig, Par, SpmmPlan};
+
+/// `A · B` with a plan of `shift_pairs` on 2 threads (and the default sweep).
+fn product(a: &CsrMatrix<f64, u32>, b: &[f64], k: usize, shift_pairs: bool) -> Vec<f64> {
+    let config = LssmConfig {
+        shift_pairs: Some(shift_pairs),
+        serial_work: 0,
+        ..LssmConfig::default()
+    };
+    let plan = SpmmPlan::new(a, k, &config);
+    assert_eq!(plan.shift_pairs(), shift_pairs);
+    let mut c = vec![f64::NAN; a.nrows() * k];
+    let b = DenseRef::contiguous(b, a.ncols(), k);
+    plan.execute(
+        a,
+        b,
+        DenseMut::contiguous(&mut c, a.nrows(), k),
+        Par::Threads(2),
+    )
+    .unwrap();
+    c
+}
+
+#[test]
+fn the_default_plan_pairs_grids_and_bands_not_graphs_or_short_rows() {
+    let pairs =
+        |a: &CsrMatrix<f64, u32>| SpmmPlan::new(a, 64, &LssmConfig::default()).shift_pairs();
+    assert!(pairs(&gen::stencil_3d_27pt(16)));
+    assert!(pairs(&gen::banded(5000, 13, 1)));
+    assert!(!pairs(&gen::kronecker(12, 1)));
+    assert!(
+        !pairs(&gen::stencil_2d_5pt(100, 100)),
+        "rows of five entries"
+    );
+    assert!(!pairs(&gen::uniform(5000, 5000, 16, 1)));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Random grids (random subsets of the 27-point neighbours, random sizes and values): with
+    /// shift pairs, against the reference and with the bits of the plan without them.
+    #[test]
+    fn random_grids_in_pairs_match_single_rows(
+        nx in 2usize..20, ny in 1usize..12, nz in 1usize..8, mask in any::<u32>(),
+        seed in any::<u64>(),
+        k in prop_oneof![Just(1usize), Just(5usize), Just(16usize), Just(32usize), Just(64usize), Just(96usize)],
+    ) {
+        let offsets: Vec<(i64, i64, i64)> = (0..27)
+            .filter(|bit| mask >> bit & 1 == 1)
+            .map(|i| (i % 3 - 1, i / 3 % 3 - 1, i / 9 - 1))
+            .collect();
+        let a = grid(nx, ny, nz, &offsets, seed);
+        let b = gen::dense::<f64>(a.ncols(), k, seed ^ 3);
+        let expected = reference(&a, DenseRef::contiguous(&b, a.ncols(), k));
+        let (paired, single) = (product(&a, &b, k, true), product(&a, &b, k, false));
+        prop_assert!(rel_err(&paired, &expected, a.nrows(), k) <= tolerance::<f64>());
+        prop_assert!(paired.iter().zip(&single).all(|(x, y)| x.to_bits() == y.to_bits()));
+    }
+}
