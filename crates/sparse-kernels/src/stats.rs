@@ -100,3 +100,42 @@ impl RowStats {
         }
     }
 }
+
+/// Up to about `most` rows of `0..rows`, one in each of `most` equal strides, at a different
+/// offset in each (a fixed hash of the stride's number), so that a sample of a matrix with a
+/// period (the grid lines of a stencil: 64 rows, and a stride of 64 rows) is not always the
+/// same point of the period. Deterministic; every row when `rows <= most`.
+pub(crate) fn sampled_rows(rows: usize, most: usize) -> impl Iterator<Item = usize> {
+    let step = (rows / most.max(1)).max(1);
+    (0..rows.div_ceil(step)).filter_map(move |i| {
+        let jitter = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+        let r = i * step + (jitter as usize) % step;
+        (r < rows).then_some(r)
+    })
+}
+
+#[cfg(test)]
+mod sample_tests {
+    use super::sampled_rows;
+
+    #[test]
+    fn samples_cover_small_matrices_and_every_offset_of_a_period() {
+        assert_eq!(
+            sampled_rows(10, 4096).collect::<Vec<_>>(),
+            (0..10).collect::<Vec<_>>()
+        );
+        let rows: Vec<usize> = sampled_rows(262_144, 4096).collect();
+        assert_eq!(rows.len(), 4096);
+        assert!(
+            rows.windows(2).all(|w| w[0] / 64 < w[1] / 64),
+            "one per stride"
+        );
+        let offsets: std::collections::BTreeSet<usize> = rows.iter().map(|r| r % 64).collect();
+        assert!(
+            offsets.len() > 48,
+            "{} offsets in the period",
+            offsets.len()
+        );
+        assert_eq!(sampled_rows(0, 4096).count(), 0);
+    }
+}

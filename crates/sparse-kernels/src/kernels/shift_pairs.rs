@@ -11,6 +11,7 @@
 
 use super::micro::{Dense, Store};
 use super::prefetch_and_stream::write;
+use crate::stats::sampled_rows;
 use crate::{CsrMatrix, Scalar, SpIndex};
 
 /// Whether row `c2` is row `c1` shifted by one column: as many entries (at least one), each
@@ -27,51 +28,49 @@ pub(super) fn is_shift<I: SpIndex>(c1: &[I], c2: &[I]) -> bool {
             .fold(true, |ok, (x, y)| ok & (y.idx() == x.idx().wrapping_add(1)))
 }
 
-/// The shift pairs of a matrix, taken greedily from the first row (rows `r`, `r + 1` with
-/// [`is_shift`], then on from `r + 2`): how many rows they cover, their first rows' entries,
-/// and the runs of consecutive columns in those (a pair loads `entries + runs` rows of B for
-/// `2 · entries` multiply-adds).
+/// What shift pairs a matrix offers, from up to 4096 rows `r` spread over it (`sampled_rows`): how many
+/// were sampled, how many are followed by their shift (row `r + 1` is row `r` shifted by one
+/// column, [`is_shift`]), and those rows' entries and runs of consecutive columns (a pair loads
+/// `entries + runs` rows of B for `2 · entries` multiply-adds).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct ShiftPairs {
-    pub(crate) rows: usize,
+    pub(crate) sampled: usize,
+    pub(crate) shifted: usize,
     pub(crate) entries: usize,
     pub(crate) runs: usize,
 }
 
 impl ShiftPairs {
-    /// The shift pairs of `a`. Time O(rows + nnz).
+    /// The sample of `a`. Time O(sampled rows' entries).
     pub(crate) fn of<T: Scalar, I: SpIndex>(a: &CsrMatrix<T, I>) -> Self {
         let (n, cols) = (a.nrows(), a.indices());
         let mut out = Self::default();
-        let mut r = 0;
-        while r + 1 < n {
+        for r in sampled_rows(n.saturating_sub(1), 4096) {
+            out.sampled += 1;
             let first = &cols[a.row_range(r)];
             if is_shift(first, &cols[a.row_range(r + 1)]) {
-                out.rows += 2;
+                out.shifted += 1;
                 out.entries += first.len();
                 out.runs += 1 + first
                     .windows(2)
                     .filter(|w| w[1].idx() != w[0].idx().wrapping_add(1))
                     .count();
-                r += 2;
-            } else {
-                r += 1;
             }
         }
         out
     }
 
     /// Whether computing the pairs together pays, by the rule measured on the AMD EPYC VM
-    /// (benches/README.md, sparse, "Shift pairs"): at least a quarter of the rows pair up, a
-    /// quarter of their loads of B are saved (`entries − runs ≥ entries / 2`), and a pair's
-    /// rows have at least 8 entries on average (pairs of short rows were slower where B came
-    /// from memory: `stencil5:1024` 0.72× at K = 64, `Franz6` 0.91×).
-    pub(crate) fn pay(&self, rows: usize) -> bool {
-        let pairs = self.rows / 2;
-        4 * self.rows >= rows
+    /// (benches/README.md, sparse, "Shift pairs"): at least a quarter of the sampled rows are
+    /// followed by their shift, the pairs save a quarter of their loads of B
+    /// (`entries − runs ≥ entries / 2`), and their rows have at least 8 entries on average
+    /// (pairs of short rows were slower where B came from memory: `stencil5:1024` 0.72× at
+    /// K = 64, `Franz6` 0.91×).
+    pub(crate) fn pay(&self) -> bool {
+        self.shifted > 0
+            && 4 * self.shifted >= self.sampled
             && 2 * (self.entries - self.runs) >= self.entries
-            && self.entries >= 8 * pairs
-            && pairs > 0
+            && self.entries >= 8 * self.shifted
     }
 }
 
@@ -218,29 +217,33 @@ mod tests {
         assert!(!is_shift::<u32>(&[3, 7], &[4, 8, 9]));
         assert!(!is_shift::<u32>(&[], &[]));
         // A banded matrix: rows 0, 1 (3 and 4 entries) and 98, 99 differ in length from their
-        // neighbours; rows 2..98 pair up, each pair one run of 5.
+        // neighbours; rows 2..97 are followed by their shift, one run of 5 each.
         let band = ShiftPairs::of(&gen::banded::<f64, u32>(100, 2, 1));
         assert_eq!(
             band,
             ShiftPairs {
-                rows: 96,
-                entries: 48 * 5,
-                runs: 48
+                sampled: 99,
+                shifted: 95,
+                entries: 95 * 5,
+                runs: 95
             }
         );
-        assert!(!band.pay(100), "rows of 5 entries");
-        // A stencil's grid lines pair inside (x = 1..5 of 6: two pairs), not across their ends;
-        // an interior pair has 27 entries in 9 runs.
+        assert!(!band.pay(), "rows of 5 entries");
+        // A stencil's grid lines: x = 1..4 of 6 are followed by their shift (4 of 6 rows), not
+        // the ends; an interior row has 27 entries in 9 runs.
         let grid = ShiftPairs::of(&gen::stencil_3d_27pt::<f64, u32>(6));
-        assert_eq!(grid.rows, 4 * 36);
-        assert!(grid.pay(216));
-        assert!(ShiftPairs::of(&gen::stencil_3d_27pt::<f64, u32>(8)).pay(512));
-        assert!(ShiftPairs::of(&gen::banded::<f64, u32>(1000, 13, 1)).pay(1000));
+        assert_eq!((grid.sampled, grid.shifted), (215, 3 * 36));
+        assert!(grid.pay());
+        assert!(
+            ShiftPairs::of(&gen::stencil_3d_27pt::<f64, u32>(40)).pay(),
+            "sampled"
+        );
+        assert!(ShiftPairs::of(&gen::banded::<f64, u32>(1000, 13, 1)).pay());
         let graph = ShiftPairs::of(&gen::kronecker::<f64, u32>(8, 1));
-        assert_eq!(graph.rows, 0);
-        assert!(!graph.pay(256));
+        assert_eq!(graph.shifted, 0);
+        assert!(!graph.pay());
         // A 5-point stencil: runs of 1, 3 and 1 (a fifth of the loads saved, short rows).
-        assert!(!ShiftPairs::of(&gen::stencil_2d_5pt::<f64, u32>(30, 30)).pay(900));
+        assert!(!ShiftPairs::of(&gen::stencil_2d_5pt::<f64, u32>(30, 30)).pay());
     }
 
     /// A matrix of `n` rows of which about `shifted` in 4 repeat the row before shifted by one
@@ -309,8 +312,9 @@ mod tests {
     fn pairs_give_the_bits_of_single_rows<T: Scalar>() {
         for seed in 0..4 {
             let a = shift_rich::<T>(300, 500, seed);
+            let sample = ShiftPairs::of(&a);
             assert!(
-                4 * ShiftPairs::of(&a).rows >= a.nrows(),
+                4 * sample.shifted >= sample.sampled,
                 "seed {seed}: too few pairs"
             );
             for k in [1, 2, 7, 16, 17, 32, 48, 64, 100, 128] {

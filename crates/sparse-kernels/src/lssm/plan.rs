@@ -4,7 +4,7 @@ use super::split::{split_long_rows, units};
 use super::sweep::{band_rows, grid_stride, sweep_tasks};
 use super::task::{Segment, Task};
 use crate::kernels::{micro, shift_pairs::ShiftPairs, SERIAL_WORK};
-use crate::stats::{MatrixClass, RowStats};
+use crate::stats::{sampled_rows, MatrixClass, RowStats};
 use crate::{CsrMatrix, Scalar, SpIndex};
 use std::ops::Range;
 
@@ -420,7 +420,7 @@ impl SpmmPlan {
                 prefetch_distance: config.prefetch_distance,
                 shift_pairs: config
                     .shift_pairs
-                    .unwrap_or_else(|| ShiftPairs::of(a).pay(a.nrows())),
+                    .unwrap_or_else(|| ShiftPairs::of(a).pay()),
             },
         }
     }
@@ -430,10 +430,9 @@ impl SpmmPlan {
     /// nearby rows of B, which the hardware prefetcher and the caches serve, low for the random
     /// gathers of power-law graphs.
     pub fn column_locality<T: Scalar, I: SpIndex>(a: &CsrMatrix<T, I>) -> f64 {
-        let step = (a.nrows() / 4096).max(1);
         let (mut near, mut total) = (0usize, 0usize);
         let mut prev: Vec<usize> = Vec::new();
-        for i in (1..a.nrows()).step_by(step) {
+        for i in sampled_rows(a.nrows(), 4096).filter(|&i| i > 0) {
             prev.clear();
             prev.extend(a.row(i - 1).0.iter().map(|c| c.idx()));
             prev.sort_unstable();

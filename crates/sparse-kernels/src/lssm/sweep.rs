@@ -12,6 +12,7 @@
 //! by one task, so the order does not change the result.
 
 use super::task::Task;
+use crate::stats::sampled_rows;
 use crate::{CsrMatrix, Scalar, SpIndex};
 use std::ops::Range;
 
@@ -27,14 +28,13 @@ pub(crate) struct Stride {
 
 /// The stride of `a`, if it has one (square, and the sampled rows' offsets `|column − row|`
 /// fall into tight clusters around 0 and `P`, with `P` at least 4× their reach); from up to
-/// 4096 rows spread evenly over the matrix.
+/// 4096 rows spread over the matrix (`sampled_rows`).
 pub(crate) fn grid_stride<T: Scalar, I: SpIndex>(a: &CsrMatrix<T, I>) -> Option<Stride> {
     let n = a.nrows();
     if n != a.ncols() || n < 3 {
         return None;
     }
-    let step = (n / 4096).max(1);
-    let rows: Vec<usize> = (0..n).step_by(step).collect();
+    let rows: Vec<usize> = sampled_rows(n, 4096).collect();
     let (period, reach) = clusters(a, &rows, u64::MAX)?;
     let line = clusters(a, &rows, reach as u64).map_or(1, |(line, _)| line);
     Some(Stride {
