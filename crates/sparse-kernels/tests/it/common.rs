@@ -1,5 +1,7 @@
 //! Helpers shared by the test modules.
 
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use sparse_kernels::{
     max_relative_error, spmm_reference, CsrMatrix, DenseMut, DenseRef, Scalar, SpIndex,
 };
@@ -43,4 +45,40 @@ pub(crate) fn tolerance<T: Scalar>() -> f64 {
     } else {
         1e-5
     }
+}
+
+/// A grid of `nx × ny × nz` points numbered x fastest, each coupled to itself and to the
+/// neighbours of the 27-point stencil whose bits are set in `mask` (bit `dx + 1 + 3 (dy + 1)
+/// + 9 (dz + 1)`), with random values: the grid-like matrices of the sweep and shift-pair tests.
+pub(crate) fn random_grid(
+    nx: usize,
+    ny: usize,
+    nz: usize,
+    mask: u32,
+    seed: u64,
+) -> CsrMatrix<f64, u32> {
+    let offsets: Vec<(i64, i64, i64)> = (0..27)
+        .filter(|bit| mask >> bit & 1 == 1)
+        .map(|i| (i % 3 - 1, i / 3 % 3 - 1, i / 9 - 1))
+        .collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let id = |x: i64, y: i64, z: i64| ((z * ny as i64 + y) * nx as i64 + x) as usize;
+    let mut t = Vec::new();
+    for z in 0..nz as i64 {
+        for y in 0..ny as i64 {
+            for x in 0..nx as i64 {
+                for &(dx, dy, dz) in offsets.iter().chain(&[(0, 0, 0)]) {
+                    let (u, v, w) = (x + dx, y + dy, z + dz);
+                    if (0..nx as i64).contains(&u)
+                        && (0..ny as i64).contains(&v)
+                        && (0..nz as i64).contains(&w)
+                    {
+                        t.push((id(x, y, z), id(u, v, w), rng.random_range(-1.0..1.0)));
+                    }
+                }
+            }
+        }
+    }
+    let n = nx * ny * nz;
+    CsrMatrix::from_triplets(n, n, &t).unwrap()
 }

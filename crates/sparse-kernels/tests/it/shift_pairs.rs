@@ -1,8 +1,7 @@
 //! Shift pairs (`LssmConfig::shift_pairs`): chosen where rows pair up, and the bits of one row
 //! at a time.
 
-use crate::common::{reference, rel_err, tolerance};
-use crate::sweep::grid;
+use crate::common::{random_grid, reference, rel_err, tolerance};
 use proptest::prelude::*;
 use sparse_kernels::{gen, CsrMatrix, DenseMut, DenseRef, LssmConfig, Par, SpmmPlan};
 
@@ -52,11 +51,7 @@ proptest! {
         seed in any::<u64>(),
         k in prop_oneof![Just(1usize), Just(5usize), Just(16usize), Just(32usize), Just(64usize), Just(96usize)],
     ) {
-        let offsets: Vec<(i64, i64, i64)> = (0..27)
-            .filter(|bit| mask >> bit & 1 == 1)
-            .map(|i| (i % 3 - 1, i / 3 % 3 - 1, i / 9 - 1))
-            .collect();
-        let a = grid(nx, ny, nz, &offsets, seed);
+        let a = random_grid(nx, ny, nz, mask, seed);
         let b = gen::dense::<f64>(a.ncols(), k, seed ^ 3);
         let expected = reference(&a, DenseRef::contiguous(&b, a.ncols(), k));
         let (paired, single) = (product(&a, &b, k, true), product(&a, &b, k, false));

@@ -1,10 +1,8 @@
 //! Sweeps of grid-like matrices (`LssmConfig::sweep_rows`): found where the matrix has a
 //! period, sized from the cache, and the same bits as the row order.
 
-use crate::common::{reference, rel_err, tolerance};
+use crate::common::{random_grid, reference, rel_err, tolerance};
 use proptest::prelude::*;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use sparse_kernels::{
     gen, per_core_cache_bytes, CsrMatrix, DenseMut, DenseRef, LssmConfig, Par, SpmmPlan,
 };
@@ -28,37 +26,6 @@ fn product(
     plan.execute(a, b, DenseMut::contiguous(&mut c, a.nrows(), k), par)
         .unwrap();
     (c, plan.sweep())
-}
-
-/// A grid of `nx × ny × nz` points numbered x fastest, each coupled to the neighbours in
-/// `offsets` (a subset of the 27-point stencil's, the point itself always), random values.
-pub(crate) fn grid(
-    nx: usize,
-    ny: usize,
-    nz: usize,
-    offsets: &[(i64, i64, i64)],
-    seed: u64,
-) -> CsrMatrix<f64, u32> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let id = |x: i64, y: i64, z: i64| ((z * ny as i64 + y) * nx as i64 + x) as usize;
-    let mut t = Vec::new();
-    for z in 0..nz as i64 {
-        for y in 0..ny as i64 {
-            for x in 0..nx as i64 {
-                for &(dx, dy, dz) in offsets.iter().chain(&[(0, 0, 0)]) {
-                    let (u, v, w) = (x + dx, y + dy, z + dz);
-                    if (0..nx as i64).contains(&u)
-                        && (0..ny as i64).contains(&v)
-                        && (0..nz as i64).contains(&w)
-                    {
-                        t.push((id(x, y, z), id(u, v, w), rng.random_range(-1.0..1.0)));
-                    }
-                }
-            }
-        }
-    }
-    let n = nx * ny * nz;
-    CsrMatrix::from_triplets(n, n, &t).unwrap()
 }
 
 #[test]
@@ -125,11 +92,7 @@ proptest! {
         seed in any::<u64>(), width in 1usize..300,
         k in prop_oneof![Just(1usize), Just(5usize), Just(64usize)],
     ) {
-        let offsets: Vec<(i64, i64, i64)> = (0..27)
-            .filter(|bit| mask >> bit & 1 == 1)
-            .map(|i| (i % 3 - 1, i / 3 % 3 - 1, i / 9 - 1))
-            .collect();
-        let a = grid(nx, ny, nz, &offsets, seed);
+        let a = random_grid(nx, ny, nz, mask, seed);
         let b = gen::dense::<f64>(a.ncols(), k, seed ^ 3);
         let expected = reference(&a, DenseRef::contiguous(&b, a.ncols(), k));
         let (rows, _) = product(&a, &b, k, Some(0), Par::Threads(2));
