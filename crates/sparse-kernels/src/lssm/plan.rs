@@ -161,16 +161,21 @@ pub fn last_level_cache_bytes() -> usize {
 }
 
 /// The size of the largest CPU cache that one core has to itself (bytes): on Linux the largest
-/// `/sys/devices/system/cpu/cpu0/cache/index*` whose `shared_cpu_list` is one CPU (the L2 on
-/// most x86 CPUs), else 1 MiB. Read once.
+/// data or unified `/sys/devices/system/cpu/cpu0/cache/index*` shared by no other core (its
+/// `shared_cpu_list` is one CPU or cpu0's hardware threads, `topology/thread_siblings_list`:
+/// the L2 on most x86 CPUs), else 1 MiB. Read once.
 pub fn per_core_cache_bytes() -> usize {
     static CACHE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CACHE.get_or_init(|| {
+        let cpu = "/sys/devices/system/cpu/cpu0";
+        let siblings = std::fs::read_to_string(format!("{cpu}/topology/thread_siblings_list"));
+        let siblings = siblings.as_deref().map(str::trim).unwrap_or("0");
         (0..8)
             .filter_map(|i| {
-                let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+                let dir = format!("{cpu}/cache/index{i}");
                 let shared = std::fs::read_to_string(format!("{dir}/shared_cpu_list")).ok()?;
-                let own = shared.trim().parse::<usize>().is_ok();
+                let shared = shared.trim();
+                let own = shared == siblings || shared.parse::<usize>().is_ok();
                 let kind = std::fs::read_to_string(format!("{dir}/type")).ok()?;
                 let size = parse_cache_size(&std::fs::read_to_string(format!("{dir}/size")).ok()?)?;
                 (own && kind.trim() != "Instruction").then_some(size)
