@@ -127,8 +127,9 @@ pub struct LssmConfig {
     /// sweep where three planes of B already fit them or the grid has fewer than three planes;
     /// `Some(0)`: no sweep; `Some(w)`: bands of `w` rows wherever the matrix has a period. The
     /// order does not change the result. On the AMD EPYC VM, `stencil27:64` at K = 64 `f64`
-    /// (bands of 512 rows): 1.09–1.11× the row order, paired (benches/README.md, sparse,
-    /// "Sweeps").
+    /// (bands of 512 rows): 1.18–1.19× the row order, paired, and 1.25× at K = 128 (with the
+    /// shift pairs and the wide streaming stores; 1.07–1.11× before them: benches/README.md,
+    /// sparse, "Sweeps").
     pub sweep_rows: Option<usize>,
     /// Compute a row and the next together where the next is the row shifted by one column
     /// (the neighbouring points of a grid line, the rows of a banded matrix): one load of a row
