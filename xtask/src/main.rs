@@ -4,7 +4,8 @@
 //!   CLI's `plan` subcommand in release mode and runs `pardis plan` on its built-in defaults (the
 //!   main job).
 //! - `cargo xtask test`: everything CI runs, cheapest first: fmt, clippy, tests, selective-build
-//!   checks of the umbrella crate and of the demo's CLI, 50 s of parser fuzzing under a memory
+//!   checks of the umbrella crate and of the demo's CLI, a check that the SpMM micro-kernel
+//!   runs on full-width SIMD registers, 50 s of parser fuzzing under a memory
 //!   cap, packaging of the published crates, docs. Prints the wall time of each step.
 //! - `cargo xtask deps`: only installs missing system packages.
 
@@ -449,6 +450,7 @@ fn test() -> Result<(), String> {
         eprintln!("sparse-only umbrella is free of {}", HEAVY.join(", "));
         Ok(())
     })?;
+    step("codegen", &mut codegen_check)?;
     step("fuzz", &mut || {
         // Every parser, 50 s in all, under a 4 GiB address-space cap so that an allocation
         // sized by a file's header aborts the run (see fuzz/README.md).
@@ -489,9 +491,95 @@ fn test() -> Result<(), String> {
     Ok(())
 }
 
+/// The SpMM micro-kernel must run on full-width registers: a release build of
+/// `sparse-kernels`' `lssm_variants` example, disassembled, must have its packed multiply-adds on
+/// `ymm`/`zmm` registers, with at most [`MAX_XMM_FMAS`] on 16-byte `xmm` ones (the narrowest
+/// tails). The tiles once ran on `xmm` registers for a day unnoticed (16-byte streaming stores
+/// made LLVM pick 16-byte vectors; benches/README.md, sparse, "Streaming stores as wide as the
+/// registers"): several hundred `xmm` multiply-adds. x86-64 only; skipped without `objdump`.
+fn codegen_check() -> Result<(), String> {
+    if !cfg!(target_arch = "x86_64") {
+        eprintln!("skipped: not an x86-64 machine");
+        return Ok(());
+    }
+    if Command::new("objdump").arg("--version").output().is_err() {
+        eprintln!("skipped: no objdump (binutils)");
+        return Ok(());
+    }
+    run(
+        "cargo",
+        &[
+            "build",
+            "--release",
+            "-p",
+            "sparse-kernels",
+            "--example",
+            "lssm_variants",
+        ],
+        &[],
+    )?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let bin = target.join("release/examples/lssm_variants");
+    let bin = bin.to_str().ok_or("the target directory is not UTF-8")?;
+    let (xmm, wide) = packed_fmas(&capture("objdump", &["-d", "--no-show-raw-insn", bin])?);
+    eprintln!("packed multiply-adds: {wide} on ymm/zmm, {xmm} on xmm");
+    if xmm > MAX_XMM_FMAS || wide < MIN_WIDE_FMAS {
+        return Err(format!(
+            "the SpMM micro-kernel is not on full-width registers ({xmm} packed multiply-adds on \
+             xmm, {wide} on ymm/zmm): check it with `perf annotate` (benches/README.md, sparse)"
+        ));
+    }
+    Ok(())
+}
+
+/// Most packed multiply-adds on `xmm` registers the micro-kernel build may have (12 at
+/// 4f8d9ae: `RowPairs`' two-column tail tile; several hundred with the half-width tiles).
+const MAX_XMM_FMAS: usize = 64;
+
+/// Fewest packed multiply-adds on `ymm`/`zmm` registers it must have (about 1000 at 4f8d9ae).
+const MIN_WIDE_FMAS: usize = 200;
+
+/// Packed fused multiply-adds (`vfmadd…ps`/`pd`) in an `objdump -d` listing: on `xmm`
+/// registers, and on `ymm` or `zmm` ones.
+fn packed_fmas(listing: &str) -> (usize, usize) {
+    let (mut xmm, mut wide) = (0, 0);
+    for line in listing.lines() {
+        let mut words = line
+            .split_whitespace()
+            .skip_while(|w| !w.starts_with("vfmadd"));
+        let (Some(op), Some(args)) = (words.next(), words.next()) else {
+            continue;
+        };
+        if !(op.ends_with("pd") || op.ends_with("ps")) {
+            continue;
+        }
+        if args.contains("%zmm") || args.contains("%ymm") {
+            wide += 1;
+        } else if args.contains("%xmm") {
+            xmm += 1;
+        }
+    }
+    (xmm, wide)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{dir_has_libclang, is_libclang_name};
+    use super::{dir_has_libclang, is_libclang_name, packed_fmas};
+
+    #[test]
+    fn packed_multiply_adds_are_counted_by_register_width() {
+        let listing = "\
+   5e194:\tvfmadd231pd 0x20(%rcx,%rdi,8),%ymm8,%ymm7
+   5e19b:\tvfmadd231pd %zmm1,%zmm2,%zmm3
+   62228:\tvfmadd231pd 0x10(%rcx,%r9,8),%xmm0,%xmm15
+   6222e:\tvfmadd231sd %xmm1,%xmm2,%xmm3
+   62230:\tvmovapd %xmm2,0x60(%rsp)
+   62238:\tvfmadd213ps (%rax),%ymm1,%ymm2
+";
+        assert_eq!(packed_fmas(listing), (1, 3));
+    }
 
     #[test]
     fn libclang_names_bindgen_loads() {
