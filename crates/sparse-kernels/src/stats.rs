@@ -101,12 +101,12 @@ impl RowStats {
     }
 }
 
-/// Up to about `most` rows of `0..rows`, one in each of `most` equal strides, at a different
-/// offset in each (a fixed hash of the stride's number), so that a sample of a matrix with a
-/// period (the grid lines of a stencil: 64 rows, and a stride of 64 rows) is not always the
-/// same point of the period. Deterministic; every row when `rows <= most`.
+/// At most `most` rows of `0..rows`, one in each stride of `⌈rows / most⌉` rows, at a
+/// different offset in each (a fixed hash of the stride's number), so that a sample of a matrix
+/// with a period (the grid lines of a stencil: 64 rows, and a stride of 64 rows) is not always
+/// the same point of the period. Deterministic; every row when `rows <= most`.
 pub(crate) fn sampled_rows(rows: usize, most: usize) -> impl Iterator<Item = usize> {
-    let step = (rows / most.max(1)).max(1);
+    let step = rows.div_ceil(most.max(1)).max(1);
     (0..rows.div_ceil(step)).filter_map(move |i| {
         let jitter = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
         let r = i * step + (jitter as usize) % step;
@@ -137,5 +137,6 @@ mod sample_tests {
             offsets.len()
         );
         assert_eq!(sampled_rows(0, 4096).count(), 0);
+        assert!(sampled_rows(8191, 4096).count() <= 4096);
     }
 }

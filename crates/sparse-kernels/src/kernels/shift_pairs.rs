@@ -28,10 +28,10 @@ pub(super) fn is_shift<I: SpIndex>(c1: &[I], c2: &[I]) -> bool {
             .fold(true, |ok, (x, y)| ok & (y.idx() == x.idx().wrapping_add(1)))
 }
 
-/// What shift pairs a matrix offers, from up to 4096 rows `r` spread over it (`sampled_rows`): how many
-/// were sampled, how many are followed by their shift (row `r + 1` is row `r` shifted by one
-/// column, [`is_shift`]), and those rows' entries and runs of consecutive columns (a pair loads
-/// `entries + runs` rows of B for `2 · entries` multiply-adds).
+/// What shift pairs a matrix offers, from up to 4096 rows `r` spread over it (`sampled_rows`):
+/// how many were sampled, how many are followed by their shift (row `r + 1` is row `r` shifted
+/// by one column, [`is_shift`]), and those rows' entries and runs of consecutive columns (a
+/// pair loads `entries + runs` rows of B for `2 · entries` multiply-adds).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct ShiftPairs {
     pub(crate) sampled: usize,
@@ -77,9 +77,9 @@ impl ShiftPairs {
 /// One tile of `N` columns at `k0` of a shift pair: `out1 = Σ_e v1_e · B[c_e]` and
 /// `out2 = Σ_e v2_e · B[c_e + 1]` over row `r`'s columns `cols`, each sum from zero in entry
 /// order, as [`super::micro`]'s `tile` takes it. Row `r`'s entries are taken in runs of
-/// consecutive columns `c, c + 1, …, c + l − 1`: rows `c + 1 … c + l − 1` of B serve both rows
-/// (row `r`'s entry and row `r + 1`'s entry before it), `c` only row `r` and `c + l` only row
-/// `r + 1` — `l + 1` loads for `2 l` multiply-adds.
+/// consecutive columns `c, c + 1, …, c + l − 1`: rows `c + 1 … c + l − 1` of B serve both
+/// rows (row `r`'s entry and row `r + 1`'s entry before it), `c` only row `r` and `c + l` only
+/// row `r + 1` — `l + 1` loads for `2 l` multiply-adds.
 ///
 /// # Safety
 /// `cols` is not empty; every `c` in `cols` and `c + 1` are rows of `b` (see [`Dense`]);

@@ -4,36 +4,36 @@
 //! Short-Row Merging Approach for parallel SpMM", ICA3PP 2024 — written for the PEZY-SC3s MIMD
 //! processor and adapted here to multicore CPUs:
 //!
-//! * **Symbolic phase** ([`SpmmPlan::new`]): profile the rows ([`RowStats`]), pick a block
-//!   size (nonzeros per task) from the profile and K, classify rows against it. Runs of
-//!   consecutive *short* rows are merged into one task of about `block` nonzeros. *Long* rows
-//!   (more than `block` nonzeros) are split into segments of about `block` nonzeros; with
-//!   sorted columns, groups of [`LssmConfig::long_row_group`] long rows are cut at common column
-//!   boundaries and each task takes one column range of every row of its group, so the rows of
-//!   B in that range are read from memory once for the whole group (a CPU adaptation: the
-//!   paper's PEZY-SC3s has no shared cache to exploit). The task list, the scratch size (one
-//!   K-vector per extra segment) and the memory policies of the micro-kernel (prefetching B,
-//!   streaming stores to C, shift pairs: a row and the next shifted by one column computed
-//!   together, one load of B for both where the columns run on) are fixed here. Tasks are grouped into *units* by position: a
-//!   long-row task whose columns are `c..d` (scaled to the rows) goes with the runs of short
-//!   rows `c..d` (at most four blocks of them), first the rows, then the long-row task, so
-//!   that in matrices with a structured diagonal (arrow, banded, meshes) one worker reads
-//!   those rows of B from memory once, for the short rows, and again from its own cache for
-//!   the long rows (arrow matrices read B once). A grid-like matrix without long rows (rows
-//!   reading the rows of B near their own and one period, a plane of the grid, before and
-//!   after) whose three planes of B do not fit the cache is *swept* instead: each plane is cut
-//!   into bands of whole grid lines, and a unit takes one band through consecutive planes, so
-//!   that the rows of B a step reads were read by the steps just before ([`SpmmPlan::sweep`]).
+//! * **Symbolic phase** ([`SpmmPlan::new`]): profile the rows ([`RowStats`]), pick a block size
+//!   (nonzeros per task) from the profile and K, classify rows against it. Runs of consecutive
+//!   *short* rows are merged into one task of about `block` nonzeros. *Long* rows (more than
+//!   `block` nonzeros) are split into segments of about `block` nonzeros; with sorted columns,
+//!   groups of [`LssmConfig::long_row_group`] long rows are cut at common column boundaries and
+//!   each task takes one column range of every row of its group, so the rows of B in that range are
+//!   read from memory once for the whole group (a CPU adaptation: the paper's PEZY-SC3s has no
+//!   shared cache to exploit). The task list, the scratch size (one K-vector per extra segment) and
+//!   the memory policies of the micro-kernel (prefetching B, streaming stores to C, shift pairs: a
+//!   row and the next shifted by one column computed together, one load of B for both where the
+//!   columns run on) are fixed here. Tasks are grouped into *units* by position: a long-row task
+//!   whose columns are `c..d` (scaled to the rows) goes with the runs of short rows `c..d` (at most
+//!   four blocks of them), first the rows, then the long-row task, so that in matrices with a
+//!   structured diagonal (arrow, banded, meshes) one worker reads those rows of B from memory once,
+//!   for the short rows, and again from its own cache for the long rows (arrow matrices read B
+//!   once). A grid-like matrix without long rows (rows reading the rows of B near their own and one
+//!   period, a plane of the grid, before and after) whose three planes of B do not fit the cache is
+//!   *swept* instead: each plane is cut into bands of whole grid lines, and a unit takes one band
+//!   through consecutive planes, so that the rows of B a step reads were read by the steps just
+//!   before ([`SpmmPlan::sweep`]).
 //! * **Numeric phase** ([`SpmmPlan::execute`]): workers take units through one shared atomic
-//!   counter (the paper's "atomic cache"), so a worker that finishes early takes the next unit
-//!   at once; a matrix without long rows or a sweep falls back to the row-parallel schedule
-//!   (rayon's adaptive splitting of the rows, in chunks of a few rows). Each task walks its
-//!   rows with the register-tiled SIMD micro-kernel (the paper's "local memory" tile of C). A long row's first segment writes the row of C; the
-//!   others write scratch vectors that are added to it afterwards, always in segment order —
-//!   the result is bit-identical across runs and thread counts. With
-//!   [`LssmConfig::k_panel`] (off by default) the numeric phase runs once per panel of
-//!   columns of B and C, each panel of B packed into a contiguous line-aligned buffer, so that
-//!   the rows a pass gathers can stay in the last-level cache; same bits as without.
+//!   counter (the paper's "atomic cache"), so a worker that finishes early takes the next unit at
+//!   once; a matrix without long rows or a sweep falls back to the row-parallel schedule (rayon's
+//!   adaptive splitting of the rows, in chunks of a few rows). Each task walks its rows with the
+//!   register-tiled SIMD micro-kernel (the paper's "local memory" tile of C). A long row's first
+//!   segment writes the row of C; the others write scratch vectors that are added to it afterwards,
+//!   always in segment order — the result is bit-identical across runs and thread counts. With
+//!   [`LssmConfig::k_panel`] (off by default) the numeric phase runs once per panel of columns of B
+//!   and C, each panel of B packed into a contiguous line-aligned buffer, so that the rows a pass
+//!   gathers can stay in the last-level cache; same bits as without.
 //!
 //! The plan depends only on the sparsity pattern and K, so GNN-style workloads that multiply the
 //! same A by many B build it once.

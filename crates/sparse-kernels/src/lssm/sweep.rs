@@ -89,10 +89,9 @@ fn clusters<T: Scalar, I: SpIndex>(
 /// that leaves at least one (a band that cuts lines reads more of them: `stencil27:64` ran
 /// 1.06× the natural order in bands of 552 rows, 1.11× in bands of 512); `None` where a sweep
 /// would leave too few bands of planes for [`SWEEP_UNITS`] units of [`MIN_UNIT_PLANES`] planes
-/// (load balance), or has nothing
-/// to gain: the natural order's window (two periods and the reach on each side) already fits
-/// the cache, the matrix has fewer than three periods, or a band would be narrower than the
-/// reach (the halo would dominate).
+/// (load balance), or has nothing to gain: the natural order's window (two periods and the
+/// reach on each side) already fits the cache, the matrix has fewer than three periods, or a
+/// band would be narrower than the reach (the halo would dominate).
 pub(crate) fn band_rows(
     rows: usize,
     stride: Stride,
