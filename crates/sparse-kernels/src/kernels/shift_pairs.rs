@@ -79,14 +79,18 @@ impl ShiftPairs {
 /// order, as [`super::micro`]'s `tile` takes it. Row `r`'s entries are taken in runs of
 /// consecutive columns `c, c + 1, …, c + l − 1`: rows `c + 1 … c + l − 1` of B serve both
 /// rows (row `r`'s entry and row `r + 1`'s entry before it), `c` only row `r` and `c + l` only
-/// row `r + 1` — `l + 1` loads for `2 l` multiply-adds.
+/// row `r + 1` — `l + 1` loads for `2 l` multiply-adds. The runs come from `starts`
+/// ([`run_starts`]), found once for all the tiles of the pair.
 ///
 /// # Safety
 /// `cols` is not empty; every `c` in `cols` and `c + 1` are rows of `b` (see [`Dense`]);
-/// `k0 + N <= outs.0.len() == outs.1.len() <= b.ld`; `v1`, `v2` have `cols.len()` entries.
+/// `k0 + N <= outs.0.len() == outs.1.len() <= b.ld`; `v1`, `v2` have `cols.len()` entries;
+/// `starts == run_starts(cols)`.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 unsafe fn pair_tile<T: Scalar, I: SpIndex, const N: usize>(
     cols: &[I],
+    starts: u64,
     v1: &[T],
     v2: &[T],
     b: Dense<'_, T>,
@@ -97,20 +101,24 @@ unsafe fn pair_tile<T: Scalar, I: SpIndex, const N: usize>(
     let n = cols.len();
     let mut acc1 = [T::ZERO; N];
     let mut acc2 = [T::ZERO; N];
-    let mut e = 0;
-    while e < n {
-        // SAFETY: every index into `cols`, `v1`, `v2` below is below `n == v1.len() ==
-        // v2.len()` (caller), and every row of B read is a column of row `r` or that plus one
-        // (caller's contract), so `c * ld + k0 + N <= data.len()` as in `tile`; `[T; N]` has
-        // the alignment of `T`.
+    // The runs: entries `e..end` between one set bit of `starts` and the next (or `n`).
+    let mut rest = starts;
+    while rest != 0 {
+        let e = rest.trailing_zeros() as usize;
+        rest &= rest - 1;
+        let end = match rest {
+            0 => n,
+            more => more.trailing_zeros() as usize,
+        };
+        let l = end - e;
+        // SAFETY: `e < end <= n`, so every index into `cols`, `v1`, `v2` below is below
+        // `n == v1.len() == v2.len()` (caller); within a run the columns are consecutive
+        // (`run_starts`), so every row of B read is a column of row `r` or the last one's plus
+        // one (caller's contract), and `c * ld + k0 + N <= data.len()` as in `tile`; `[T; N]`
+        // has the alignment of `T`.
         unsafe {
-            let col = |i: usize| cols.get_unchecked(i).idx();
             let brow = |c: usize| &*b.data.as_ptr().add(c * b.ld + k0).cast::<[T; N]>();
-            let c = col(e);
-            let mut l = 1;
-            while e + l < n && col(e + l) == c + l {
-                l += 1;
-            }
+            let c = cols.get_unchecked(e).idx();
             let x = brow(c);
             let v = *v1.get_unchecked(e);
             for j in 0..N {
@@ -132,11 +140,23 @@ unsafe fn pair_tile<T: Scalar, I: SpIndex, const N: usize>(
             for j in 0..N {
                 acc2[j] = madd(store.fma, u, x[j], acc2[j]);
             }
-            e += l;
         }
     }
     store_tile(outs.0, k0, acc1, store);
     store_tile(outs.1, k0, acc2, store);
+}
+
+/// The entries of `cols` (at most 64) that start a run of consecutive columns, as bits: entry
+/// 0 and every `e` whose column is not the one before plus one.
+#[inline(always)]
+fn run_starts<I: SpIndex>(cols: &[I]) -> u64 {
+    debug_assert!(cols.len() <= 64);
+    cols.windows(2)
+        .enumerate()
+        .take(63)
+        .fold(1, |starts, (e, w)| {
+            starts | (u64::from(w[1].idx() != w[0].idx().wrapping_add(1)) << (e + 1))
+        })
 }
 
 /// `out[k0..k0 + N] = acc`, streamed or not as `store` says.
@@ -173,7 +193,8 @@ pub(super) fn pair_width<T: Scalar, const WIDE: bool>() -> usize {
 /// A shift pair over all of K in tiles of [`pair_width`] columns.
 ///
 /// # Safety
-/// As [`pair_tile`], with `out1.len()` a multiple of [`pair_width`]`::<T, WIDE>()`.
+/// As [`pair_tile`], with `out1.len()` a multiple of [`pair_width`]`::<T, WIDE>()`. Panics with
+/// more than 64 entries in `cols`.
 #[inline(always)]
 pub(super) unsafe fn pair_tiles<T: Scalar, I: SpIndex, const WIDE: bool>(
     cols: &[I],
@@ -186,15 +207,18 @@ pub(super) unsafe fn pair_tiles<T: Scalar, I: SpIndex, const WIDE: bool>(
 ) {
     let k = out1.len();
     let width = pair_width::<T, WIDE>();
+    // The runs' bits hold 64 entries (the micro-kernel pairs rows of at most one group).
+    assert!(cols.len() <= 64, "a shift pair of more than 64 entries");
+    let starts = run_starts(cols);
     let mut k0 = 0;
     while k0 + width <= k {
         let outs = (&mut *out1, &mut *out2);
         // SAFETY: caller's contract, `k0 + width <= k`.
         unsafe {
             match width {
-                16 => pair_tile::<T, I, 16>(cols, v1, v2, b, k0, outs, store),
-                32 => pair_tile::<T, I, 32>(cols, v1, v2, b, k0, outs, store),
-                _ => pair_tile::<T, I, 64>(cols, v1, v2, b, k0, outs, store),
+                16 => pair_tile::<T, I, 16>(cols, starts, v1, v2, b, k0, outs, store),
+                32 => pair_tile::<T, I, 32>(cols, starts, v1, v2, b, k0, outs, store),
+                _ => pair_tile::<T, I, 64>(cols, starts, v1, v2, b, k0, outs, store),
             }
         }
         k0 += width;
@@ -244,6 +268,18 @@ mod tests {
         assert!(!graph.pay());
         // A 5-point stencil: runs of 1, 3 and 1 (a fifth of the loads saved, short rows).
         assert!(!ShiftPairs::of(&gen::stencil_2d_5pt::<f64, u32>(30, 30)).pay());
+    }
+
+    #[test]
+    fn runs_start_where_columns_jump() {
+        assert_eq!(run_starts::<u32>(&[3, 4, 5, 9, 10, 20]), 0b101001);
+        assert_eq!(run_starts::<u32>(&[7]), 1);
+        // Descending or repeated columns start runs too.
+        assert_eq!(run_starts::<u32>(&[5, 4, 4, 5]), 0b0111);
+        // 64 entries, one run but for the last entry.
+        let mut cols: Vec<u32> = (100..164).collect();
+        cols[63] = 500;
+        assert_eq!(run_starts(&cols), 1 | 1 << 63);
     }
 
     /// A matrix of `n` rows of which about `shifted` in 4 repeat the row before shifted by one
