@@ -1,5 +1,5 @@
 //! Sparse matrix generators: stencils, R-MAT/Kronecker power-law graphs, uniform random,
-//! arrow and banded matrices. Every generator is deterministic for a given seed.
+//! arrow, banded and striped matrices. Every generator is deterministic for a given seed.
 //!
 //! R-MAT edges come from the shared `sparse_formats::rmat` generator, the same edge list the
 //! graph kernels build their Kronecker graphs from.
@@ -198,6 +198,37 @@ pub fn banded<T: Scalar, I: SpIndex>(n: usize, half_width: usize, seed: u64) -> 
     build(n, n, &t)
 }
 
+/// An `n × n` matrix with the columns of a 27-point stencil's rows without its grid: every row
+/// `i` has 9 runs of 3 consecutive columns, the runs' first columns `spacing` apart and centred
+/// on the diagonal (columns `i + (r − 4) · spacing − 1 + j`, `r < 9`, `j < 3`, those within
+/// `0..n`). With `spacing` the length of a grid line it has the shift pairs and the runs of a
+/// stencil's rows in one plane; varying it moves the rows of B a row reads apart without
+/// changing anything else (benches/README.md, sparse, "Why the stencil is slower than its
+/// twin"). `spacing` is clamped to `3..=max(n, 3)` (3: one run of 27, the band of
+/// half-width 13).
+pub fn striped<T: Scalar, I: SpIndex>(n: usize, spacing: usize, seed: u64) -> CsrMatrix<T, I> {
+    let spacing = spacing.clamp(3, n.max(3));
+    let mut t = Vec::with_capacity(n * 27);
+    for i in 0..n {
+        for r in 0..9 {
+            for j in 0..3 {
+                // Column i + (r − 4) · spacing − 1 + j, skipped outside 0..n.
+                let Some(c) = (i + r * spacing + j).checked_sub(4 * spacing + 1) else {
+                    continue;
+                };
+                if c < n {
+                    t.push((
+                        i,
+                        c,
+                        T::from_f64(unit_hash(seed, (i * 27 + r * 3 + j) as u64)),
+                    ));
+                }
+            }
+        }
+    }
+    build(n, n, &t)
+}
+
 /// A dense row-major `rows × cols` matrix with deterministic entries in `[-1, 1)`, starting on a
 /// cache line ([`AlignedVec`]: B 16 bytes past a line, where the allocator puts a large `Vec`,
 /// costs the kernels 11–21 %; see `examples/b_alignment.rs`). `.to_vec()` gives a `Vec`.
@@ -210,7 +241,8 @@ pub fn dense<T: Scalar>(rows: usize, cols: usize, seed: u64) -> AlignedVec<T> {
 }
 
 /// Parses a generator spec used by the CLI and benches: `kron:SCALE`, `rmat:SCALE:EDGE_FACTOR`,
-/// `stencil27:N`, `stencil5:NX`, `uniform:ROWS:PER_ROW`, `arrow:N:DENSE`, `banded:N:HALF_WIDTH`.
+/// `stencil27:N`, `stencil5:NX`, `uniform:ROWS:PER_ROW`, `arrow:N:DENSE`, `banded:N:HALF_WIDTH`,
+/// `striped:N:SPACING`.
 ///
 /// Sizes are checked before anything is allocated: the rows and the entries generated (before
 /// duplicates merge) must fit the index type `I` and stay below [`MAX_GENERATED_NNZ`]; the
@@ -318,9 +350,18 @@ pub fn from_spec<T: Scalar, I: SpIndex>(spec: &str, seed: u64) -> crate::Result<
             check(w(n), w(n).saturating_mul(2 * w(half) + 1))?;
             banded(n, half, seed)
         }
+        "striped" => {
+            let (n, spacing) = (arg(0, Some(1 << 16))?, arg(1, Some(64))?);
+            if spacing < 3 || spacing > n.max(3) {
+                return Err(bad("the spacing of the runs must be 3 to N"));
+            }
+            check(w(n), w(n).saturating_mul(27))?;
+            striped(n, spacing, seed)
+        }
         _ => {
             return Err(bad(
-                "unknown generator (kron, rmat, stencil27, stencil5, uniform, arrow, banded)",
+                "unknown generator (kron, rmat, stencil27, stencil5, uniform, arrow, banded, \
+                 striped)",
             ))
         }
     })

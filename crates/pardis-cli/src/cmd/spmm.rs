@@ -18,7 +18,7 @@ pub(crate) struct Args {
     #[arg(long, conflicts_with = "gen", required_unless_present = "gen")]
     matrix: Option<PathBuf>,
     /// Generated matrix: kron:SCALE, rmat:SCALE:EF, stencil27:N, stencil5:N, uniform:ROWS:PER_ROW,
-    /// arrow:N:DENSE, banded:N:HALF_WIDTH.
+    /// arrow:N:DENSE, banded:N:HALF_WIDTH, striped:N:SPACING.
     #[arg(long)]
     gen: Option<String>,
     /// Number of columns of B and C, 1 to 65536.

@@ -103,6 +103,26 @@ fn row_statistics_classify_the_generators() {
 }
 
 #[test]
+fn striped_rows_are_nine_runs_of_three() {
+    let a = gen::from_spec::<f64, u32>("striped:1000:17", 1).unwrap();
+    let cols = |i: usize| a.indices()[a.row_range(i)].to_vec();
+    // An interior row: runs at i − 69, i − 52, …, i + 67, each of three columns.
+    let expected: Vec<u32> = (0..9)
+        .flat_map(|r| (0..3).map(move |j| 500 + r * 17 + j - 69))
+        .collect();
+    assert_eq!(cols(500), expected);
+    // Rows near the ends keep the columns within the matrix; row 0 has the last five runs but
+    // the first column of the fifth (column −1).
+    assert_eq!(cols(0).len(), 14);
+    assert_eq!(a.row_nnz(999), 14);
+    // Spacing 3: the band of half-width 13.
+    let band = gen::banded::<f64, u32>(200, 13, 1);
+    let striped = gen::striped::<f64, u32>(200, 3, 1);
+    assert_eq!(band.offsets(), striped.offsets());
+    assert_eq!(band.indices(), striped.indices());
+}
+
+#[test]
 fn generator_specs_parse_and_reject() {
     let m = gen::from_spec::<f32, u32>("kron:6", 1).unwrap();
     assert_eq!(m.nrows(), 64);
@@ -125,6 +145,7 @@ fn generator_specs_parse_and_reject() {
         "rmat:26:1000000",
         "uniform:4294967296:1",
         "banded:100000000:100",
+        "striped:200000000:64",
         "arrow:18446744073709551615:2",
     ] {
         let e = gen::from_spec::<f32, u32>(spec, 1).unwrap_err();
@@ -132,6 +153,9 @@ fn generator_specs_parse_and_reject() {
             matches!(e, SparseError::InvalidInput(_)) && e.to_string().contains("would need"),
             "{spec}: {e}"
         );
+    }
+    for spec in ["striped:100:2", "striped:100:101"] {
+        assert!(gen::from_spec::<f32, u32>(spec, 1).is_err(), "{spec}");
     }
     // usize indices: the 2^40-entry bound still applies.
     assert!(gen::from_spec::<f32, usize>("stencil27:100000", 1).is_err());
