@@ -25,8 +25,8 @@
 
 use rayon::prelude::*;
 use sparse_kernels::{
-    gen, io, AlignedVec, CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, RowPairs, RowStats,
-    Scalar, SpmmPlan,
+    gen, io, AlignedVec, CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, PlanStep, RowPairs,
+    RowStats, Scalar, SpmmPlan,
 };
 use std::path::Path;
 use std::time::Instant;
@@ -234,11 +234,9 @@ fn random_gather_gbs() -> f64 {
 }
 
 /// Rows of B (of `row_bytes` each) read from memory when the nonzeros of `a` gather them
-/// through a 16-way set-associative LRU cache of `cache` bytes ([`common::RowCache`]), in the order of the LSSM plan
-/// (approximately): short rows in row order, and the nonzeros of the long rows (more than
-/// `block`) moved to the position of their column (scaled to rows), where the plan's
-/// column-aligned long-row tasks run, in one unit with the short rows that read the same rows
-/// of B.
+/// through a 16-way set-associative LRU cache of `cache` bytes ([`common::RowCache`]), in the
+/// order of the LSSM plan's steps ([`SpmmPlan::steps`]: its tasks in order — a sweep's bands
+/// plane after plane, the long rows' segments where their units run them —, or row order).
 /// Serial order: the 2 workers of the parallel run share the cache, so the real count is
 /// somewhat higher. This is the traffic of the row-wise gather when B does not fit in cache.
 ///
@@ -248,35 +246,23 @@ fn random_gather_gbs() -> f64 {
 /// random ones come at most at [`random_gather_gbs`].
 fn gather_miss_rows<T: Scalar>(
     a: &CsrMatrix<T, u32>,
-    block: usize,
+    plan: &SpmmPlan,
     row_bytes: usize,
     cache: usize,
 ) -> (u64, u64) {
     let mut cache = common::RowCache::new(cache, row_bytes);
     let (mut misses, mut random) = (0u64, 0u64);
-    let mut access = |c: u32| {
-        if cache.access(c) {
-            misses += 1;
-            random += u64::from(c == 0 || !cache.contains(c - 1));
-        }
-    };
-    let (m, n) = (a.nrows(), a.ncols().max(1));
-    // Long-row nonzeros by position; a column read by several long rows is read once there.
-    let mut at_row: Vec<Vec<u32>> = vec![Vec::new(); m];
-    for i in (0..m).filter(|&i| a.row_nnz(i) > block) {
-        for &c in a.row(i).0 {
-            at_row[(c as usize * m / n).min(m - 1)].push(c);
-        }
-    }
-    for (i, long) in at_row.iter_mut().enumerate() {
-        long.sort_unstable();
-        long.dedup();
-        for &c in long.iter() {
-            access(c);
-        }
-        if a.row_nnz(i) <= block {
-            for &c in a.row(i).0 {
-                access(c);
+    let cols = a.indices();
+    for step in plan.steps() {
+        let nz = match step {
+            PlanStep::Rows(rows) if rows.is_empty() => continue,
+            PlanStep::Rows(rows) => a.row_range(rows.start).start..a.row_range(rows.end - 1).end,
+            PlanStep::Segment { nz, .. } => nz,
+        };
+        for &c in &cols[nz] {
+            if cache.access(c) {
+                misses += 1;
+                random += u64::from(c == 0 || !cache.contains(c - 1));
             }
         }
     }
@@ -557,7 +543,7 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(
             times.push(mkl_vs_lssm(mkl, o, &a, &plan, &b, k));
         }
         let row_bytes = k * std::mem::size_of::<T>();
-        let (misses, random) = gather_miss_rows(&a, plan.block_nnz(), row_bytes, gather_cache);
+        let (misses, random) = gather_miss_rows(&a, &plan, row_bytes, gather_cache);
         times.push(format!(
             "\"b_miss_rows\": {misses}, \"b_random_miss_rows\": {random}, \"k_panel\": {panel}"
         ));

@@ -75,7 +75,8 @@ pub use kernels::{
     spmm_row_pairs, spmm_row_parallel, spmm_row_parallel_with, BaselineConfig, Kernel, RowPairs,
 };
 pub use lssm::{
-    last_level_cache_bytes, per_core_cache_bytes, spmm_lssm, BlockSizing, LssmConfig, SpmmPlan,
+    last_level_cache_bytes, per_core_cache_bytes, spmm_lssm, BlockSizing, LssmConfig, PlanStep,
+    SpmmPlan,
 };
 pub use par::Par;
 pub use scalar::{Scalar, SpIndex};

@@ -45,6 +45,7 @@ mod sweep;
 mod task;
 
 pub use plan::{last_level_cache_bytes, per_core_cache_bytes, BlockSizing, LssmConfig, SpmmPlan};
+pub use task::PlanStep;
 
 use crate::dense::{DenseMut, DenseRef};
 use crate::{CsrMatrix, Par, Result, Scalar, SpIndex};

@@ -2,7 +2,7 @@
 
 use super::split::{split_long_rows, units};
 use super::sweep::{band_rows, grid_stride, sweep_tasks};
-use super::task::{Segment, Task};
+use super::task::{PlanStep, Segment, Task};
 use crate::kernels::{micro, shift_pairs::ShiftPairs, SERIAL_WORK};
 use crate::stats::{sampled_rows, MatrixClass, RowStats};
 use crate::{CsrMatrix, Scalar, SpIndex};
@@ -538,5 +538,44 @@ impl SpmmPlan {
     /// Whether the numeric phase runs on the calling thread (too little work to split).
     pub fn is_serial(&self) -> bool {
         self.serial
+    }
+
+    /// The plan's work in the order one worker alone does it: its tasks in order (a unit is a
+    /// run of consecutive tasks, and a parallel run hands the units out to its workers in this
+    /// order), or all rows in order where the plan has neither long rows nor a sweep (and
+    /// splits the rows of C as [`crate::spmm_row_parallel`] does). For cache studies: the order in which
+    /// the rows of B are read (`examples/spmm_compare.rs` counts those an LRU cache misses).
+    ///
+    /// ```
+    /// use sparse_kernels::{gen, LssmConfig, PlanStep, SpmmPlan};
+    /// let a = gen::arrow::<f64, u32>(2000, 1, 1);
+    /// let plan = SpmmPlan::new(&a, 64, &LssmConfig::default());
+    /// // Every row of A exactly once, the long one in segments.
+    /// let mut nonzeros = 0;
+    /// for step in plan.steps() {
+    ///     nonzeros += match step {
+    ///         PlanStep::Rows(rows) => rows.map(|i| a.row_nnz(i)).sum::<usize>(),
+    ///         PlanStep::Segment { nz, .. } => nz.len(),
+    ///     };
+    /// }
+    /// assert_eq!(nonzeros, a.nnz());
+    /// ```
+    pub fn steps(&self) -> impl Iterator<Item = PlanStep> + '_ {
+        let in_row_order = self.segments.is_empty() && self.sweep.is_none();
+        let all_rows = in_row_order.then_some(PlanStep::Rows(0..self.shape.0));
+        let tasks = self.tasks.iter().filter(move |_| !in_row_order);
+        all_rows.into_iter().chain(tasks.flat_map(
+            move |task| -> Box<dyn Iterator<Item = PlanStep> + '_> {
+                match task {
+                    Task::Rows(rows) => Box::new(std::iter::once(PlanStep::Rows(rows.clone()))),
+                    Task::Segments(range) => Box::new(self.segments[range.clone()].iter().map(
+                        |s| PlanStep::Segment {
+                            row: self.long_rows[s.long].0,
+                            nz: s.nz.clone(),
+                        },
+                    )),
+                }
+            },
+        ))
     }
 }

@@ -24,3 +24,17 @@ pub(crate) struct Segment {
     /// row of C itself.
     pub(crate) slot: Option<usize>,
 }
+
+/// One piece of a plan's work, as [`crate::SpmmPlan::steps`] lists them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanStep {
+    /// Whole rows `start..end` of A (and of C).
+    Rows(Range<usize>),
+    /// Nonzeros `nz` (positions in A's index and value arrays) of the long row `row`.
+    Segment {
+        /// The row of A.
+        row: usize,
+        /// Its nonzeros this step multiplies.
+        nz: Range<usize>,
+    },
+}

@@ -101,3 +101,46 @@ proptest! {
         prop_assert!(swept.iter().zip(&rows).all(|(x, y)| x.to_bits() == y.to_bits()));
     }
 }
+
+#[test]
+fn plan_steps_take_every_nonzero_once() {
+    use sparse_kernels::PlanStep;
+    let swept = LssmConfig {
+        sweep_rows: Some(30),
+        ..LssmConfig::default()
+    };
+    let cases = [
+        (gen::stencil_3d_27pt::<f64, u32>(12), swept),
+        (gen::arrow::<f64, u32>(30_000, 3, 1), LssmConfig::default()),
+        (gen::kronecker::<f64, u32>(10, 1), LssmConfig::default()),
+        (gen::banded::<f64, u32>(500, 4, 1), LssmConfig::default()),
+    ];
+    for (i, (a, config)) in cases.iter().enumerate() {
+        let plan = SpmmPlan::new(a, 64, config);
+        let mut taken = vec![0u8; a.nnz()];
+        let mut segments = 0;
+        for step in plan.steps() {
+            let nz = match step {
+                PlanStep::Rows(rows) => {
+                    a.row_range(rows.start).start..a.row_range(rows.end - 1).end
+                }
+                PlanStep::Segment { row, nz } => {
+                    segments += 1;
+                    assert!(a.row_range(row).contains(&nz.start) && nz.end <= a.row_range(row).end);
+                    nz
+                }
+            };
+            for t in &mut taken[nz] {
+                *t += 1;
+            }
+        }
+        assert!(taken.iter().all(|&t| t == 1), "{:?}", plan.sweep());
+        assert_eq!(segments, plan.num_segments());
+        assert!(i != 1 || segments > 3, "the arrow's dense rows are split");
+        if plan.sweep().is_some() {
+            // A sweep runs band 0 of every plane first: the second step is plane 1's band.
+            let second = plan.steps().nth(1);
+            assert_eq!(second, Some(PlanStep::Rows(144..174)));
+        }
+    }
+}
