@@ -1,5 +1,5 @@
-//! The numeric phase of LSSM: dynamic distribution of the units of tasks through an atomic
-//! counter (or, without long rows, the row-parallel schedule: rayon's adaptive splitting of the
+//! The numeric phase of LSSM: dynamic distribution of the units of tasks (a contiguous share
+//! per worker, then the back of the largest share left; or, without long rows, the row-parallel schedule: rayon's adaptive splitting of the
 //! rows of C), the deterministic combination of long-row partial sums, and optional K-panels
 //! (one pass over A per panel of columns of B and C, each panel of B packed into a contiguous
 //! buffer first).
@@ -11,8 +11,55 @@ use crate::kernels::{check_dims, micro};
 use crate::{AlignedVec, CsrMatrix, Par, Result, Scalar, SpIndex};
 use rayon::prelude::*;
 use std::ops::Range;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+
+/// The units of a parallel run, handed out to its workers: each worker starts on its own
+/// contiguous share of the units and runs it front to back, so that consecutive units — a
+/// sweep's bands of planes, runs of neighbouring rows — stay on one core with the rows of B they
+/// share (from one counter in order, as the paper's "atomic cache" hands them out, the workers
+/// took every other unit); a worker whose share is done takes units from the back of the share
+/// with the most left, so the load still balances. Which worker runs a unit never changes the
+/// result.
+struct Shares {
+    /// Per worker: what is left of its share.
+    left: Vec<Mutex<Range<usize>>>,
+}
+
+impl Shares {
+    fn new(units: usize, workers: usize) -> Self {
+        let workers = workers.max(1);
+        let left = (0..workers)
+            .map(|w| Mutex::new(units * w / workers..units * (w + 1) / workers))
+            .collect();
+        Self { left }
+    }
+
+    /// The next unit for worker `w`: the front of its own share, else the back of the largest
+    /// share left; `None` when every share is done.
+    fn next(&self, w: usize) -> Option<usize> {
+        fn lock(share: &Mutex<Range<usize>>) -> std::sync::MutexGuard<'_, Range<usize>> {
+            // No task runs under these locks, so a poisoned one still holds a valid range.
+            share.lock().unwrap_or_else(|e| e.into_inner())
+        }
+        if let Some(u) = lock(&self.left[w]).next() {
+            return Some(u);
+        }
+        loop {
+            let victim = self.left.iter().max_by_key(|share| lock(share).len())?;
+            let mut left = lock(victim);
+            if left.is_empty() {
+                // Every share was empty when measured, or this one emptied since: look again
+                // only if some other share still has units.
+                drop(left);
+                if self.left.iter().all(|share| lock(share).is_empty()) {
+                    return None;
+                }
+                continue;
+            }
+            return left.next_back();
+        }
+    }
+}
 
 /// Where a task writes: rows of C, or one K-vector per segment (a row of C or a scratch slot).
 enum Target<'c, T> {
@@ -170,16 +217,17 @@ impl SpmmPlan {
             let targets = self.targets(c.reborrow(), scratch);
             let cells: Vec<Mutex<Option<Target<'_, T>>>> =
                 targets.into_iter().map(|t| Mutex::new(Some(t))).collect();
-            let next = AtomicUsize::new(0);
             let workers = rayon::current_num_threads().clamp(1, self.units.len().max(1));
-            (0..workers).into_par_iter().for_each(|_| loop {
-                // The "atomic cache": one shared counter hands out the next unit.
-                let u = next.fetch_add(1, Ordering::Relaxed);
-                let Some(unit) = self.units.get(u) else { break };
-                for t in unit.clone() {
-                    let target = cells[t].lock().unwrap_or_else(|e| e.into_inner()).take();
-                    let target = target.expect("each task is taken once");
-                    self.run_task(a, b, &self.tasks[t], target);
+            let shares = Shares::new(self.units.len(), workers);
+            // Share `w` goes to the `w`-th job; a thread that runs two jobs in turn, or a
+            // job that starts late, still finds every unit in some share exactly once.
+            (0..workers).into_par_iter().for_each(|w| {
+                while let Some(unit) = shares.next(w).and_then(|u| self.units.get(u)) {
+                    for t in unit.clone() {
+                        let target = cells[t].lock().unwrap_or_else(|e| e.into_inner()).take();
+                        let target = target.expect("each task is taken once");
+                        self.run_task(a, b, &self.tasks[t], target);
+                    }
                 }
             });
         }
@@ -277,3 +325,52 @@ fn pack<'p, T: Scalar>(b: DenseRef<'_, T>, buf: &'p mut [T], parallel: bool) -> 
 
 /// Rows of B per parallel piece of [`pack`].
 const PACK_ROWS: usize = 4096;
+
+#[cfg(test)]
+mod tests {
+    use super::Shares;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[test]
+    fn shares_hand_out_every_unit_once() {
+        for units in [0, 1, 5, 64, 1000] {
+            for workers in 1..=6 {
+                let shares = Shares::new(units, workers);
+                let taken: Vec<AtomicU32> = (0..units).map(|_| AtomicU32::new(0)).collect();
+                std::thread::scope(|s| {
+                    for w in 0..workers {
+                        let (shares, taken) = (&shares, &taken);
+                        s.spawn(move || {
+                            while let Some(u) = shares.next(w) {
+                                taken[u].fetch_add(1, Ordering::Relaxed);
+                            }
+                        });
+                    }
+                });
+                assert!(
+                    taken.iter().all(|t| t.load(Ordering::Relaxed) == 1),
+                    "{units} units, {workers} workers"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_worker_runs_its_own_share_first_then_takes_from_the_back_of_the_largest() {
+        let shares = Shares::new(10, 2);
+        // Worker 0 owns 0..5, worker 1 owns 5..10.
+        assert_eq!(shares.next(1), Some(5));
+        assert_eq!(shares.next(1), Some(6));
+        assert_eq!(shares.next(0), Some(0));
+        for u in 7..10 {
+            assert_eq!(shares.next(1), Some(u));
+        }
+        // Worker 1's share is done: it takes worker 0's last units.
+        assert_eq!(shares.next(1), Some(4));
+        assert_eq!(shares.next(0), Some(1));
+        assert_eq!(shares.next(1), Some(3));
+        assert_eq!(shares.next(0), Some(2));
+        assert_eq!(shares.next(0), None);
+        assert_eq!(shares.next(1), None);
+    }
+}

@@ -24,10 +24,12 @@
 //!   *swept* instead: each plane is cut into bands of whole grid lines, and a unit takes one band
 //!   through consecutive planes, so that the rows of B a step reads were read by the steps just
 //!   before ([`SpmmPlan::sweep`]).
-//! * **Numeric phase** ([`SpmmPlan::execute`]): workers take units through one shared atomic
-//!   counter (the paper's "atomic cache"), so a worker that finishes early takes the next unit at
-//!   once; a matrix without long rows or a sweep falls back to the row-parallel schedule (rayon's
-//!   adaptive splitting of the rows, in chunks of a few rows). Each task walks its rows with the
+//! * **Numeric phase** ([`SpmmPlan::execute`]): each worker runs its own contiguous share of the
+//!   units, then takes units from the back of the largest share left, so a worker that finishes
+//!   early still takes work at once (the paper hands units out in order from one atomic counter,
+//!   its "atomic cache"; contiguous shares keep a sweep's bands on one core); a matrix without
+//!   long rows or a sweep falls back to the row-parallel schedule (rayon's adaptive splitting of
+//!   the rows, in chunks of a few rows). Each task walks its rows with the
 //!   register-tiled SIMD micro-kernel (the paper's "local memory" tile of C). A long row's first
 //!   segment writes the row of C; the others write scratch vectors that are added to it afterwards,
 //!   always in segment order — the result is bit-identical across runs and thread counts. With

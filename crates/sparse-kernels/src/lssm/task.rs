@@ -4,7 +4,7 @@
 use std::ops::Range;
 
 /// One piece of work; consecutive tasks are grouped into the units (`SpmmPlan::units`) that
-/// the atomic counter hands out.
+/// the workers take (`exec::Shares`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Task {
     /// A run of whole short rows `start..end` (merged).
