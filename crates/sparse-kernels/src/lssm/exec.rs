@@ -1,8 +1,8 @@
 //! The numeric phase of LSSM: dynamic distribution of the units of tasks (a contiguous share
-//! per worker, then the back of the largest share left; or, without long rows, the row-parallel schedule: rayon's adaptive splitting of the
-//! rows of C), the deterministic combination of long-row partial sums, and optional K-panels
-//! (one pass over A per panel of columns of B and C, each panel of B packed into a contiguous
-//! buffer first).
+//! per worker, then the back of the largest share left; or, without long rows, the
+//! row-parallel schedule: rayon's adaptive splitting of the rows of C), the deterministic
+//! combination of long-row partial sums, and optional K-panels (one pass over A per panel of
+//! columns of B and C, each panel of B packed into a contiguous buffer first).
 
 use super::plan::SpmmPlan;
 use super::task::Task;
@@ -28,9 +28,9 @@ struct Shares {
 impl Shares {
     fn new(units: usize, workers: usize) -> Self {
         let workers = workers.max(1);
-        let left = (0..workers)
-            .map(|w| Mutex::new(units * w / workers..units * (w + 1) / workers))
-            .collect();
+        // `units · w / workers` without overflow on any target.
+        let at = |w: usize| (units as u128 * w as u128 / workers as u128) as usize;
+        let left = (0..workers).map(|w| Mutex::new(at(w)..at(w + 1))).collect();
         Self { left }
     }
 

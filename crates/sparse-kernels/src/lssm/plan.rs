@@ -541,10 +541,11 @@ impl SpmmPlan {
     }
 
     /// The plan's work in the order one worker alone does it: its tasks in order (a unit is a
-    /// run of consecutive tasks, and a parallel run hands the units out to its workers in this
-    /// order), or all rows in order where the plan has neither long rows nor a sweep (and
-    /// splits the rows of C as [`crate::spmm_row_parallel`] does). For cache studies: the order in which
-    /// the rows of B are read (`examples/spmm_compare.rs` counts those an LRU cache misses).
+    /// run of consecutive tasks; a parallel run gives each worker a contiguous share of the
+    /// units, run in this order), or all rows in order where the plan has neither long rows
+    /// nor a sweep (and splits the rows of C as [`crate::spmm_row_parallel`] does). For cache
+    /// studies: the order in which the rows of B are read (`examples/spmm_compare.rs` counts
+    /// those an LRU cache misses).
     ///
     /// ```
     /// use sparse_kernels::{gen, LssmConfig, PlanStep, SpmmPlan};
