@@ -42,6 +42,12 @@ const MIN_SECONDS: f64 = 0.5;
 const MAX_ROUNDS: usize = 201;
 /// Untimed work before each block of the paired native-MKL comparison (see `mkl_vs_lssm`).
 const WARM_UP_SECONDS: f64 = 0.1;
+/// Idle time before each block of the native-MKL comparison and after its last: MKL's OpenMP
+/// threads keep spinning for `KMP_BLOCKTIME` (200 ms by default) after each call, and a block
+/// of LSSM that starts within that time shares the cores with them (on 2 vCPUs, a 0.043 ms
+/// LSSM run took 0.067 ms; with `KMP_BLOCKTIME=0`, 0.036 ms — but MKL itself then 1.5× slower,
+/// so MKL keeps its default, as its users run it, and the blocks wait it out).
+const SPIN_OFF: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// STREAM triad `a = b + s·c` over 3 × 64 MiB arrays, parallel; bytes moved / best time.
 fn stream_triad_gbs() -> f64 {
@@ -316,10 +322,12 @@ fn dump<T: Scalar>(dir: &Path, name: &str, a: &CsrMatrix<T, u32>) -> Result<Stri
 
 /// Native MKL against LSSM on one matrix and K: MKL's inspector (create + hint + optimize) is
 /// timed once per handle, outside the SpMM times; then three pairs of blocks, LSSM's block
-/// first in the first and third pair and MKL's in the second (each block after 0.1 s of
-/// untimed warm-up runs, each library at least reps/3 runs and 0.1 s per block), a 0.3 s pause
-/// after each pair so that MKL's OpenMP workers stop spinning (KMP_BLOCKTIME, 200 ms by
-/// default) before the next pair. Returns the JSON fields:
+/// first in the first and third pair and MKL's in the second (each block after a 0.3 s pause,
+/// `SPIN_OFF`, so that MKL's OpenMP workers have stopped spinning, and 0.1 s of untimed
+/// warm-up runs; each library at least reps/3 runs and 0.1 s per block; one more pause after
+/// the last block). Until 2026-12-07 the pause came only after each pair, so the first block
+/// (after MKL's inspector) and LSSM's block after MKL's ran beside MKL's spinning workers.
+/// Returns the JSON fields:
 /// medians of both, MKL's inspector time, MKL's largest deviation from LSSM's C (relative to
 /// max |C|), or the reason it was skipped.
 fn mkl_vs_lssm<T: Scalar>(
@@ -370,13 +378,15 @@ fn mkl_vs_lssm<T: Scalar>(
         // LSSM first in the first and last pair of blocks, MKL first in the middle one.
         let order = if block == 1 { [1, 0] } else { [0, 1] };
         for which in order {
+            // Neither library's block runs beside the other's spinning threads (`SPIN_OFF`).
+            std::thread::sleep(SPIN_OFF);
             let run = |c: &mut [T]| if which == 0 { lssm(c) } else { mkl_run(c) };
             let (c, times) = if which == 0 {
                 (&mut c_lssm, &mut t_lssm)
             } else {
                 (&mut c_mkl, &mut t_mkl)
             };
-            // Warm up for WARM_UP_SECONDS, untimed: after the pause below the vCPUs are idle,
+            // Warm up for WARM_UP_SECONDS, untimed: after the pause above the vCPUs are idle,
             // and on a VM the first tens of milliseconds of work after idling run up to 2×
             // slower (a fixed number of warm-up runs left the small matrices' first library of
             // each pair in that spell and the second one not).
@@ -392,8 +402,9 @@ fn mkl_vs_lssm<T: Scalar>(
                 n += 1;
             }
         }
-        std::thread::sleep(std::time::Duration::from_millis(300));
     }
+    // Nor the next matrix's rounds.
+    std::thread::sleep(SPIN_OFF);
     let scale = c_lssm
         .iter()
         .map(|x| x.to_f64().abs())
