@@ -15,7 +15,7 @@
 //! C), `pf` / `nopf` (prefetching B), `pfd=N` (prefetch distance in nonzeros), `chunk=N`
 //! (`row_chunk_work`), `cb=BYTES` (`chunk_bytes`), `block=N`, `panel=N`, `serial=N`
 //! (`serial_work`), `sweep=N` (`sweep_rows`: rows per band, 0 for none), `shift` / `noshift`
-//! (`shift_pairs`). Any variant with `@avx2` appended runs with the SIMD level capped at AVX2
+//! (`shift_pairs`), `narrow` / `nonarrow` (`narrow_pairs`). Any variant with `@avx2` appended runs with the SIMD level capped at AVX2
 //! (`sparse_kernels::set_simd_limit`), e.g. `lssm,lssm@avx2` pairs the AVX-512 path with the
 //! AVX2 one on a CPU that has both. `--flush` writes 64 MiB
 //! between runs (cold caches); `--align-c` puts C at a 64-byte boundary (a `Vec` of a large size usually starts
@@ -56,6 +56,8 @@ fn lssm_config(settings: &str) -> Option<LssmConfig> {
             "sweep" => c.sweep_rows = Some(num()?),
             "shift" => c.shift_pairs = Some(true),
             "noshift" => c.shift_pairs = Some(false),
+            "narrow" => c.narrow_pairs = Some(true),
+            "nonarrow" => c.narrow_pairs = Some(false),
             _ => return None,
         }
     }
@@ -88,7 +90,7 @@ fn variant(name: &str) -> Result<Variant, String> {
             format!(
                 "variant `{name}`: unknown or malformed LSSM setting (stream, nostream, pf, \
                  nopf, pfd=N, chunk=N, block=N ≥ 1, panel=N, serial=N, sweep=N, shift, noshift, \
-                 joined by +)"
+                 narrow, nonarrow, joined by +)"
             )
         }),
         other if settings.is_empty() => {

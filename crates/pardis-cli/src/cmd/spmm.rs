@@ -211,6 +211,7 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
                      "streaming_stores": plan.streams_c(), "chunk_bytes": plan.chunk_bytes(),
                      "sweep": plan.sweep().map(|(period, band)| json!({"period_rows": period, "band_rows": band})),
                      "shift_pairs": plan.shift_pairs(),
+                     "narrow_pairs": plan.narrow_pairs(),
                      "plan_seconds": plan_s},
             "row_pairs": pairs.as_ref().map(|p| json!({
                 "paired_rows": p.paired_rows(), "shared_fraction": p.shared_fraction(),
@@ -244,7 +245,7 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
     t.add_row(vec![
         "LSSM plan".into(),
         format!(
-            "block {} nnz, {} long rows ({} segments), {} short rows, {} tasks in {} units, scratch {}{}{}{}",
+            "block {} nnz, {} long rows ({} segments), {} short rows, {} tasks in {} units, scratch {}{}{}{}{}",
             plan.block_nnz(),
             plan.num_long_rows(),
             plan.num_segments(),
@@ -257,6 +258,7 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
                 ", swept in bands of {band} rows (planes of {period})"
             )),
             if plan.shift_pairs() { ", shift pairs" } else { "" },
+            if plan.narrow_pairs() { ", narrow pairs" } else { "" },
         ),
     ]);
     t.add_row(vec![

@@ -60,6 +60,7 @@
 //!   8 × `vfmadd231pd mem, zmm, zmm`, mostly faster than AVX2 (measurements: benches/README.md,
 //!   sparse, "Measurements behind code defaults").
 
+use super::narrow_pairs::{is_narrow, narrow_pair};
 use super::prefetch_and_stream::{fence_streams, prefetch_rows, vector_bytes, write};
 use super::shift_pairs::{is_shift, pair_tiles, pair_width};
 use crate::dense::{DenseMut, DenseRef};
@@ -88,6 +89,9 @@ pub(crate) struct Options {
     /// ([`super::shift_pairs`]; same bits), without prefetching, for rows of at most one
     /// group and a K that is a whole number of pair tiles.
     pub(crate) shift_pairs: bool,
+    /// Compute two consecutive rows of at most one group in one interleaved loop where K is one
+    /// narrow tile, 64 or 128 bytes ([`super::narrow_pairs`]; same bits), without prefetching.
+    pub(crate) narrow_pairs: bool,
 }
 
 /// How a tile computes and writes its K-vector piece: with fused multiply-adds or not (only
@@ -514,6 +518,7 @@ impl<T: Scalar, I: SpIndex> SimdJob for Job<'_, '_, T, I> {
                     && !options.prefetch
                     && k > 0
                     && k.is_multiple_of(pair_width::<T, WIDE>());
+                let narrow = options.narrow_pairs && !options.prefetch && is_narrow::<T>(k);
                 let rows_of_c = c.rows();
                 let mut outs = c.rows_mut();
                 let mut i = 0;
@@ -529,6 +534,27 @@ impl<T: Scalar, I: SpIndex> SimdJob for Job<'_, '_, T, I> {
                             // `k` columns, a multiple of the pair tile.
                             unsafe {
                                 pair_tiles::<T, I, WIDE>(&cols[r], v1, v2, dense, out, out2, rows)
+                            };
+                            i += 2;
+                            continue;
+                        }
+                    }
+                    if narrow && r.len() <= group && i + 1 < rows_of_c {
+                        let r2 = offsets[i + 1].idx()..offsets[i + 2].idx();
+                        if r2.len() <= group {
+                            let out2 = outs.next().expect("row i + 1 of C");
+                            // SAFETY: as above; both rows have `k` columns, a narrow tile.
+                            unsafe {
+                                narrow_pair::<T, I>(
+                                    &cols[r.clone()],
+                                    &vals[r],
+                                    &cols[r2.clone()],
+                                    &vals[r2],
+                                    dense,
+                                    out,
+                                    out2,
+                                    rows,
+                                )
                             };
                             i += 2;
                             continue;
@@ -815,7 +841,8 @@ mod tests {
     }
 
     /// The AVX-512 path (512-byte tiles) gives the bits of the pulp-dispatched path (256-byte
-    /// tiles) for every K, with and without prefetching, streaming stores and shift pairs: a
+    /// tiles) for every K, with and without prefetching, streaming stores, shift and narrow
+    /// pairs: a
     /// column's operations do not depend on the tile it falls in.
     fn same_bits<T: Scalar>() {
         if !crate::simd::cpu_has_avx512() {
@@ -827,19 +854,22 @@ mod tests {
         let arrow: CsrMatrix<T, u32> = gen::arrow(700, 3, 5);
         let grid: CsrMatrix<T, u32> = gen::stencil_3d_27pt(7);
         for a in [&arrow, &grid] {
-            for k in [1, 3, 8, 17, 32, 64, 100, 129, 256] {
+            for k in [1, 3, 8, 16, 17, 32, 64, 100, 129, 256] {
                 let b = gen::dense::<T>(a.ncols(), k, 11);
-                for (prefetch, stream, shift_pairs) in [
-                    (false, false, false),
-                    (true, false, false),
-                    (false, true, false),
-                    (false, false, true),
-                    (false, true, true),
+                for (prefetch, stream, shift_pairs, narrow_pairs) in [
+                    (false, false, false, false),
+                    (true, false, false, false),
+                    (false, true, false, false),
+                    (false, false, true, false),
+                    (false, true, true, false),
+                    (false, false, false, true),
+                    (false, true, true, true),
                 ] {
                     let options = Options {
                         prefetch,
                         stream,
                         shift_pairs,
+                        narrow_pairs,
                         ..Options::default()
                     };
                     let what = format!("{} K = {k}, {options:?}", T::NAME);

@@ -4,6 +4,7 @@
 
 mod merge_path;
 pub(crate) mod micro;
+pub(crate) mod narrow_pairs;
 mod prefetch_and_stream;
 mod reference;
 mod rode;

@@ -144,6 +144,13 @@ pub struct LssmConfig {
     /// `stencil27:48` 1.11×, `stencil27:16` 1.22×, `n1024-l1` 1.09× (benches/README.md, sparse,
     /// "Shift pairs").
     pub shift_pairs: Option<bool>,
+    /// Where K is one narrow tile (64 or 128 bytes of a row of C: K = 8 or 16 `f64`, 16 or 32
+    /// `f32`), compute two consecutive rows of at most one group of sums in one interleaved
+    /// loop (same bits as one row at a time): twice the independent multiply-add chains and
+    /// loads of B in flight. `None` (default): on. On the AMD EPYC VM at K = 16, paired:
+    /// 1.32–1.57× on one thread and 1.21–1.54× on two for the small SuiteSparse matrices
+    /// (benches/README.md, sparse, "Narrow pairs").
+    pub narrow_pairs: Option<bool>,
 }
 
 /// The size of the largest CPU cache (bytes): on Linux the largest
@@ -220,6 +227,7 @@ impl Default for LssmConfig {
             k_panel: None,
             sweep_rows: None,
             shift_pairs: None,
+            narrow_pairs: None,
         }
     }
 }
@@ -427,6 +435,10 @@ impl SpmmPlan {
                 shift_pairs: config
                     .shift_pairs
                     .unwrap_or_else(|| ShiftPairs::of(a).pay()),
+                // The micro-kernel takes the pairs where the width it is given (K, or a panel's)
+                // is narrow; a plan whose K-panel is not narrow has no use for them.
+                narrow_pairs: config.narrow_pairs.unwrap_or(true)
+                    && crate::kernels::narrow_pairs::is_narrow::<T>(k_panel),
             },
         }
     }
@@ -479,6 +491,11 @@ impl SpmmPlan {
     /// Whether the numeric phase computes shift pairs together ([`LssmConfig::shift_pairs`]).
     pub fn shift_pairs(&self) -> bool {
         self.options.shift_pairs
+    }
+    /// Whether the numeric phase computes pairs of short rows together, K (or the K-panel)
+    /// being one narrow tile ([`LssmConfig::narrow_pairs`]).
+    pub fn narrow_pairs(&self) -> bool {
+        self.options.narrow_pairs
     }
 
     /// Whether the numeric phase prefetches rows of B.

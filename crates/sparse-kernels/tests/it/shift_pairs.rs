@@ -59,3 +59,55 @@ proptest! {
         prop_assert!(paired.iter().zip(&single).all(|(x, y)| x.to_bits() == y.to_bits()));
     }
 }
+
+/// Narrow pairs (`LssmConfig::narrow_pairs`): taken where K is one narrow tile, the bits of one
+/// row at a time on 2 threads, with long rows (segments) and a sweep beside them.
+#[test]
+fn narrow_pairs_are_taken_at_a_narrow_k_and_keep_the_bits() {
+    let narrow =
+        |a: &CsrMatrix<f64, u32>, k| SpmmPlan::new(a, k, &LssmConfig::default()).narrow_pairs();
+    let g = gen::kronecker::<f64, u32>(10, 1);
+    assert!(narrow(&g, 8) && narrow(&g, 16));
+    assert!(!narrow(&g, 4) && !narrow(&g, 32) && !narrow(&g, 64));
+    let panelled = LssmConfig {
+        k_panel: Some(16),
+        ..LssmConfig::default()
+    };
+    assert!(
+        SpmmPlan::new(&g, 64, &panelled).narrow_pairs(),
+        "16-column panels"
+    );
+    for a in [
+        g,
+        gen::arrow::<f64, u32>(3000, 2, 1),
+        gen::stencil_3d_27pt::<f64, u32>(20),
+        gen::uniform::<f64, u32>(999, 700, 7, 3),
+    ] {
+        for k in [8, 16] {
+            let b = gen::dense::<f64>(a.ncols(), k, 9);
+            let run = |narrow_pairs| {
+                let config = LssmConfig {
+                    narrow_pairs: Some(narrow_pairs),
+                    serial_work: 0,
+                    ..LssmConfig::default()
+                };
+                let plan = SpmmPlan::new(&a, k, &config);
+                assert_eq!(plan.narrow_pairs(), narrow_pairs);
+                let mut c = vec![f64::NAN; a.nrows() * k];
+                let bref = DenseRef::contiguous(&b, a.ncols(), k);
+                let cm = DenseMut::contiguous(&mut c, a.nrows(), k);
+                plan.execute(&a, bref, cm, Par::Threads(2)).unwrap();
+                c
+            };
+            let (with, without) = (run(true), run(false));
+            let expected = reference(&a, DenseRef::contiguous(&b, a.ncols(), k));
+            assert!(rel_err(&with, &expected, a.nrows(), k) <= tolerance::<f64>());
+            assert!(
+                with.iter()
+                    .zip(&without)
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
+                "K = {k}"
+            );
+        }
+    }
+}
