@@ -794,11 +794,40 @@ pub(super) fn assert_levels_agree<T: Scalar>(what: &str, product: impl Fn(Level)
         return;
     }
     let (narrow, wide) = (product(Level::Pulp), product(Level::Avx512));
-    let same = narrow
-        .iter()
-        .zip(&wide)
-        .all(|(x, y)| x.to_f64().to_bits() == y.to_f64().to_bits());
-    assert!(same, "{what}: the AVX-512 and AVX2 paths differ");
+    assert!(
+        same_bits_as(&narrow, &wide),
+        "{what}: the AVX-512 and AVX2 paths differ"
+    );
+}
+
+/// For tests: whether `x` and `y` hold the same bits, element by element.
+#[cfg(test)]
+pub(super) fn same_bits_as<T: Scalar>(x: &[T], y: &[T]) -> bool {
+    x.len() == y.len()
+        && x.iter()
+            .zip(y)
+            .all(|(p, q)| p.to_f64().to_bits() == q.to_f64().to_bits())
+}
+
+/// For tests: rows `first..` of `A · B` through [`rows_into`] with `with` and with `without`
+/// (C starting at 7 each time) must give the same bits.
+#[cfg(test)]
+pub(super) fn assert_rows_agree<T: Scalar>(
+    a: &CsrMatrix<T, u32>,
+    b: &[T],
+    k: usize,
+    first: usize,
+    (with, without): (Options, Options),
+    what: &str,
+) {
+    let product = |options| {
+        let rows = a.nrows() - first;
+        let mut c = vec![T::from_f64(7.0); rows * k];
+        let b = DenseRef::new(b, a.ncols(), k, k);
+        rows_into(a, first, b, DenseMut::new(&mut c, rows, k, k), options);
+        c
+    };
+    assert!(same_bits_as(&product(with), &product(without)), "{what}");
 }
 
 #[cfg(test)]
@@ -902,11 +931,11 @@ mod tests {
             let mut group = vec![T::from_f64(7.0); all.len() * k];
             let segments = all.iter().cloned().zip(group.chunks_mut(k)).collect();
             segments_into(&a, segments, b, Options::default());
-            let same = one
-                .iter()
-                .zip(&group)
-                .all(|(x, y)| x.to_f64().to_bits() == y.to_f64().to_bits());
-            assert!(same, "{} K = {k}: the group differs", T::NAME);
+            assert!(
+                same_bits_as(&one, &group),
+                "{} K = {k}: the group differs",
+                T::NAME
+            );
         }
     }
 

@@ -228,8 +228,7 @@ pub(super) unsafe fn pair_tiles<T: Scalar, I: SpIndex, const WIDE: bool>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dense::{DenseMut, DenseRef};
-    use crate::kernels::micro::{rows_into, Options};
+    use crate::kernels::micro::{assert_rows_agree, Options};
     use crate::{gen, CsrMatrix};
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
@@ -330,21 +329,6 @@ mod tests {
         CsrMatrix::try_new(n, cols, offsets, indices, values).unwrap()
     }
 
-    /// Rows `first..` of `A · B` through `rows_into`, with or without shift pairs.
-    fn product<T: Scalar>(
-        a: &CsrMatrix<T, u32>,
-        b: &[T],
-        k: usize,
-        first: usize,
-        options: Options,
-    ) -> Vec<T> {
-        let rows = a.nrows() - first;
-        let mut c = vec![T::from_f64(7.0); rows * k];
-        let b = DenseRef::new(b, a.ncols(), k, k);
-        rows_into(a, first, b, DenseMut::new(&mut c, rows, k, k), options);
-        c
-    }
-
     fn pairs_give_the_bits_of_single_rows<T: Scalar>() {
         for seed in 0..4 {
             let a = shift_rich::<T>(300, 500, seed);
@@ -370,19 +354,11 @@ mod tests {
                             shift_pairs: false,
                             ..with
                         };
-                        let (x, y) = (
-                            product(&a, &b, k, first, with),
-                            product(&a, &b, k, first, without),
-                        );
-                        let same = x
-                            .iter()
-                            .zip(&y)
-                            .all(|(p, q)| p.to_f64().to_bits() == q.to_f64().to_bits());
-                        assert!(
-                            same,
+                        let what = format!(
                             "{} seed {seed} K = {k} from row {first}, stream {stream}",
                             T::NAME
                         );
+                        assert_rows_agree(&a, &b, k, first, (with, without), &what);
                     }
                 }
             }
