@@ -871,8 +871,7 @@ mod tests {
 
     /// The AVX-512 path (512-byte tiles) gives the bits of the pulp-dispatched path (256-byte
     /// tiles) for every K, with and without prefetching, streaming stores, shift and narrow
-    /// pairs: a
-    /// column's operations do not depend on the tile it falls in.
+    /// pairs: a column's operations do not depend on the tile it falls in.
     fn same_bits<T: Scalar>() {
         if !crate::simd::cpu_has_avx512() {
             eprintln!("skipped: this CPU has no AVX-512");
