@@ -39,6 +39,11 @@
 //!   checks. C is not prefetched (a former prefetch of the row of C four rows ahead cost up to
 //!   7 % on matrices of short rows and gained 1–3 % only on arrow matrices; MKL's executor does
 //!   not prefetch C either; benches/README.md, sparse, "Native MKL, session of 2026-12-06").
+//! * **Two rows at a time where one is not enough.** Rows whose successor is the same row
+//!   shifted by one column (grids, bands) are computed with it, one load of B for both
+//!   ([`super::shift_pairs`]); at a K of one narrow tile (64 or 128 bytes) two consecutive
+//!   short rows share one interleaved loop, twice the independent chains
+//!   ([`super::narrow_pairs`]). Each row keeps its own order of operations: same bits.
 //! * **Write C once.** Every K-vector of C is written once by its tiles, never zeroed first;
 //!   with `stream` (the plan's choice: by default when C is larger than the last-level
 //!   cache), a tile that is whole 64-byte lines at a line boundary is written
