@@ -3,7 +3,7 @@
 //! width, non-square A, u32 and usize indices, f32 and f64; and determinism across runs and
 //! thread counts.
 
-use crate::common::{reference, rel_err, tolerance};
+use crate::common::{reference, rel_err, sum_err, tolerance};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -157,7 +157,7 @@ fn check_all<T: Scalar, I: SpIndex>(
             ),
         ];
         for (name, c) in &outs {
-            let err = rel_err(c, &r, m, k);
+            let err = sum_err(a, b, c, &r);
             assert!(
                 err <= tolerance::<T>(),
                 "{name} {par:?} {}: error {err} (m={m} n={n} k={k})",
