@@ -2,7 +2,7 @@
 //! case it pairs), with rows it must leave single (unsorted, duplicates, little sharing, an
 //! odd last row), every tile width and tail of K, and bitwise determinism across thread counts.
 
-use crate::common::{reference, rel_err, tolerance};
+use crate::common::{reference, sum_err, tolerance};
 use crate::kernels::convert;
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -68,7 +68,7 @@ fn check<T: Scalar, I: SpIndex>(a: &CsrMatrix<T, I>, k: usize, pad: usize) -> Ro
         let got: Vec<T> = (0..m)
             .flat_map(|i| c[i * ldc..i * ldc + k].to_vec())
             .collect();
-        let err = rel_err(&got, &r, m, k);
+        let err = sum_err(a, b, &got, &r);
         assert!(
             err <= tolerance::<T>(),
             "pairs {par:?} {}: error {err} (m={m} n={n} k={k})",
