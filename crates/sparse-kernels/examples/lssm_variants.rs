@@ -15,9 +15,10 @@
 //! C), `pf` / `nopf` (prefetching B), `pfd=N` (prefetch distance in nonzeros), `chunk=N`
 //! (`row_chunk_work`), `cb=BYTES` (`chunk_bytes`), `block=N`, `panel=N`, `serial=N`
 //! (`serial_work`), `sweep=N` (`sweep_rows`: rows per band, 0 for none), `shift` / `noshift`
-//! (`shift_pairs`), `narrow` / `nonarrow` (`narrow_pairs`). Any variant with `@avx2` appended runs with the SIMD level capped at AVX2
-//! (`sparse_kernels::set_simd_limit`), e.g. `lssm,lssm@avx2` pairs the AVX-512 path with the
-//! AVX2 one on a CPU that has both. `--flush` writes 64 MiB
+//! (`shift_pairs`), `narrow` / `nonarrow` (`narrow_pairs`). Any variant with `@avx2` appended
+//! runs with the SIMD level capped at AVX2 (`sparse_kernels::set_simd_limit`), e.g.
+//! `lssm,lssm@avx2` pairs the AVX-512 path with the AVX2 one on a CPU that has both. `--flush`
+//! writes 64 MiB
 //! between runs (cold caches); `--align-c` puts C at a 64-byte boundary (a `Vec` of a large size usually starts
 //! 16 bytes past a page); `--c-offset BYTES` puts C that many bytes (mod 4 KiB) past B's
 //! offset in its page, to see whether stores to C that alias loads of B 4 KiB apart cost anything; `--huge-b` copies B (line-aligned) onto transparent huge pages

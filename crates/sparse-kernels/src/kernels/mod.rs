@@ -24,17 +24,17 @@ use crate::dense::{DenseMut, DenseRef};
 use crate::{CsrMatrix, Scalar, SpIndex};
 
 /// Below this many multiply-adds (`nnz · K`) kernels run on the calling thread: splitting
-/// such work costs more than it saves. 2¹⁵: on the AMD EPYC VM every LSSM job of 2¹⁵ to 2¹⁶
-/// measured ran 1.35–1.68× faster on 2 threads (`olm1000` at K = 16, `jagmesh7`, DLMC
-/// `attention_q`, `stencil5:40` at K = 8), jobs under 2¹⁵ no faster (benches/README.md,
-/// sparse, "Measurements behind code defaults").
-pub(crate) const SERIAL_WORK: usize = 1 << 15;
+/// such work costs more than it saves. 2¹⁴: on the AMD EPYC VM every LSSM job measured between
+/// 2¹⁴ and 2¹⁶ ran 1.20–1.87× faster on 2 threads (`olm1000`, `jagmesh7`, DLMC `attention_q`,
+/// `stencil5:40`, `uniform:*` at K = 4 to 16), jobs just under 2¹⁴ (16 000) no faster (0.98–1.00;
+/// benches/README.md, sparse, "Measurements behind code defaults").
+pub(crate) const SERIAL_WORK: usize = 1 << 14;
 
 /// Tuning of the baseline kernels (row-parallel, merge path, RoDe-like); tests shrink the
 /// defaults to exercise the parallel paths on small matrices.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BaselineConfig {
-    /// Work (`nnz · K`) below which a kernel runs serially. Default 2¹⁵.
+    /// Work (`nnz · K`) below which a kernel runs serially. Default 2¹⁴.
     pub serial_work: usize,
     /// Merge path: rows + nonzeros per partition. Default 4096.
     pub merge_items_per_part: usize,

@@ -49,9 +49,10 @@ unsafe fn pair<T: Scalar, I: SpIndex, const N: usize>(
         }
     };
     let both = c1.len().min(c2.len());
-    for e in 0..both {
-        let (x1, x2) = (brow(c1[e].idx()), brow(c2[e].idx()));
-        let (u1, u2) = (v1[e], v2[e]);
+    // Zipped, so that the loop has no bounds checks (`both` is the shorter row's length).
+    let firsts = c1.iter().zip(v1).zip(c2.iter().zip(v2));
+    for ((c1e, &u1), (c2e, &u2)) in firsts {
+        let (x1, x2) = (brow(c1e.idx()), brow(c2e.idx()));
         for j in 0..N {
             a1[j] = madd(u1, x1[j], a1[j]);
         }

@@ -69,7 +69,7 @@ pub struct LssmConfig {
     pub long_row_group: usize,
     /// Work (`nnz · K` multiply-adds) below which the plan runs serially (on the calling
     /// thread; without long rows as one micro-kernel pass over all rows, like the serial
-    /// baselines). Default 2¹⁵ (as [`BaselineConfig::serial_work`](crate::BaselineConfig)).
+    /// baselines). Default 2¹⁴ (as [`BaselineConfig::serial_work`](crate::BaselineConfig)).
     pub serial_work: usize,
     /// Software-prefetch the rows of B that the next chunk of nonzeros needs, to hide the
     /// latency of random row gathers. `None` (the default) does not prefetch: in paired runs the
