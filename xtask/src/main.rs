@@ -523,15 +523,58 @@ fn codegen_check() -> Result<(), String> {
         .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
     let bin = target.join("release/examples/lssm_variants");
     let bin = bin.to_str().ok_or("the target directory is not UTF-8")?;
-    let (xmm, wide) = packed_fmas(&capture("objdump", &["-d", "--no-show-raw-insn", bin])?);
-    eprintln!("packed multiply-adds: {wide} on ymm/zmm, {xmm} on xmm");
+    let listing = capture("objdump", &["-d", "--no-show-raw-insn", bin])?;
+    let (xmm, wide) = packed_fmas(&listing);
+    let spills = kernel_stack_stores(&listing);
+    eprintln!(
+        "packed multiply-adds: {wide} on ymm/zmm, {xmm} on xmm; ymm/zmm stores to the stack in \
+         the kernels: {spills}"
+    );
     if xmm > MAX_XMM_FMAS || wide < MIN_WIDE_FMAS {
         return Err(format!(
             "the SpMM micro-kernel is not on full-width registers ({xmm} packed multiply-adds on \
              xmm, {wide} on ymm/zmm): check it with `perf annotate` (benches/README.md, sparse)"
         ));
     }
+    if spills > MAX_KERNEL_STACK_STORES {
+        return Err(format!(
+            "the SpMM micro-kernel keeps accumulators on the stack ({spills} ymm/zmm stores to \
+             the stack in its SIMD instances): check its loops with `perf annotate` \
+             (benches/README.md, sparse, \"Accumulators on the stack\")"
+        ));
+    }
     Ok(())
+}
+
+/// Most `ymm`/`zmm` stores to the stack the micro-kernel's SIMD instances (`micro::run_v4`,
+/// pulp's AVX2 `vectorize`) may have: 20 at the fix of the AVX-512 grouped tiles, 252 before
+/// it, when a tile's 8 accumulators went to the stack on every nonzero.
+const MAX_KERNEL_STACK_STORES: usize = 64;
+
+/// `ymm`/`zmm` register stores to `(%rsp)` inside the functions of an `objdump -d` listing whose
+/// (mangled) names are the micro-kernel's SIMD instances.
+fn kernel_stack_stores(listing: &str) -> usize {
+    let mut inside = false;
+    let mut stores = 0;
+    for line in listing.lines() {
+        if line.ends_with(">:") {
+            inside = line.contains("micro6run_v4") || line.contains("V39vectorize");
+            continue;
+        }
+        let mut words = line
+            .split_whitespace()
+            .skip_while(|w| !w.starts_with("vmov"));
+        let (Some(_), Some(args)) = (words.next(), words.next()) else {
+            continue;
+        };
+        let to_stack = args.split_once(',').is_some_and(|(src, dst)| {
+            (src.starts_with("%ymm") || src.starts_with("%zmm")) && dst.ends_with("(%rsp)")
+        });
+        if inside && to_stack {
+            stores += 1;
+        }
+    }
+    stores
 }
 
 /// Most packed multiply-adds on `xmm` registers the micro-kernel build may have (12 at
@@ -566,7 +609,23 @@ fn packed_fmas(listing: &str) -> (usize, usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::{dir_has_libclang, is_libclang_name, packed_fmas};
+    use super::{dir_has_libclang, is_libclang_name, kernel_stack_stores, packed_fmas};
+
+    #[test]
+    fn stack_stores_are_counted_in_the_kernels_only() {
+        let listing = "\
+0000000000048020 <_ZN14sparse_kernels7kernels5micro6run_v417h367f002434d3b542E>:
+   4c04e:\tvmovupd %zmm0,0x1a0(%rsp)
+   4c050:\tvmovupd 0x1a0(%rsp),%zmm0
+   4c052:\tvmovupd %zmm0,(%rsi)
+   4c054:\tvmovsd %xmm0,0x8(%rsp)
+0000000000061200 <_ZN4pulp3x862v32V39vectorize3imp17hac2553eb1984f0e9E>:
+   61204:\tvmovups %ymm3,(%rsp)
+0000000000062000 <_ZN4core3fmt5write17h0000000000000000E>:
+   62004:\tvmovups %ymm0,0x20(%rsp)
+";
+        assert_eq!(kernel_stack_stores(listing), 2);
+    }
 
     #[test]
     fn packed_multiply_adds_are_counted_by_register_width() {

@@ -178,8 +178,11 @@ unsafe fn tile<T: Scalar, I: SpIndex, const N: usize>(
     }
     let o: &mut [T; N] = (&mut out[k0..k0 + N]).try_into().expect("tile in bounds");
     if store.accumulate {
+        // Read into a local first: added straight from `o`, the loop was versioned against
+        // `o` aliasing `acc` on the AVX-512 tiles, which kept `acc` on the stack.
+        let before: [T; N] = *o;
         for j in 0..N {
-            acc[j] += o[j];
+            acc[j] += before[j];
         }
     }
     if store.stream {
