@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p sparse-kernels --example lssm_variants -- \
-//!     [--threads 2] [--k 64] [--reps 9] [--flush] [--align-c] [--c-offset BYTES] [--huge-b] \
+//!     [--threads 2] [--k 64] [--reps 9] [--flush] [--align-c] [--align-b] [--c-offset BYTES] [--huge-b] \
 //!     [--slab BY] [--variants lssm,lssm:stream,lssm:chunk=1048576,merge,pairs] MATRIX...
 //! ```
 //! A variant is a kernel name (`lssm`, `row`, `merge`, `rode`, `pairs`, `reference`, or
@@ -15,13 +15,13 @@
 //! C), `pf` / `nopf` (prefetching B), `pfd=N` (prefetch distance in nonzeros), `chunk=N`
 //! (`row_chunk_work`), `cb=BYTES` (`chunk_bytes`), `block=N`, `panel=N`, `serial=N`
 //! (`serial_work`), `sweep=N` (`sweep_rows`: rows per band, 0 for none), `shift` / `noshift`
-//! (`shift_pairs`), `narrow` / `nonarrow` (`narrow_pairs`). Any variant with `@avx2` appended
+//! (`shift_pairs`), `narrow` / `nonarrow` (`narrow_pairs`), `lead` / `nolead` (`lead_prefetch`). Any variant with `@avx2` appended
 //! runs with the SIMD level capped at AVX2 (`sparse_kernels::set_simd_limit`), e.g.
 //! `lssm,lssm@avx2` pairs the AVX-512 path with the AVX2 one on a CPU that has both. `--flush`
 //! writes 64 MiB
 //! between runs (cold caches); `--align-c` puts C at a 64-byte boundary (a `Vec` of a large size usually starts
 //! 16 bytes past a page); `--c-offset BYTES` puts C that many bytes (mod 4 KiB) past B's
-//! offset in its page, to see whether stores to C that alias loads of B 4 KiB apart cost anything; `--huge-b` copies B (line-aligned) onto transparent huge pages
+//! offset in its page, to see whether stores to C that alias loads of B 4 KiB apart cost anything; `--align-b` copies B to a 64-byte boundary (as `compare-spmm` has it); `--huge-b` copies B (line-aligned) onto transparent huge pages
 //! (`sparse_kernels::zeroed_on_huge_pages`), to see what address translation costs; `--slab BY`
 //! reorders the rows of an `N × N × N` grid matrix (`stencil27:N`) in slabs of `BY` grid lines
 //! swept plane by plane first (what locality is worth on a stencil; other matrices are left
@@ -59,6 +59,8 @@ fn lssm_config(settings: &str) -> Option<LssmConfig> {
             "noshift" => c.shift_pairs = Some(false),
             "narrow" => c.narrow_pairs = Some(true),
             "nonarrow" => c.narrow_pairs = Some(false),
+            "lead" => c.lead_prefetch = Some(true),
+            "nolead" => c.lead_prefetch = Some(false),
             _ => return None,
         }
     }
@@ -91,7 +93,7 @@ fn variant(name: &str) -> Result<Variant, String> {
             format!(
                 "variant `{name}`: unknown or malformed LSSM setting (stream, nostream, pf, \
                  nopf, pfd=N, chunk=N, block=N ≥ 1, panel=N, serial=N, sweep=N, shift, noshift, \
-                 narrow, nonarrow, joined by +)"
+                 narrow, nonarrow, lead, nolead, joined by +)"
             )
         }),
         other if settings.is_empty() => {
@@ -116,7 +118,7 @@ fn main() {
         &[64],
         9,
         &["variants", "c-offset", "slab"],
-        &["flush", "align-c", "huge-b"],
+        &["flush", "align-c", "align-b", "huge-b"],
     );
     let names: Vec<String> = o
         .extra
@@ -182,7 +184,11 @@ fn run(
     let b_gen = sparse_kernels::gen::dense::<f64>(n, k, 7);
     // B line-aligned on transparent huge pages (`--huge-b`) or where `gen::dense` puts it.
     let mut b_huge: Vec<f64>;
-    let b: &[f64] = if o.extra.contains_key("huge-b") {
+    let b_aligned: sparse_kernels::AlignedVec<f64>;
+    let b: &[f64] = if o.extra.contains_key("align-b") {
+        b_aligned = sparse_kernels::AlignedVec::from_slice(&b_gen);
+        &b_aligned
+    } else if o.extra.contains_key("huge-b") {
         b_huge = sparse_kernels::zeroed_on_huge_pages::<f64>(n * k + 8);
         let skip = (64 - b_huge.as_ptr() as usize % 64) % 64 / 8;
         b_huge[skip..skip + n * k].copy_from_slice(&b_gen);

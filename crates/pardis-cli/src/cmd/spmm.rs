@@ -146,7 +146,9 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
     let pairs = (kernel == Kernel::RowPairs).then(|| RowPairs::new(&a, k));
     let pairs_s = t2.elapsed().as_secs_f64();
 
-    let b = gen::dense::<T>(a.ncols(), k, args.seed);
+    // B on a cache-line boundary, as C: a B 16 bytes past a line costs the kernels 11–21 %
+    // (benches/README.md, sparse, "Line-aligned B").
+    let b = AlignedVec::from_slice(&gen::dense::<T>(a.ncols(), k, args.seed));
     let b = DenseRef::contiguous(&b, a.ncols(), k);
     let mut c = AlignedVec::<T>::zeroed(a.nrows() * k);
     let multiply = |c: &mut [T]| -> anyhow::Result<()> {
@@ -212,6 +214,7 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
                      "sweep": plan.sweep().map(|(period, band)| json!({"period_rows": period, "band_rows": band})),
                      "shift_pairs": plan.shift_pairs(),
                      "narrow_pairs": plan.narrow_pairs(),
+                     "lead_prefetch": plan.lead_prefetch(),
                      "plan_seconds": plan_s},
             "row_pairs": pairs.as_ref().map(|p| json!({
                 "paired_rows": p.paired_rows(), "shared_fraction": p.shared_fraction(),
@@ -265,7 +268,13 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
         "LSSM memory".into(),
         format!(
             "B {}prefetched, long rows in chunks of {} of it; C written with {} stores",
-            if plan.prefetches() { "" } else { "not " },
+            if plan.prefetches() {
+                ""
+            } else if plan.lead_prefetch() {
+                "lead rows "
+            } else {
+                "not "
+            },
             output::bytes(plan.chunk_bytes() as u64),
             if plan.streams_c() {
                 "streaming (--stream)"

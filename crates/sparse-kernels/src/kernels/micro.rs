@@ -33,6 +33,10 @@
 //!   are prefetched into L1; a watermark carried
 //!   from row to row of a task makes every nonzero's row of B prefetched once (before, each short
 //!   row prefetched the whole next chunk, re-issuing most prefetches of the row before it).
+//! * **Lead rows** ([`Options::lead_prefetch`], the plan's choice where B is larger than the
+//!   last-level cache and read in order): the row loop prefetches the row of B of each row's
+//!   last entry [`LEAD_AHEAD`] rows ahead — in grids and banded matrices the one row of B no
+//!   earlier row read, which the hardware prefetchers do not bring in time.
 //! * **Short rows cost little besides their nonzeros.** A call over a run of rows reads the
 //!   run's row offsets as one slice (their bounds checked once for the run, not twice per row),
 //!   and a K that is a multiple of the widest tile (K = 64 `f64`) skips the narrower tiles'
@@ -97,7 +101,15 @@ pub(crate) struct Options {
     /// Compute two consecutive rows of at most one group in one interleaved loop where K is one
     /// narrow tile, 64 or 128 bytes ([`super::narrow_pairs`]; same bits), without prefetching.
     pub(crate) narrow_pairs: bool,
+    /// Prefetch the row of B of each row's last entry [`LEAD_AHEAD`] rows ahead (its *lead*
+    /// row), without `prefetch`: with sorted columns the largest, in banded matrices and grids
+    /// the one row of B the rows before it did not read.
+    pub(crate) lead_prefetch: bool,
 }
+
+/// Rows ahead of the row being multiplied whose lead rows of B are prefetched
+/// ([`Options::lead_prefetch`]).
+pub(crate) const LEAD_AHEAD: usize = 2;
 
 /// How a tile computes and writes its K-vector piece: with fused multiply-adds or not (only
 /// where the SIMD level has them), on top of what is there or not, streaming or not.
@@ -528,9 +540,22 @@ impl<T: Scalar, I: SpIndex> SimdJob for Job<'_, '_, T, I> {
                     && k.is_multiple_of(pair_width::<T, WIDE>());
                 let narrow = options.narrow_pairs && !options.prefetch && is_narrow::<T>(k);
                 let rows_of_c = c.rows();
+                let lead = options.lead_prefetch && !options.prefetch;
+                // Rows before `led` have had their lead rows of B prefetched.
+                let mut led = 0;
                 let mut outs = c.rows_mut();
                 let mut i = 0;
                 while let Some(out) = outs.next() {
+                    if lead {
+                        // Up to the row after this one too: a pair takes two rows a step.
+                        while led < rows_of_c.min(i + 2 + LEAD_AHEAD) {
+                            let end = offsets[led + 1].idx();
+                            if end > offsets[led].idx() {
+                                prefetch_rows(&cols[end - 1..end], dense.data, dense.ld, k);
+                            }
+                            led += 1;
+                        }
+                    }
                     let r = offsets[i].idx()..offsets[i + 1].idx();
                     if pairs && r.len() <= group && i + 1 < rows_of_c {
                         let r2 = offsets[i + 1].idx()..offsets[i + 2].idx();
@@ -892,20 +917,22 @@ mod tests {
         for a in [&arrow, &grid] {
             for k in [1, 3, 8, 16, 17, 32, 64, 100, 129, 256] {
                 let b = gen::dense::<T>(a.ncols(), k, 11);
-                for (prefetch, stream, shift_pairs, narrow_pairs) in [
-                    (false, false, false, false),
-                    (true, false, false, false),
-                    (false, true, false, false),
-                    (false, false, true, false),
-                    (false, true, true, false),
-                    (false, false, false, true),
-                    (false, true, true, true),
+                for (prefetch, stream, shift_pairs, narrow_pairs, lead_prefetch) in [
+                    (false, false, false, false, false),
+                    (true, false, false, false, false),
+                    (false, true, false, false, false),
+                    (false, false, true, false, false),
+                    (false, true, true, false, false),
+                    (false, false, false, true, false),
+                    (false, true, true, true, false),
+                    (false, true, true, true, true),
                 ] {
                     let options = Options {
                         prefetch,
                         stream,
                         shift_pairs,
                         narrow_pairs,
+                        lead_prefetch,
                         ..Options::default()
                     };
                     let what = format!("{} K = {k}, {options:?}", T::NAME);

@@ -151,6 +151,17 @@ pub struct LssmConfig {
     /// 1.32–1.57× on one thread and 1.21–1.54× on two for the small SuiteSparse matrices
     /// (benches/README.md, sparse, "Narrow pairs").
     pub narrow_pairs: Option<bool>,
+    /// Prefetch, two rows ahead, the row of B of each row's last entry (its *lead* row: with
+    /// sorted columns the largest, and in banded matrices and grids numbered plane by plane the
+    /// one row of B the rows before it did not read, which would otherwise come from memory
+    /// while the core waits). Not with [`LssmConfig::prefetch`], which prefetches every row of
+    /// B of the next chunk. `None` (the default): where B is larger than the last-level cache
+    /// and its rows are read in order ([`SpmmPlan::column_locality`] at least 0.5); `Some(_)`
+    /// decides. The result does not change. On an AMD EPYC (Zen 4) VM at K = 64 `f64`, paired:
+    /// `stencil27:64` 1.16×, `stencil27:48` 1.12×, `banded:262144:13` 1.06×,
+    /// `arrow:200000:4` 1.04×; 0.99–1.01× where B fits the cache (benches/README.md, sparse,
+    /// "Lead rows").
+    pub lead_prefetch: Option<bool>,
 }
 
 /// The size of the largest CPU cache (bytes): on Linux the largest
@@ -228,6 +239,7 @@ impl Default for LssmConfig {
             sweep_rows: None,
             shift_pairs: None,
             narrow_pairs: None,
+            lead_prefetch: None,
         }
     }
 }
@@ -400,6 +412,19 @@ impl SpmmPlan {
             Some(p) if p > 0 && p < k => p,
             _ => k,
         };
+        let cache = last_level_cache_bytes();
+        let b_bytes = a.ncols().saturating_mul(k).saturating_mul(size_of::<T>());
+        // The locality probe reads up to 4096 rows: only where B could miss, and once.
+        let locality_once = std::cell::OnceCell::new();
+        let locality = || {
+            *locality_once.get_or_init(|| {
+                if b_bytes > cache {
+                    Self::column_locality(a)
+                } else {
+                    1.0
+                }
+            })
+        };
         Self {
             shape: (a.nrows(), a.ncols(), a.nnz()),
             k,
@@ -421,15 +446,7 @@ impl SpmmPlan {
                 }),
                 chunk_k: k,
                 chunk_bytes: config.chunk_bytes.filter(|&b| b > 0).unwrap_or_else(|| {
-                    let cache = last_level_cache_bytes();
-                    let b_bytes = a.ncols().saturating_mul(k).saturating_mul(size_of::<T>());
-                    // The locality probe reads up to 4096 rows: only where B could miss.
-                    let locality = if b_bytes > cache {
-                        Self::column_locality(a)
-                    } else {
-                        1.0
-                    };
-                    Self::auto_chunk_bytes::<T>(a.ncols(), k, locality, cache)
+                    Self::auto_chunk_bytes::<T>(a.ncols(), k, locality(), cache)
                 }),
                 prefetch_distance: config.prefetch_distance,
                 shift_pairs: config
@@ -439,6 +456,9 @@ impl SpmmPlan {
                 // is narrow; a plan whose K-panel is not narrow has no use for them.
                 narrow_pairs: config.narrow_pairs.unwrap_or(true)
                     && crate::kernels::narrow_pairs::is_narrow::<T>(k_panel),
+                lead_prefetch: config
+                    .lead_prefetch
+                    .unwrap_or_else(|| b_bytes > cache && locality() >= 0.5),
             },
         }
     }
@@ -501,6 +521,11 @@ impl SpmmPlan {
     /// Whether the numeric phase prefetches rows of B.
     pub fn prefetches(&self) -> bool {
         self.options.prefetch
+    }
+    /// Whether the numeric phase prefetches each row's lead row of B a few rows ahead
+    /// ([`LssmConfig::lead_prefetch`]).
+    pub fn lead_prefetch(&self) -> bool {
+        self.options.lead_prefetch && !self.options.prefetch
     }
     /// Nonzeros per task.
     pub fn block_nnz(&self) -> usize {

@@ -5,15 +5,24 @@ use crate::common::{random_grid, reference, rel_err, sum_err, tolerance};
 use proptest::prelude::*;
 use sparse_kernels::{gen, CsrMatrix, DenseMut, DenseRef, LssmConfig, Par, SpmmPlan};
 
-/// `A · B` with a plan of `shift_pairs` on 2 threads (and the default sweep).
-fn product(a: &CsrMatrix<f64, u32>, b: &[f64], k: usize, shift_pairs: bool) -> Vec<f64> {
+/// `A · B` with a plan of `shift_pairs` and `lead_prefetch` on 2 threads (and the default
+/// sweep).
+fn product(
+    a: &CsrMatrix<f64, u32>,
+    b: &[f64],
+    k: usize,
+    shift_pairs: bool,
+    lead_prefetch: bool,
+) -> Vec<f64> {
     let config = LssmConfig {
         shift_pairs: Some(shift_pairs),
+        lead_prefetch: Some(lead_prefetch),
         serial_work: 0,
         ..LssmConfig::default()
     };
     let plan = SpmmPlan::new(a, k, &config);
     assert_eq!(plan.shift_pairs(), shift_pairs);
+    assert_eq!(plan.lead_prefetch(), lead_prefetch);
     let mut c = vec![f64::NAN; a.nrows() * k];
     let b = DenseRef::contiguous(b, a.ncols(), k);
     plan.execute(
@@ -40,11 +49,37 @@ fn the_default_plan_pairs_grids_and_bands_not_graphs_or_short_rows() {
     assert!(!pairs(&gen::uniform(5000, 5000, 16, 1)));
 }
 
+/// Lead rows (`LssmConfig::lead_prefetch`): prefetched by default only where B is larger than
+/// the last-level cache and read in order.
+#[test]
+fn the_default_plan_prefetches_lead_rows_of_a_large_b_read_in_order() {
+    let lead =
+        |a: &CsrMatrix<f64, u32>, k| SpmmPlan::new(a, k, &LssmConfig::default()).lead_prefetch();
+    // K large enough for B (5000 rows) to exceed the cache: the plan is symbolic, no B is made.
+    let k_large = sparse_kernels::last_level_cache_bytes() / (5000 * 8) + 1;
+    let band = gen::banded(5000, 13, 1);
+    assert!(lead(&band, k_large));
+    assert!(!lead(&band, 64), "B of 2.5 MB fits the cache");
+    let graph = gen::kronecker(12, 1);
+    let k_graph = sparse_kernels::last_level_cache_bytes() / (graph.ncols() * 8) + 1;
+    assert!(!lead(&graph, k_graph), "rows of B at random");
+    let prefetching = LssmConfig {
+        prefetch: Some(true),
+        lead_prefetch: Some(true),
+        ..LssmConfig::default()
+    };
+    assert!(
+        !SpmmPlan::new(&band, 64, &prefetching).lead_prefetch(),
+        "every row of B is prefetched already"
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     /// Random grids (random subsets of the 27-point neighbours, random sizes and values): with
-    /// shift pairs, against the reference and with the bits of the plan without them.
+    /// shift pairs, against the reference and with the bits of the plan without them (one of
+    /// the two prefetching each row's lead row of B, which must not change anything).
     #[test]
     fn random_grids_in_pairs_match_single_rows(
         nx in 2usize..20, ny in 1usize..12, nz in 1usize..8, mask in any::<u32>(),
@@ -54,7 +89,7 @@ proptest! {
         let a = random_grid(nx, ny, nz, mask, seed);
         let b = gen::dense::<f64>(a.ncols(), k, seed ^ 3);
         let expected = reference(&a, DenseRef::contiguous(&b, a.ncols(), k));
-        let (paired, single) = (product(&a, &b, k, true), product(&a, &b, k, false));
+        let (paired, single) = (product(&a, &b, k, true, false), product(&a, &b, k, false, true));
         let bref = DenseRef::contiguous(&b, a.ncols(), k);
         prop_assert!(sum_err(&a, bref, &paired, &expected) <= tolerance::<f64>());
         prop_assert!(paired.iter().zip(&single).all(|(x, y)| x.to_bits() == y.to_bits()));
