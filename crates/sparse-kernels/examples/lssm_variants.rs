@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p sparse-kernels --example lssm_variants -- \
-//!     [--threads 2] [--k 64] [--reps 9] [--flush] [--align-c] [--align-b] [--c-offset BYTES] [--huge-b] \
+//!     [--threads 2] [--k 64] [--reps 9] [--flush] [--align-c] [--c-offset BYTES] [--huge-b] \
 //!     [--slab BY] [--variants lssm,lssm:stream,lssm:chunk=1048576,merge,pairs] MATRIX...
 //! ```
 //! A variant is a kernel name (`lssm`, `row`, `merge`, `rode`, `pairs`, `reference`, or
@@ -21,7 +21,7 @@
 //! writes 64 MiB
 //! between runs (cold caches); `--align-c` puts C at a 64-byte boundary (a `Vec` of a large size usually starts
 //! 16 bytes past a page); `--c-offset BYTES` puts C that many bytes (mod 4 KiB) past B's
-//! offset in its page, to see whether stores to C that alias loads of B 4 KiB apart cost anything; `--align-b` copies B to a 64-byte boundary (as `compare-spmm` has it); `--huge-b` copies B (line-aligned) onto transparent huge pages
+//! offset in its page, to see whether stores to C that alias loads of B 4 KiB apart cost anything; `--huge-b` copies B (line-aligned) onto transparent huge pages
 //! (`sparse_kernels::zeroed_on_huge_pages`), to see what address translation costs; `--slab BY`
 //! reorders the rows of an `N × N × N` grid matrix (`stencil27:N`) in slabs of `BY` grid lines
 //! swept plane by plane first (what locality is worth on a stencil; other matrices are left
@@ -118,7 +118,7 @@ fn main() {
         &[64],
         9,
         &["variants", "c-offset", "slab"],
-        &["flush", "align-c", "align-b", "huge-b"],
+        &["flush", "align-c", "huge-b"],
     );
     let names: Vec<String> = o
         .extra
@@ -184,11 +184,7 @@ fn run(
     let b_gen = sparse_kernels::gen::dense::<f64>(n, k, 7);
     // B line-aligned on transparent huge pages (`--huge-b`) or where `gen::dense` puts it.
     let mut b_huge: Vec<f64>;
-    let b_aligned: sparse_kernels::AlignedVec<f64>;
-    let b: &[f64] = if o.extra.contains_key("align-b") {
-        b_aligned = sparse_kernels::AlignedVec::from_slice(&b_gen);
-        &b_aligned
-    } else if o.extra.contains_key("huge-b") {
+    let b: &[f64] = if o.extra.contains_key("huge-b") {
         b_huge = sparse_kernels::zeroed_on_huge_pages::<f64>(n * k + 8);
         let skip = (64 - b_huge.as_ptr() as usize % 64) % 64 / 8;
         b_huge[skip..skip + n * k].copy_from_slice(&b_gen);

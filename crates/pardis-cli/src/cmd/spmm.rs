@@ -146,9 +146,7 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
     let pairs = (kernel == Kernel::RowPairs).then(|| RowPairs::new(&a, k));
     let pairs_s = t2.elapsed().as_secs_f64();
 
-    // B on a cache-line boundary, as C: a B 16 bytes past a line costs the kernels 11–21 %
-    // (benches/README.md, sparse, "Line-aligned B").
-    let b = AlignedVec::from_slice(&gen::dense::<T>(a.ncols(), k, args.seed));
+    let b = gen::dense::<T>(a.ncols(), k, args.seed);
     let b = DenseRef::contiguous(&b, a.ncols(), k);
     let mut c = AlignedVec::<T>::zeroed(a.nrows() * k);
     let multiply = |c: &mut [T]| -> anyhow::Result<()> {
