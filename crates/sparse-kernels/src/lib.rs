@@ -80,5 +80,8 @@ pub use lssm::{
 };
 pub use par::Par;
 pub use scalar::{Scalar, SpIndex};
-pub use simd::{avx512_in_use, cpu_has_avx512, set_simd_limit, simd_level, simd_limit, SimdLimit};
+pub use simd::{
+    avx512_in_use, cpu_has_avx512, set_simd_limit, simd_level, simd_level_for_row_bytes,
+    simd_limit, SimdLimit, AVX2_ROW_BYTES,
+};
 pub use stats::{MatrixClass, RowStats, DENSE_ROW_RATIO, REGULAR_CV};

@@ -37,6 +37,13 @@ pub fn simd_limit() -> SimdLimit {
     }
 }
 
+/// Rows of C of at most this many bytes (K = 8 `f64`, 16 `f32`) run on the AVX2 tiles even
+/// where AVX-512 is in use: one 64-byte tile is one `zmm` accumulator per row, one chain of
+/// dependent multiply-adds, against two `ymm` ones. On an AMD EPYC (Zen 4) VM at K = 8 `f64`,
+/// 2 threads, the AVX2 tiles were 1.03–1.36× faster on 9 of 10 matrices (`kron:16` 1.01×;
+/// benches/README.md, sparse, "Narrow rows on AVX-512"). The bits do not change.
+pub const AVX2_ROW_BYTES: usize = 64;
+
 /// Whether this CPU has what the AVX-512 path is compiled for (AVX-512F and VL, AVX2, FMA);
 /// detected once.
 pub fn cpu_has_avx512() -> bool {
@@ -66,9 +73,15 @@ pub fn avx512_in_use() -> bool {
 /// AVX2 + FMA), `"sse2"` (the x86-64 baseline), or on other architectures `"native"` (what
 /// pulp picks there: NEON on aarch64, else scalar).
 pub fn simd_level() -> &'static str {
+    simd_level_for_row_bytes(usize::MAX)
+}
+
+/// The SIMD level the kernels run on now for rows of C of `row_bytes` bytes (K times the
+/// element size): as [`simd_level`], but `"avx2"` for rows of at most [`AVX2_ROW_BYTES`].
+pub fn simd_level_for_row_bytes(row_bytes: usize) -> &'static str {
     #[cfg(target_arch = "x86_64")]
     {
-        if avx512_in_use() {
+        if avx512_in_use() && row_bytes > AVX2_ROW_BYTES {
             "avx512"
         } else if pulp::x86::V3::try_new().is_some() {
             "avx2"
@@ -78,6 +91,7 @@ pub fn simd_level() -> &'static str {
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
+        let _ = row_bytes;
         "native"
     }
 }
@@ -95,5 +109,17 @@ mod tests {
         assert_ne!(simd_level(), "avx512");
         set_simd_limit(SimdLimit::Widest);
         assert_eq!(avx512_in_use(), cpu_has_avx512());
+    }
+
+    #[test]
+    fn narrow_rows_are_reported_on_avx2_tiles() {
+        assert_ne!(simd_level_for_row_bytes(AVX2_ROW_BYTES), "avx512");
+        assert_ne!(simd_level_for_row_bytes(8), "avx512");
+        // A wide row gets what `simd_level` reports, whatever the limit is now.
+        let (wide, level) = (simd_level_for_row_bytes(AVX2_ROW_BYTES + 1), simd_level());
+        assert!(
+            wide == level || [wide, level].contains(&"avx512"),
+            "{wide} {level}"
+        );
     }
 }

@@ -4,8 +4,9 @@
 use crate::output;
 use anyhow::{bail, Context};
 use pardis::sparse::{
-    gen, io, max_relative_error, set_simd_limit, simd_level, spmm_reference, AlignedVec, CsrMatrix,
-    DenseMut, DenseRef, Kernel, LssmConfig, Par, RowPairs, RowStats, Scalar, SimdLimit, SpmmPlan,
+    gen, io, max_relative_error, set_simd_limit, simd_level_for_row_bytes, spmm_reference,
+    AlignedVec, CsrMatrix, DenseMut, DenseRef, Kernel, LssmConfig, Par, RowPairs, RowStats, Scalar,
+    SimdLimit, SpmmPlan,
 };
 use serde_json::json;
 use std::path::PathBuf;
@@ -197,7 +198,7 @@ fn run_typed<T: Scalar>(args: &Args) -> anyhow::Result<()> {
     let gflops = flops / median / 1e9;
     let gbs = bytes / median / 1e9;
     let threads = rayon::current_num_threads();
-    let simd = simd_level();
+    let simd = simd_level_for_row_bytes(k * std::mem::size_of::<T>());
 
     if args.json {
         let out = json!({

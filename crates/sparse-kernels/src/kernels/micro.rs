@@ -463,6 +463,12 @@ pub(super) trait SimdJob {
     /// The body, compiled for the SIMD level of the function it is inlined into; `WIDE` for
     /// the AVX-512 tile widths ([`all_tiles`]), `fma` where the level has fused multiply-adds.
     fn run<const WIDE: bool>(self, fma: bool);
+    /// Bytes of a row of C the job's tiles cover (K times the element size; 0: unknown). At
+    /// most [`crate::simd::AVX2_ROW_BYTES`], [`dispatch`] runs the job on the AVX2 tiles even
+    /// where AVX-512 is in use.
+    fn row_bytes(&self) -> usize {
+        0
+    }
 }
 
 /// A [`SimdJob`] for pulp's dispatcher.
@@ -479,6 +485,9 @@ impl<J: SimdJob> WithSimd for OnLevel<J> {
 }
 
 impl<T: Scalar, I: SpIndex> SimdJob for Job<'_, '_, T, I> {
+    fn row_bytes(&self) -> usize {
+        self.c.cols() * std::mem::size_of::<T>()
+    }
     #[inline(always)]
     fn run<const WIDE: bool>(self, fma: bool) {
         let Self {
@@ -614,11 +623,12 @@ impl<T: Scalar, I: SpIndex> SimdJob for Job<'_, '_, T, I> {
 }
 
 /// Runs `job` on the widest SIMD level this CPU has and [`crate::set_simd_limit`] allows:
-/// AVX-512 with the 512-byte tiles, else the level [`pulp::Arch`] picks (x86-64-v3, NEON or
-/// scalar).
+/// AVX-512 with the 512-byte tiles (for rows of C wider than [`crate::simd::AVX2_ROW_BYTES`]),
+/// else the level [`pulp::Arch`] picks (x86-64-v3, NEON or scalar). The bits are the same on
+/// every level.
 pub(super) fn dispatch<J: SimdJob>(job: J) {
     #[cfg(target_arch = "x86_64")]
-    if crate::simd::avx512_in_use() {
+    if crate::simd::avx512_in_use() && job.row_bytes() > crate::simd::AVX2_ROW_BYTES {
         // SAFETY: `avx512_in_use` detected the features `run_v4` is compiled for.
         unsafe { run_v4(job) };
         return;
@@ -733,6 +743,11 @@ struct GroupJob<'a, 'c, T, I> {
 }
 
 impl<T: Scalar, I: SpIndex> SimdJob for GroupJob<'_, '_, T, I> {
+    fn row_bytes(&self) -> usize {
+        self.segments
+            .first()
+            .map_or(0, |(_, out)| std::mem::size_of_val(*out))
+    }
     #[inline(always)]
     fn run<const WIDE: bool>(self, fma: bool) {
         let Self {
