@@ -112,6 +112,17 @@ pub const DEFAULT_PACKED_FRAME_BYTES: usize = 64 << 10;
 /// (34–39 µs against 44–46 µs on 4 ranks).
 pub const DEFAULT_MPI_SMALL_MESSAGE_BYTES: usize = 256 << 10;
 
+/// [`Config::recursive_doubling_bytes`] in [`MpiConfig::default`]: 3 KiB. Recursive doubling
+/// sends the whole vector in one frame, header included; Open MPI's shared-memory transport
+/// (`btl_vader_eager_limit`, 4 KiB with its own header) sends larger messages by a rendezvous
+/// that pardis's threads progress several µs more slowly than the eager path. Below 3 KiB the
+/// frame stays eager; from there halving-doubling sends halves. On a Zen 4 VM, 2 ranks,
+/// pardis-mpi with recursive doubling below 16 KiB took 7.9 µs at 4 KiB (3.1 µs at 2 KiB) and
+/// 22.3 µs at 16 KiB, with halving-doubling from 4 KiB 2.6 and 11.6 µs; with the eager limit
+/// raised to 8 KiB recursive doubling took 1.6 µs at 4 KiB (benches/README.md, collectives,
+/// "Zen 4: the eager limit").
+pub const DEFAULT_MPI_RECURSIVE_DOUBLING_BYTES: usize = 3 << 10;
+
 /// Largest accepted [`MpiConfig::packed_frame_bytes`]: 64 KiB. Every rank posts the receive
 /// for its next incoming message ahead, into a buffer this large plus the header, so a packed
 /// frame must fit it whatever the sender's settings.
@@ -146,7 +157,8 @@ pub struct MpiConfig {
     /// Engine settings. Default: [`Config::default`] (waiting threads drive the engine, which
     /// measured faster than handing every operation to the engine thread up to 1 MiB and about
     /// even above: benches/README.md, collectives, "Measurements behind code defaults") with
-    /// [`Config::small_message_bytes`] at [`DEFAULT_MPI_SMALL_MESSAGE_BYTES`].
+    /// [`Config::small_message_bytes`] at [`DEFAULT_MPI_SMALL_MESSAGE_BYTES`] and
+    /// [`Config::recursive_doubling_bytes`] at [`DEFAULT_MPI_RECURSIVE_DOUBLING_BYTES`].
     pub engine: Config,
     /// Empty looks (tests of the posted receive, each followed by a `yield`) before the
     /// receiver thread starts sleeping.
@@ -213,6 +225,7 @@ impl Default for MpiConfig {
         Self {
             engine: Config {
                 small_message_bytes: DEFAULT_MPI_SMALL_MESSAGE_BYTES,
+                recursive_doubling_bytes: DEFAULT_MPI_RECURSIVE_DOUBLING_BYTES,
                 ..Config::default()
             },
             idle_spins: DEFAULT_IDLE_SPINS,
