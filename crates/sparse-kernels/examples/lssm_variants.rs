@@ -15,7 +15,8 @@
 //! C), `pf` / `nopf` (prefetching B), `pfd=N` (prefetch distance in nonzeros), `chunk=N`
 //! (`row_chunk_work`), `cb=BYTES` (`chunk_bytes`), `block=N`, `panel=N`, `serial=N`
 //! (`serial_work`), `sweep=N` (`sweep_rows`: rows per band, 0 for none), `shift` / `noshift`
-//! (`shift_pairs`), `narrow` / `nonarrow` (`narrow_pairs`), `lead` / `nolead` (`lead_prefetch`). Any variant with `@avx2` appended
+//! (`shift_pairs`), `narrow` / `nonarrow` (`narrow_pairs`), `lead` / `nolead`
+//! (`lead_prefetch`). Any variant with `@avx2` appended
 //! runs with the SIMD level capped at AVX2 (`sparse_kernels::set_simd_limit`), e.g.
 //! `lssm,lssm@avx2` pairs the AVX-512 path with the AVX2 one on a CPU that has both. `--flush`
 //! writes 64 MiB

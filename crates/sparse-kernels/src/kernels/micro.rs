@@ -108,7 +108,7 @@ pub(crate) struct Options {
 }
 
 /// Rows ahead of the row being multiplied whose lead rows of B are prefetched
-/// ([`Options::lead_prefetch`]).
+/// ([`Options::lead_prefetch`]; one more past the second row of a pair).
 pub(crate) const LEAD_AHEAD: usize = 2;
 
 /// How a tile computes and writes its K-vector piece: with fused multiply-adds or not (only

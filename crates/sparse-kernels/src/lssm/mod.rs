@@ -14,9 +14,10 @@
 //!   shared cache to exploit). The task list, the scratch size (one K-vector per extra segment) and
 //!   the memory policies of the micro-kernel (prefetching B or its rows' lead rows, streaming
 //!   stores to C, shift pairs: a row and the next shifted by one column computed together, one
-//!   load of B for both where the columns run on) are fixed here. Tasks are grouped into *units* by position: a long-row task
-//!   whose columns are `c..d` (scaled to the rows) goes with the runs of short rows `c..d` (at most
-//!   four blocks of them), first the rows, then the long-row task, so that in matrices with a
+//!   load of B for both where the columns run on) are fixed here. Tasks are grouped into
+//!   *units* by position: a long-row task whose columns are `c..d` (scaled to the rows) goes
+//!   with the runs of short rows `c..d` (at most four blocks of them), first the rows, then the
+//!   long-row task, so that in matrices with a
 //!   structured diagonal (arrow, banded, meshes) one worker reads those rows of B from memory once,
 //!   for the short rows, and again from its own cache for the long rows (arrow matrices read B
 //!   once). A grid-like matrix without long rows (rows reading the rows of B near their own and one

@@ -158,9 +158,9 @@ pub struct LssmConfig {
     /// B of the next chunk. `None` (the default): where B is larger than the last-level cache
     /// and its rows are read in order ([`SpmmPlan::column_locality`] at least 0.5); `Some(_)`
     /// decides. The result does not change. On an AMD EPYC (Zen 4) VM at K = 64 `f64`, paired:
-    /// `stencil27:64` 1.16×, `stencil27:48` 1.12×, `banded:262144:13` 1.06×,
-    /// `arrow:200000:4` 1.04×; 0.99–1.01× where B fits the cache (benches/README.md, sparse,
-    /// "Lead rows").
+    /// `stencil27:64` 1.20–1.25×, `banded:262144:13` 1.22×, `stencil27:48` 1.10×,
+    /// `arrow:200000:4` 1.07×; forced on where the rule leaves it off 0.97–1.01×
+    /// (benches/README.md, sparse, "Lead rows").
     pub lead_prefetch: Option<bool>,
 }
 
