@@ -40,7 +40,7 @@ pub fn simd_limit() -> SimdLimit {
 /// Rows of C of at most this many bytes (K = 8 `f64`, 16 `f32`) run on the AVX2 tiles even
 /// where AVX-512 is in use: one 64-byte tile is one `zmm` accumulator per row, one chain of
 /// dependent multiply-adds, against two `ymm` ones. On an AMD EPYC (Zen 4) VM at K = 8 `f64`,
-/// 2 threads, the AVX2 tiles were 1.03–1.36× faster on 9 of 10 matrices (`kron:16` 1.01×;
+/// 2 threads, the AVX2 tiles were 1.02–1.36× faster on 9 of 10 matrices (`kron:16` 1.01×;
 /// benches/README.md, sparse, "Narrow rows on AVX-512"). The bits do not change.
 pub const AVX2_ROW_BYTES: usize = 64;
 
