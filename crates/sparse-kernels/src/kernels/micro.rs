@@ -463,11 +463,12 @@ pub(super) trait SimdJob {
     /// The body, compiled for the SIMD level of the function it is inlined into; `WIDE` for
     /// the AVX-512 tile widths ([`all_tiles`]), `fma` where the level has fused multiply-adds.
     fn run<const WIDE: bool>(self, fma: bool);
-    /// Bytes of a row of C the job's tiles cover (K times the element size; 0: unknown). At
-    /// most [`crate::simd::AVX2_ROW_BYTES`], [`dispatch`] runs the job on the AVX2 tiles even
-    /// where AVX-512 is in use.
+    /// Bytes of a row of C the job's tiles cover (K times the element size). At most
+    /// [`crate::simd::AVX2_ROW_BYTES`], [`dispatch`] runs the job on the AVX2 tiles even where
+    /// AVX-512 is in use. Default `usize::MAX`: the widest tiles (`RowPairs`, whose narrow
+    /// rows were not measured on both paths).
     fn row_bytes(&self) -> usize {
-        0
+        usize::MAX
     }
 }
 
@@ -746,7 +747,7 @@ impl<T: Scalar, I: SpIndex> SimdJob for GroupJob<'_, '_, T, I> {
     fn row_bytes(&self) -> usize {
         self.segments
             .first()
-            .map_or(0, |(_, out)| std::mem::size_of_val(*out))
+            .map_or(usize::MAX, |(_, out)| std::mem::size_of_val(*out))
     }
     #[inline(always)]
     fn run<const WIDE: bool>(self, fma: bool) {
@@ -881,6 +882,40 @@ pub(super) fn assert_rows_agree<T: Scalar>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Records whether [`dispatch`] ran it on the AVX-512 tiles.
+    struct Probe<'a> {
+        row_bytes: usize,
+        wide: &'a std::cell::Cell<Option<bool>>,
+    }
+
+    impl SimdJob for Probe<'_> {
+        fn row_bytes(&self) -> usize {
+            self.row_bytes
+        }
+        fn run<const WIDE: bool>(self, _fma: bool) {
+            self.wide.set(Some(WIDE));
+        }
+    }
+
+    #[test]
+    fn narrow_rows_never_run_on_the_avx512_tiles() {
+        let wide = std::cell::Cell::new(None);
+        for row_bytes in [8, 32, crate::simd::AVX2_ROW_BYTES] {
+            dispatch(Probe {
+                row_bytes,
+                wide: &wide,
+            });
+            assert_eq!(wide.take(), Some(false), "{row_bytes} bytes");
+        }
+        // Wider rows take the AVX-512 tiles where the CPU has them (unless another test has
+        // just capped the level, which only ever makes this `false`).
+        dispatch(Probe {
+            row_bytes: 512,
+            wide: &wide,
+        });
+        assert!(wide.take().is_some());
+    }
     use crate::gen;
 
     /// Every row of `a · b` through the given path, the long rows also as two segments added.

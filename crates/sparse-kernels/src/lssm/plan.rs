@@ -159,7 +159,7 @@ pub struct LssmConfig {
     /// and its rows are read in order ([`SpmmPlan::column_locality`] at least 0.5); `Some(_)`
     /// decides. The result does not change. On an AMD EPYC (Zen 4) VM at K = 64 `f64`, paired:
     /// `stencil27:64` 1.20–1.25×, `banded:262144:13` 1.22×, `stencil27:48` 1.10×,
-    /// `arrow:200000:4` 1.07×; forced on where the rule leaves it off 0.97–1.01×
+    /// `arrow:200000:4` 1.07×; forced on where the rule leaves it off 0.96–1.02×
     /// (benches/README.md, sparse, "Lead rows").
     pub lead_prefetch: Option<bool>,
 }
@@ -414,16 +414,11 @@ impl SpmmPlan {
         };
         let cache = last_level_cache_bytes();
         let b_bytes = a.ncols().saturating_mul(k).saturating_mul(size_of::<T>());
-        // The locality probe reads up to 4096 rows: only where B could miss, and once.
-        let locality_once = std::cell::OnceCell::new();
-        let locality = || {
-            *locality_once.get_or_init(|| {
-                if b_bytes > cache {
-                    Self::column_locality(a)
-                } else {
-                    1.0
-                }
-            })
+        // The locality probe reads up to 4096 rows: only where B could miss.
+        let locality = if b_bytes > cache {
+            Self::column_locality(a)
+        } else {
+            1.0
         };
         Self {
             shape: (a.nrows(), a.ncols(), a.nnz()),
@@ -445,9 +440,10 @@ impl SpmmPlan {
                     Self::auto_streaming_stores::<T>(a.nrows(), k, last_level_cache_bytes())
                 }),
                 chunk_k: k,
-                chunk_bytes: config.chunk_bytes.filter(|&b| b > 0).unwrap_or_else(|| {
-                    Self::auto_chunk_bytes::<T>(a.ncols(), k, locality(), cache)
-                }),
+                chunk_bytes: config
+                    .chunk_bytes
+                    .filter(|&b| b > 0)
+                    .unwrap_or_else(|| Self::auto_chunk_bytes::<T>(a.ncols(), k, locality, cache)),
                 prefetch_distance: config.prefetch_distance,
                 shift_pairs: config
                     .shift_pairs
@@ -458,7 +454,7 @@ impl SpmmPlan {
                     && crate::kernels::narrow_pairs::is_narrow::<T>(k_panel),
                 lead_prefetch: config
                     .lead_prefetch
-                    .unwrap_or_else(|| b_bytes > cache && locality() >= 0.5),
+                    .unwrap_or(b_bytes > cache && locality >= 0.5),
             },
         }
     }
