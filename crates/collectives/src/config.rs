@@ -115,6 +115,15 @@ pub struct Config {
     /// bytes and pipelined (the next piece is sent before the previous one is reduced).
     /// Default: 1 MiB.
     pub ring_piece_bytes: usize,
+    /// Recursive-doubling and halving-doubling steps of messages below
+    /// [`Config::small_piece_limit_bytes`] whose region is larger are cut into pieces of at
+    /// most this many bytes, all of a step's pieces sent before the first is awaited: a
+    /// transport whose messages change protocol above some size (MPI's eager limit) keeps
+    /// every piece below it. Default: `usize::MAX` (never cut).
+    pub small_piece_bytes: usize,
+    /// Message size (bytes) from which [`Config::small_piece_bytes`] no longer applies.
+    /// Default: 0 (never cut).
+    pub small_piece_limit_bytes: usize,
     /// Whether a transport that can (TCP) reads incoming data straight into the collective's
     /// buffer, reducing it in there, instead of staging it in a message buffer (one pass over
     /// memory less per received byte). Default: true.
@@ -174,6 +183,8 @@ impl Default for Config {
             recursive_doubling_bytes: DEFAULT_RECURSIVE_DOUBLING_BYTES,
             shared_memory_bytes: None,
             ring_piece_bytes: DEFAULT_RING_PIECE_BYTES,
+            small_piece_bytes: usize::MAX,
+            small_piece_limit_bytes: 0,
             direct_receive: true,
             broadcast: BroadcastAlgorithm::Auto,
             pipeline_threshold_bytes: DEFAULT_PIPELINE_THRESHOLD_BYTES,

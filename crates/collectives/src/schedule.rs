@@ -135,6 +135,58 @@ pub(crate) fn pipelined_ring_all_reduce(
         .collect()
 }
 
+/// `steps` with every region longer than `max_len` elements (at least 1) cut into pieces of
+/// at most `max_len`, each region into `ceil(len / max_len)` nearly equal pieces (so the
+/// sender and the receiver of a region agree on its pieces). A step whose send has `s` pieces
+/// and whose receive has `r` becomes `max(s, r) + 1` steps: step `j` sends piece `j` (while
+/// `j < s`) and receives piece `j - 1` (while `1 <= j <= r`), so all of a step's pieces are on
+/// their way before its first is awaited. Valid for schedules whose receives change only the
+/// region they receive (every schedule here): a piece of a region both sent and received
+/// (recursive doubling) is sent before it is received into. Returns `steps` itself when no
+/// region is longer than `max_len`.
+pub(crate) fn cut_into_pieces(steps: Vec<Step>, max_len: usize) -> Vec<Step> {
+    let max_len = max_len.max(1);
+    let pieces = |r: &Range<usize>| r.len().div_ceil(max_len).max(1);
+    let longest = |st: &Step| {
+        let send = st.send.as_ref().map_or(0, |(_, r)| pieces(r));
+        let recv = st.recv.as_ref().map_or(0, |(_, r, _)| pieces(r));
+        (send, recv)
+    };
+    if steps.iter().all(|st| {
+        let (s, r) = longest(st);
+        s.max(r) < 2
+    }) {
+        return steps;
+    }
+    let sub = |r: &Range<usize>, j: usize| {
+        let p = part(r.len(), pieces(r), j);
+        r.start + p.start..r.start + p.end
+    };
+    let mut out = Vec::with_capacity(steps.len() * 3);
+    for st in steps {
+        let (s, r) = longest(&st);
+        if s.max(r) < 2 {
+            out.push(st);
+            continue;
+        }
+        for j in 0..=s.max(r) {
+            out.push(Step {
+                send: st
+                    .send
+                    .as_ref()
+                    .filter(|_| j < s)
+                    .map(|(to, reg)| (*to, sub(reg, j))),
+                recv: st
+                    .recv
+                    .as_ref()
+                    .zip(j.checked_sub(1).filter(|&k| k < r))
+                    .map(|((from, reg, a), k)| (*from, sub(reg, k), *a)),
+            });
+        }
+    }
+    out
+}
+
 /// Recursive halving-doubling all-reduce (Rabenseifner) of `count` elements, any `n`:
 /// the first `2 * (n - p)` ranks (p = largest power of two <= n) fold pairwise, the `p`
 /// survivors reduce-scatter by recursive halving and all-gather by recursive doubling, and the

@@ -60,6 +60,14 @@ impl Communicator {
                 (steps, 1)
             }
         };
+        let steps = if matches!(code, 2 | 3) && bytes < cfg.small_piece_limit_bytes {
+            schedule::cut_into_pieces(
+                steps,
+                cfg.small_piece_bytes / std::mem::size_of::<T>().max(1),
+            )
+        } else {
+            steps
+        };
         let plan = Plan {
             output: Some(0..count),
             reduce: Some(op),

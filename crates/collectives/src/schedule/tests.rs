@@ -57,6 +57,23 @@ fn sums(n: usize, count: usize) -> Vec<i64> {
     (0..count).map(|i| ins.iter().map(|v| v[i]).sum()).collect()
 }
 
+/// Cutting leaves a schedule without long regions as it was, and cuts a swap of 10 elements
+/// into pieces of at most 4 as 3 + 3 + 4 ([`part`]), all three sent before the first is
+/// awaited.
+#[test]
+fn pieces_of_a_swap() {
+    let steps = halving_doubling_all_reduce(2, 0, 8);
+    assert_eq!(cut_into_pieces(steps.clone(), 4), steps);
+    let cut = cut_into_pieces(vec![Step::swap(1, 0..10, 10..20, Action::Reduce)], 4);
+    let want = vec![
+        Step::send(1, 0..3),
+        Step::exchange(1, 3..6, 1, 10..13, Action::Reduce),
+        Step::exchange(1, 6..10, 1, 13..16, Action::Reduce),
+        Step::recv(1, 16..20, Action::Reduce),
+    ];
+    assert_eq!(cut, want);
+}
+
 #[test]
 fn all_reduce_schedules_are_correct() {
     for n in 1..=9 {
@@ -225,6 +242,27 @@ proptest::proptest! {
         let pipelined5 = |n, r, c| pipelined_ring_all_reduce(n, r, c, 5);
         for algo in [ring_all_reduce as fn(usize, usize, usize) -> Vec<Step>, halving_doubling_all_reduce, recursive_doubling_all_reduce, pipelined2, pipelined5] {
             let out = simulate((0..n).map(|r| algo(n, r, count)).collect(), bufs.clone());
+            proptest::prop_assert!(out.iter().all(|o| *o == want));
+        }
+    }
+
+    /// Every all-reduce schedule cut into pieces of at most `max_len` elements still equals
+    /// the serial sum, and no message is longer than `max_len` (the simulator also checks
+    /// that every message has the length its receiver expects).
+    #[test]
+    fn pieces_keep_schedules_correct(n in 1usize..10, count in 0usize..200, max_len in 0usize..40, seed in 0i64..1000) {
+        let bufs: Vec<Vec<i64>> = (0..n)
+            .map(|r| (0..count).map(|i| (seed * 17 + (r * count + i) as i64 * 7907) % 997 - 400).collect())
+            .collect();
+        let want: Vec<i64> = (0..count).map(|i| bufs.iter().map(|b| b[i]).sum()).collect();
+        let pipelined3 = |n, r, c| pipelined_ring_all_reduce(n, r, c, 3);
+        for algo in [ring_all_reduce as fn(usize, usize, usize) -> Vec<Step>, halving_doubling_all_reduce, recursive_doubling_all_reduce, pipelined3] {
+            let steps: Vec<Vec<Step>> = (0..n).map(|r| cut_into_pieces(algo(n, r, count), max_len)).collect();
+            let longest = steps.iter().flatten().flat_map(|st| {
+                st.send.iter().map(|(_, r)| r.len()).chain(st.recv.iter().map(|(_, r, _)| r.len()))
+            }).max().unwrap_or(0);
+            proptest::prop_assert!(longest <= max_len.max(1), "a piece of {longest} > {max_len}");
+            let out = simulate(steps, bufs.clone());
             proptest::prop_assert!(out.iter().all(|o| *o == want));
         }
     }

@@ -123,6 +123,19 @@ pub const DEFAULT_MPI_SMALL_MESSAGE_BYTES: usize = 256 << 10;
 /// "Zen 4: the eager limit").
 pub const DEFAULT_MPI_RECURSIVE_DOUBLING_BYTES: usize = 3 << 10;
 
+/// [`Config::small_piece_bytes`] in [`MpiConfig::default`]: 4040 bytes, so that a piece with
+/// pardis's 56-byte header stays within Open MPI's 4 KiB shared-memory eager limit (see
+/// [`DEFAULT_MPI_RECURSIVE_DOUBLING_BYTES`]).
+pub const DEFAULT_MPI_SMALL_PIECE_BYTES: usize = 4096 - HEADER_BYTES;
+
+/// [`Config::small_piece_limit_bytes`] in [`MpiConfig::default`]: 16 KiB. Halving-doubling's
+/// halves from 4 KiB crossed the eager limit into the rendezvous; cut into eager pieces they
+/// took, on a Zen 4 VM, 7.7 µs at 8 KiB on 2 ranks against 14.1 µs uncut (`MPI_Allreduce`
+/// 6.0 µs) and 32.7 against 38.3 µs on 4 ranks. From 32 KiB the pieces were about even on 2
+/// ranks and up to 3× slower on 4 ranks of the 2-core VM (each piece a message and a turn of
+/// the engine): benches/README.md, collectives, "Eager pieces".
+pub const DEFAULT_MPI_SMALL_PIECE_LIMIT_BYTES: usize = 16 << 10;
+
 /// Largest accepted [`MpiConfig::packed_frame_bytes`]: 64 KiB. Every rank posts the receive
 /// for its next incoming message ahead, into a buffer this large plus the header, so a packed
 /// frame must fit it whatever the sender's settings.
@@ -157,8 +170,10 @@ pub struct MpiConfig {
     /// Engine settings. Default: [`Config::default`] (waiting threads drive the engine, which
     /// measured faster than handing every operation to the engine thread up to 1 MiB and about
     /// even above: benches/README.md, collectives, "Measurements behind code defaults") with
-    /// [`Config::small_message_bytes`] at [`DEFAULT_MPI_SMALL_MESSAGE_BYTES`] and
-    /// [`Config::recursive_doubling_bytes`] at [`DEFAULT_MPI_RECURSIVE_DOUBLING_BYTES`].
+    /// [`Config::small_message_bytes`] at [`DEFAULT_MPI_SMALL_MESSAGE_BYTES`],
+    /// [`Config::recursive_doubling_bytes`] at [`DEFAULT_MPI_RECURSIVE_DOUBLING_BYTES`] and
+    /// [`Config::small_piece_bytes`] / [`Config::small_piece_limit_bytes`] at
+    /// [`DEFAULT_MPI_SMALL_PIECE_BYTES`] / [`DEFAULT_MPI_SMALL_PIECE_LIMIT_BYTES`].
     pub engine: Config,
     /// Empty looks (tests of the posted receive, each followed by a `yield`) before the
     /// receiver thread starts sleeping.
@@ -226,6 +241,8 @@ impl Default for MpiConfig {
             engine: Config {
                 small_message_bytes: DEFAULT_MPI_SMALL_MESSAGE_BYTES,
                 recursive_doubling_bytes: DEFAULT_MPI_RECURSIVE_DOUBLING_BYTES,
+                small_piece_bytes: DEFAULT_MPI_SMALL_PIECE_BYTES,
+                small_piece_limit_bytes: DEFAULT_MPI_SMALL_PIECE_LIMIT_BYTES,
                 ..Config::default()
             },
             idle_spins: DEFAULT_IDLE_SPINS,
