@@ -257,11 +257,14 @@ impl Engine {
             return Inline::Handover;
         }
         let inbox = shared.transport.inbox();
-        let until = Instant::now() + shared.config.busy_poll;
+        // The busy-poll window starts at the first look: a collective that finishes in its
+        // first poll (no peers, or its data already here) reads no clock.
+        let mut until: Option<Instant> = None;
         let mut looks = 0u32;
         let mut look = || {
+            let end = *until.get_or_insert_with(|| Instant::now() + shared.config.busy_poll);
             looks += 1;
-            looks.is_multiple_of(SPIN_POLLS_PER_CLOCK) && Instant::now() >= until
+            looks.is_multiple_of(SPIN_POLLS_PER_CLOCK) && Instant::now() >= end
         };
         loop {
             if shared.aborted.load(Ordering::SeqCst) || !no_submissions(shared) {
