@@ -60,7 +60,11 @@ impl Communicator {
                 (steps, 1)
             }
         };
-        let steps = if matches!(code, 2 | 3) && bytes < cfg.small_piece_limit_bytes {
+        let small = matches!(
+            algo,
+            AllReduceAlgorithm::HalvingDoubling | AllReduceAlgorithm::RecursiveDoubling
+        );
+        let steps = if small && bytes < cfg.small_piece_limit_bytes {
             schedule::cut_into_pieces(
                 steps,
                 cfg.small_piece_bytes / std::mem::size_of::<T>().max(1),
