@@ -447,7 +447,7 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(
         let b = gen::dense::<T>(a.ncols(), k, 7);
         let mut c = AlignedVec::<T>::zeroed(a.nrows() * k);
         let bref = DenseRef::contiguous(&b, a.ncols(), k);
-        // The parallel kernels and sprs run in alternated rounds (one run of each per round,
+        // The parallel kernels and sprs run in alternated, rotated rounds (one run of each per round,
         // after one warm-up run each), so that drift in the machine's state hits them alike and
         // their ratios are paired; the serial reference runs once. `None` is sprs, which adds
         // into C, so its C is zeroed inside its timed call; it gets the same line-aligned B
@@ -493,15 +493,20 @@ fn run_matrix<T: Scalar + sprs::MulAcc>(
         for kernel in &contenders {
             run(*kernel);
         }
+        // Each round starts one contender later than the one before, so that no contender
+        // always runs right after the same one (LSSM always came right after the serial sprs
+        // run, which leaves one core idle and the caches full of its ordinary stores).
         let mut timed = 0.0;
+        let mut round = 0;
         while rounds[0].len() < o.reps.max(1)
             || (timed < MIN_SECONDS && rounds[0].len() < MAX_ROUNDS)
         {
-            for (kernel, t) in contenders.iter().zip(rounds.iter_mut()) {
-                let time = run(*kernel);
+            for i in (0..contenders.len()).map(|i| (i + round) % contenders.len()) {
+                let time = run(contenders[i]);
                 timed += time;
-                t.push(time);
+                rounds[i].push(time);
             }
+            round += 1;
         }
         run(Some(Kernel::Reference));
         let mut times = vec![format!(

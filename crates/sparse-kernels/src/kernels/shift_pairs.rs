@@ -337,7 +337,7 @@ mod tests {
                 4 * sample.shifted >= sample.sampled,
                 "seed {seed}: too few pairs"
             );
-            for k in [1, 2, 7, 16, 17, 32, 48, 64, 100, 128] {
+            for k in [1, 2, 7, 16, 17, 32, 48, 64, 96, 100, 128] {
                 let mut b = gen::dense::<T>(a.ncols(), k, seed ^ 9);
                 // Infinities and a NaN: the same operations give the same bits with them too.
                 b[3] = T::from_f64(f64::INFINITY);
