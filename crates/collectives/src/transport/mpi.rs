@@ -128,13 +128,14 @@ pub const DEFAULT_MPI_RECURSIVE_DOUBLING_BYTES: usize = 3 << 10;
 /// [`DEFAULT_MPI_RECURSIVE_DOUBLING_BYTES`]).
 pub const DEFAULT_MPI_SMALL_PIECE_BYTES: usize = 4096 - HEADER_BYTES;
 
-/// [`Config::small_piece_limit_bytes`] in [`MpiConfig::default`]: 16 KiB. Halving-doubling's
+/// [`Config::small_piece_limit_bytes`] in [`MpiConfig::default`]: 32 KiB. Halving-doubling's
 /// halves from 4 KiB crossed the eager limit into the rendezvous; cut into eager pieces they
-/// took, on a Zen 4 VM, 7.7 µs at 8 KiB on 2 ranks against 14.1 µs uncut (`MPI_Allreduce`
-/// 6.0 µs) and 32.7 against 38.3 µs on 4 ranks. From 32 KiB the pieces were about even on 2
-/// ranks and up to 3× slower on 4 ranks of the 2-core VM (each piece a message and a turn of
-/// the engine): benches/README.md, collectives, "Eager pieces".
-pub const DEFAULT_MPI_SMALL_PIECE_LIMIT_BYTES: usize = 16 << 10;
+/// took, on a Zen 4 VM with 2 ranks, 7.7 µs at 8 KiB against 14.1 µs uncut (`MPI_Allreduce`
+/// 6.0 µs) and 7.8–8.1 against 11.7–14.4 µs at 16 KiB; on 4 ranks of the 2-core VM 32.7
+/// against 38.3 µs at 8 KiB and about even at 16 KiB. From 32 KiB they were even or slower on
+/// 2 ranks and up to 3× slower on 4 ranks (each piece a message and a turn of an engine that
+/// shares its core): benches/README.md, collectives, "Eager pieces".
+pub const DEFAULT_MPI_SMALL_PIECE_LIMIT_BYTES: usize = 32 << 10;
 
 /// Largest accepted [`MpiConfig::packed_frame_bytes`]: 64 KiB. Every rank posts the receive
 /// for its next incoming message ahead, into a buffer this large plus the header, so a packed

@@ -107,9 +107,9 @@ fn mpi_child() {
     let job = MpiJob::init(&MpiConfig::default()).unwrap();
     let comm = job.world();
     let (n, me) = (comm.world_size(), comm.rank());
-    // 2049 and 3001 f32 (8 and 12 KiB): halving-doubling's halves go in eager pieces
-    // (`Config::small_piece_bytes`), one of two, the other of three.
-    for len in [0, 1, 13, 1009, 2049, 3001] {
+    // 2049, 3001 and 5000 f32 (8, 12 and 20 KiB): halving-doubling's halves go in eager
+    // pieces (`Config::small_piece_bytes`), of two, three and five.
+    for len in [0, 1, 13, 1009, 2049, 3001, 5000] {
         check_all::<f32>(comm, len);
     }
     check_all::<f64>(comm, 7);
