@@ -185,6 +185,7 @@ impl AlignedBuf {
 
     /// Views the payload as elements; `None` when the byte length is not a multiple of the size.
     pub(crate) fn as_slice<T: Element>(&self) -> Option<&[T]> {
+        // (`elements_of` does the same for borrowed bytes; here the words are 8-aligned.)
         let size = std::mem::size_of::<T>();
         if !self.len.is_multiple_of(size) {
             return None;
@@ -202,6 +203,22 @@ impl AlignedBuf {
         // we hold the unique borrow of `words`.
         unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<T>(), n) }
     }
+}
+
+/// `bytes` viewed as elements of `T`; `None` unless its start is aligned for `T` and its length
+/// is a multiple of the size (a frame's payload in a receive buffer, read in place).
+#[cfg(feature = "mpi")]
+pub(crate) fn elements_of<T: Element>(bytes: &[u8]) -> Option<&[T]> {
+    let size = std::mem::size_of::<T>();
+    if !bytes.len().is_multiple_of(size)
+        || !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>())
+    {
+        return None;
+    }
+    // SAFETY: `T` is sealed to f32/f64/i32/i64/u8/bf16 (no invalid bit patterns; bf16 is
+    // `repr(transparent)` over u16), the start is aligned for `T` (checked) and
+    // `len / size` elements lie within `bytes`.
+    Some(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), bytes.len() / size) })
 }
 
 #[cfg(test)]

@@ -68,6 +68,10 @@ pub struct EngineStats {
     /// Blocking calls' collectives run inline that were handed to the engine unfinished (the
     /// busy-poll window passed, another collective was submitted, or the queue was busy).
     pub handed_over: u64,
+    /// Frames that a collective running inline took on arrival, straight from the transport's
+    /// receive buffer (MPI: the awaited packed frame of the current step, applied without a
+    /// pooled copy or the mailbox).
+    pub taken_on_arrival: u64,
 }
 
 #[derive(Debug, Default)]
@@ -80,6 +84,7 @@ struct Counters {
     max_queue_len: AtomicU64,
     inline: AtomicU64,
     handed_over: AtomicU64,
+    taken_on_arrival: AtomicU64,
 }
 
 struct Shared {
@@ -267,6 +272,7 @@ impl Engine {
             pending_sends: self.shared.transport.pending_sends(),
             inline: l(&c.inline),
             handed_over: l(&c.handed_over),
+            taken_on_arrival: l(&c.taken_on_arrival),
         }
     }
 }

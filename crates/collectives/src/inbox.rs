@@ -95,6 +95,13 @@ impl Mailbox {
         g.frames.push_back(frame);
     }
 
+    /// Whether a data frame from world rank `src` is queued.
+    #[cfg(feature = "mpi")]
+    pub(crate) fn holds_frame_from(&self, src: usize) -> bool {
+        let g = self.inner.lock().expect("mailbox poisoned");
+        g.frames.iter().any(|f| f.src == src)
+    }
+
     /// Next data frame from world rank `src`.
     pub(crate) fn pop(&self, src: usize) -> Option<Frame> {
         self.inner.lock().expect("mailbox poisoned").pop(src)

@@ -72,6 +72,14 @@ pub(crate) trait ActiveOp: Send {
     fn meta(&self) -> &OpMeta;
     /// Delivers the outcome to the handle.
     fn finish(self: Box<Self>, result: Result<(), CollectiveError>, stats: OpStats);
+    /// Takes a data frame (`head`, its payload `data` still in the transport's receive
+    /// buffer) that its caller, the thread running this operation, has just received, if it is
+    /// the one the current step awaits: applied in place, and the step done. `false` leaves it
+    /// to the ordinary path (the frame's mailbox). Default: never.
+    #[cfg(feature = "mpi")]
+    fn accept(&mut self, _head: &Frame, _data: &[u8]) -> bool {
+        false
+    }
 }
 
 /// A blocking call's collective not yet handed to the engine: its caller first runs it on its
@@ -479,6 +487,43 @@ impl<T: Element> ActiveOp for StepProgram<T> {
 
     fn meta(&self) -> &OpMeta {
         &self.meta
+    }
+
+    /// The awaited frame of the current step, straight from the receive buffer: from the
+    /// step's peer, for this collective, with this rank's fingerprint and the step's length,
+    /// after the step's send, with no earlier frame of that peer queued in the mailbox (frames
+    /// of one peer come in step order, so a queued one is this step's), and only without
+    /// direct-receive slots. Anything else (a mismatch to report included) takes the ordinary
+    /// path, which `poll` handles as before.
+    #[cfg(feature = "mpi")]
+    fn accept(&mut self, head: &Frame, data: &[u8]) -> bool {
+        if self.direct.is_some() || !self.sent || head.kind != FrameKind::Data {
+            return false;
+        }
+        let Some((peer, range, action)) = self.steps.get(self.pc).and_then(|s| s.recv.clone())
+        else {
+            return false;
+        };
+        if head.key != self.meta.key
+            || head.src != self.meta.group[peer]
+            || self.meta.fp.difference(&head.fp).is_some()
+        {
+            return false;
+        }
+        let Some(data) = crate::dtype::elements_of::<T>(data).filter(|d| d.len() == range.len())
+        else {
+            return false;
+        };
+        if self.mailbox.holds_frame_from(head.src) {
+            return false;
+        }
+        match action {
+            Action::Copy => crate::copy::copy_slice(self.buf.slice_mut(range), data),
+            Action::Reduce => T::reduce_into(self.reduce, self.buf.slice_mut(range), data),
+        }
+        self.pc += 1;
+        self.sent = false;
+        true
     }
 
     fn finish(self: Box<Self>, result: Result<(), CollectiveError>, mut stats: OpStats) {

@@ -286,12 +286,19 @@ impl Engine {
                 }
                 Err(f) => return Inline::Failed(f),
             }
-            // Until something arrives (or is submitted, or the engine aborts).
+            // Until something arrives (or is submitted, or the engine aborts); a frame this
+            // collective awaits may be applied to it on arrival (`progress_one_into`).
             while inbox.wakes() == seen {
                 if shared.aborted.load(Ordering::SeqCst) {
                     return Inline::Handover;
                 }
-                shared.transport.progress_one();
+                if shared.transport.progress_one_into(op) {
+                    shared
+                        .counters
+                        .taken_on_arrival
+                        .fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
                 if look() {
                     return Inline::Handover;
                 }

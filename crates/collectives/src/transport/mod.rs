@@ -58,6 +58,14 @@ pub(crate) trait Transport: Send + Sync + Debug {
     fn progress_one(&self) {
         self.progress();
     }
+    /// Like [`progress_one`](Self::progress_one), from the thread running `op` inline: a
+    /// message that `op` [accepts](crate::program::ActiveOp::accept) is applied to it from the
+    /// receive buffer instead of going through its mailbox. Returns whether `op` took one.
+    /// Default: `progress_one`, and never.
+    fn progress_one_into(&self, _op: &mut dyn crate::program::ActiveOp) -> bool {
+        self.progress_one();
+        false
+    }
     /// Called by the engine thread when this rank has no operation left (before it naps):
     /// releases what finished sends still hold (buffers, requests), which the send path
     /// releases only in batches. Never blocks. Default: nothing.

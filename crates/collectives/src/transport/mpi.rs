@@ -800,4 +800,18 @@ impl Transport for MpiTransport {
             self.receiving.take_one(&mut landing);
         }
     }
+
+    /// [`progress_one`](Transport::progress_one), offering a packed frame to `op` first (from
+    /// the landing buffer: no pooled copy, no mailbox, no wake-up).
+    fn progress_one_into(&self, op: &mut dyn crate::program::ActiveOp) -> bool {
+        if self.closed.load(Ordering::SeqCst) {
+            return false;
+        }
+        match self.receiving.lock.try_lock() {
+            Ok(mut landing) => {
+                self.receiving.take_one_into(&mut landing, Some(op)) == Took::Accepted
+            }
+            Err(_) => false,
+        }
+    }
 }

@@ -130,27 +130,46 @@ fn mpi_child() {
         let sum = comm.all_reduce(vec![1i64; 16], ReduceOp::Sum).unwrap();
         assert!(sum.iter().all(|&x| x == n as i64), "rank {me}: {sum:?}");
     }
-    for late in [false, true] {
+    // Every rank agrees on whether each of its ranks saw what it should (a collective, so
+    // that retries stay in step): on a loaded machine a single try may miss the timing.
+    let all_agree = |ok: bool| comm.all_reduce(vec![i64::from(ok)], ReduceOp::Min).unwrap()[0] == 1;
+    let mut agreements = 0;
+    let sum = comm
+        .all_reduce(vec![me as f32 + 1.0; 64], ReduceOp::Sum)
+        .unwrap();
+    let want = (1..=n).sum::<usize>() as f32;
+    assert!(
+        sum.iter().all(|&x| x == want),
+        "rank {me}: inline all-reduce gave {:?}",
+        &sum[..4]
+    );
+    // Rank 0 comes 5 ms late: the others' 20 µs window passes and they hand over. (With more
+    // ranks than cores a rank may itself come late and find rank 0's frame waiting: no
+    // hand-over is expected then.)
+    let cores = online_cpus();
+    let mut late_tries = 0;
+    loop {
+        late_tries += 1;
         let handed = comm.engine_stats().handed_over;
-        if late && me == 0 {
+        if me == 0 {
             std::thread::sleep(Duration::from_millis(5));
         }
         let sum = comm
             .all_reduce(vec![me as f32 + 1.0; 64], ReduceOp::Sum)
             .unwrap();
-        let want = (1..=n).sum::<usize>() as f32;
         assert!(
             sum.iter().all(|&x| x == want),
-            "rank {me}: inline all-reduce (late {late}) gave {:?}",
+            "rank {me}: all-reduce with a late rank gave {:?}",
             &sum[..4]
         );
-        if late && me != 0 {
-            // Rank 0 came 5 ms late: the others' 20 µs window passed.
-            assert!(
-                comm.engine_stats().handed_over > handed,
-                "rank {me}: no hand-over while waiting for a late rank"
-            );
+        agreements += 1;
+        if all_agree(me == 0 || n > cores || comm.engine_stats().handed_over > handed) {
+            break;
         }
+        assert!(
+            late_tries < 20,
+            "rank {me}: no hand-over in 20 waits for a late rank"
+        );
     }
     std::thread::scope(|s| {
         let t = s.spawn(|| {
@@ -172,16 +191,32 @@ fn mpi_child() {
             after.submitted - before.submitted,
             after.completed - before.completed
         ),
-        (402 + ON_TIME, 402 + ON_TIME),
+        (
+            401 + late_tries + agreements + ON_TIME,
+            401 + late_tries + agreements + ON_TIME
+        ),
         "rank {me}: inline and handed-over collectives counted once each"
     );
     // With more ranks than cores a rank is always descheduled somewhere, and a rank may wait
     // past every busy-poll window: then handing over is right, and nothing need finish inline.
-    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-    assert!(
-        after.inline > before.inline || n > cores,
-        "rank {me}: no blocking collective finished inline ({n} ranks, {cores} cores)"
-    );
+    // Otherwise some blocking collectives finish inline, with the awaited frame taken on
+    // arrival from the landing buffer (the sums above are checked either way); on a loaded
+    // machine it may take more of them (each agreement is one more).
+    if n <= cores {
+        let seen = || {
+            let s = comm.engine_stats();
+            s.inline > before.inline && s.taken_on_arrival > before.taken_on_arrival
+        };
+        let mut tries = 0;
+        while !all_agree(seen()) {
+            tries += 1;
+            assert!(
+                tries < 1000,
+                "rank {me}: no blocking collective finished inline with its frame taken on \
+                 arrival in 1000 tries ({n} ranks, {cores} cores)"
+            );
+        }
+    }
 
     // Recursive doubling sends the whole buffer in one frame: the largest payload that goes
     // out packed (it must fit the receivers' landing buffer, header included: one byte below
@@ -323,4 +358,23 @@ fn mpi_child() {
         }
         println!("RANK {me} PEERLOST");
     }
+}
+
+/// CPUs online on this machine (`/sys/devices/system/cpu/online`, e.g. `0-1` or `0-3,6`), not
+/// this process's affinity: `mpirun` binds each rank to one core, where
+/// `available_parallelism` says 1 (the fallback where the file cannot be read).
+fn online_cpus() -> usize {
+    let count = |list: &str| -> Option<usize> {
+        list.trim()
+            .split(',')
+            .map(|part| match part.split_once('-') {
+                Some((a, b)) => Some(b.parse::<usize>().ok()? + 1 - a.parse::<usize>().ok()?),
+                None => part.parse::<usize>().ok().map(|_| 1),
+            })
+            .sum()
+    };
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|l| count(&l))
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |c| c.get()))
 }

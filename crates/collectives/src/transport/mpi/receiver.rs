@@ -12,6 +12,11 @@
 //! it would sit between a frame's arrival and its collective's completion; a frame that comes
 //! while none is posted waits in MPI's unexpected queue and is matched (one copy more) when the
 //! next look posts.
+//!
+//! A driver running a blocking collective inline offers each packed frame it takes to that
+//! collective first ([`Receiver::take_one_into`], [`ActiveOp::accept`]): the frame its current
+//! step awaits is reduced or copied straight from the landing buffer — no pooled copy, no
+//! mailbox, no wake-up between the frame's arrival and its use.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -30,12 +35,15 @@ use super::{
 use crate::dtype::AlignedBuf;
 use crate::frame::{Frame, HEADER_BYTES};
 use crate::inbox::Inbox;
+use crate::program::ActiveOp;
 
 /// What taking one incoming message did.
 #[derive(PartialEq, Eq)]
 pub(super) enum Took {
     Nothing,
     Message,
+    /// A frame the caller's operation took from the landing buffer ([`Receiver::take_one_into`]).
+    Accepted,
     Stop,
 }
 
@@ -114,6 +122,16 @@ impl Receiver {
     /// Takes at most one incoming message (a frame with its payload, a goodbye or the stop);
     /// the caller holds [`Receiver::lock`] and passes what it guards.
     pub(super) fn take_one(&self, landing: &mut Landing) -> Took {
+        self.take_one_into(landing, None)
+    }
+
+    /// [`take_one`](Self::take_one), offering a packed frame to `into` first
+    /// ([`ActiveOp::accept`]): [`Took::Accepted`] when it took it.
+    pub(super) fn take_one_into(
+        &self,
+        landing: &mut Landing,
+        into: Option<&mut dyn ActiveOp>,
+    ) -> Took {
         self.post(landing);
         let Some(request) = landing.request.as_mut() else {
             return Took::Nothing;
@@ -135,7 +153,13 @@ impl Receiver {
         let src = status.MPI_SOURCE as usize;
         let bytes = &landing.buf.as_bytes()[..n];
         match status.MPI_TAG {
-            TAG_FRAME => self.take_packed(src, bytes),
+            TAG_FRAME => {
+                return if self.take_packed(src, bytes, into) {
+                    Took::Accepted
+                } else {
+                    Took::Message
+                };
+            }
             TAG_HEADER => self.take_header(src, bytes),
             TAG_GOODBYE => self.mark_lost(src),
             TAG_STOP => {
@@ -191,30 +215,35 @@ impl Receiver {
 
     /// Delivers a whole frame received in one message (header, then payload) to its
     /// collective's mailbox.
-    fn take_packed(&self, src: usize, bytes: &[u8]) {
+    /// Returns whether `into` took the frame.
+    fn take_packed(&self, src: usize, bytes: &[u8], into: Option<&mut dyn ActiveOp>) -> bool {
         let decoded = bytes
             .get(..HEADER_BYTES)
             .and_then(|h| <&[u8; HEADER_BYTES]>::try_from(h).ok())
             .map(Frame::decode_header);
         let Some(Ok((mut frame, len))) = decoded else {
             self.mark_lost(src);
-            return;
+            return false;
         };
         let data = &bytes[HEADER_BYTES..];
         if len != data.len() {
             // The header disagrees with the message: the peer is broken.
             self.mark_lost(src);
-            return;
+            return false;
         }
         frame.src = src;
+        if into.is_some_and(|op| op.accept(&frame, data)) {
+            return true;
+        }
         let Some(mailbox) = self.inbox.mailbox_of(&frame) else {
             // Its collective finished here: nothing to keep.
-            return;
+            return false;
         };
         let mut payload = self.inbox.pool().take(len);
         crate::copy::copy_slice(payload.as_bytes_mut(), data);
         frame.payload = payload;
         self.inbox.deliver_to(Some(mailbox), frame);
+        false
     }
 
     fn mark_lost(&self, rank: usize) {
@@ -251,7 +280,7 @@ impl Receiver {
             };
             match took {
                 Took::Stop => return,
-                Took::Message => (idle, nap) = (0, FIRST_NAP),
+                Took::Message | Took::Accepted => (idle, nap) = (0, FIRST_NAP),
                 Took::Nothing => {
                     idle = idle.saturating_add(1);
                     if idle <= cfg.idle_spins {
