@@ -368,7 +368,7 @@ fn online_cpus() -> usize {
         list.trim()
             .split(',')
             .map(|part| match part.split_once('-') {
-                Some((a, b)) => Some(b.parse::<usize>().ok()? + 1 - a.parse::<usize>().ok()?),
+                Some((a, b)) => (b.parse::<usize>().ok()? + 1).checked_sub(a.parse().ok()?),
                 None => part.parse::<usize>().ok().map(|_| 1),
             })
             .sum()
