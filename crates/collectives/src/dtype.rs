@@ -185,16 +185,8 @@ impl AlignedBuf {
 
     /// Views the payload as elements; `None` when the byte length is not a multiple of the size.
     pub(crate) fn as_slice<T: Element>(&self) -> Option<&[T]> {
-        // (`elements_of` does the same for borrowed bytes; here the words are 8-aligned.)
-        let size = std::mem::size_of::<T>();
-        if !self.len.is_multiple_of(size) {
-            return None;
-        }
-        // SAFETY: `T` is sealed to f32/f64/i32/i64/u8/bf16 (bf16 is `repr(transparent)` over
-        // u16): alignment <= 8 (the words are 8-aligned), no invalid bit patterns, and `len / size` elements fit inside the initialised words.
-        Some(unsafe {
-            std::slice::from_raw_parts(self.words.as_ptr().cast::<T>(), self.len / size)
-        })
+        // The words are 8-aligned, so only the length can refuse.
+        elements_of(self.as_bytes())
     }
 
     fn as_mut_slice<T: Element>(&mut self) -> &mut [T] {
@@ -206,8 +198,7 @@ impl AlignedBuf {
 }
 
 /// `bytes` viewed as elements of `T`; `None` unless its start is aligned for `T` and its length
-/// is a multiple of the size (a frame's payload in a receive buffer, read in place).
-#[cfg(feature = "mpi")]
+/// is a multiple of the size (a pooled payload, or one read in place from a receive buffer).
 pub(crate) fn elements_of<T: Element>(bytes: &[u8]) -> Option<&[T]> {
     let size = std::mem::size_of::<T>();
     if !bytes.len().is_multiple_of(size)

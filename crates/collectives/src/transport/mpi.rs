@@ -132,9 +132,10 @@ pub const DEFAULT_MPI_SMALL_PIECE_BYTES: usize = 4096 - HEADER_BYTES;
 /// halves from 4 KiB crossed the eager limit into the rendezvous; cut into eager pieces they
 /// took, on a Zen 4 VM with 2 ranks, 7.7 µs at 8 KiB against 14.1 µs uncut (`MPI_Allreduce`
 /// 6.0 µs) and 7.8–8.1 against 11.7–14.4 µs at 16 KiB; on 4 ranks of the 2-core VM 32.7
-/// against 38.3 µs at 8 KiB and about even at 16 KiB. From 32 KiB they were even or slower on
-/// 2 ranks and up to 3× slower on 4 ranks (each piece a message and a turn of an engine that
-/// shares its core): benches/README.md, collectives, "Eager pieces".
+/// against 38.3 µs at 8 KiB and about even at 16 KiB. At 32 KiB they were still faster on 2
+/// ranks (15.1 against 17.8 µs) but 2× slower on 4 ranks, and up to 3× slower there from
+/// 64 KiB (each piece a message and a turn of an engine that shares its core); on 2 ranks even
+/// at 64 KiB and slower from 128 KiB: benches/README.md, collectives, "Eager pieces".
 pub const DEFAULT_MPI_SMALL_PIECE_LIMIT_BYTES: usize = 32 << 10;
 
 /// Largest accepted [`MpiConfig::packed_frame_bytes`]: 64 KiB. Every rank posts the receive
