@@ -63,6 +63,15 @@ impl Drop for CommInner {
     }
 }
 
+/// A collective started on this rank: with the engine already (shared memory), or a step
+/// program not yet submitted — a blocking call runs it inline first
+/// ([`Engine::run_inline`](crate::engine::Engine::run_inline)), and only a collective that
+/// must be handed to the engine gets a box, a completion and a handle.
+enum Started<T: Element> {
+    Submitted(Handle<T>),
+    Program(StepProgram<T>),
+}
+
 /// Everything a collective needs besides the data.
 struct Plan {
     kind: OpKind,
@@ -192,20 +201,31 @@ impl Communicator {
         Handle::new(completion, self.inner.engine.clone())
     }
 
-    /// Submits the step program of `plan` over the working buffer `data`.
-    fn submit<T: Element>(&self, data: Vec<T>, plan: Plan) -> Handle<T> {
+    /// The handle of a started collective, its step program submitted if it is not yet.
+    fn handle<T: Element>(&self, started: Started<T>) -> Handle<T> {
+        match started {
+            Started::Submitted(handle) => handle,
+            Started::Program(program) => {
+                let (op, completion) = program.for_engine();
+                self.start(op, completion)
+            }
+        }
+    }
+
+    /// The step program of `plan` over the working buffer `data`, its first send made where
+    /// the transport sends at once; not yet submitted.
+    fn submit<T: Element>(&self, data: Vec<T>, plan: Plan) -> Started<T> {
         let meta = self.op_meta::<T>(&plan);
         let mut buf = WorkBuf::new(data);
         let engine = &self.inner.engine;
         let sent = engine.sends_before_queueing()
             && program::send_first(&**engine.transport(), &plan.steps, &buf, &meta);
-        let completion = Completion::new();
         let mailbox = self.mailbox(&meta);
         let reduce = plan.reduce.unwrap_or(ReduceOp::Sum);
         let direct = (self.config().direct_receive && engine.transport().direct_receive())
             .then(|| DirectPosts::register(&mut buf, &mailbox, &plan.steps, &meta, reduce))
             .flatten();
-        let program = Box::new(StepProgram {
+        Started::Program(StepProgram {
             mailbox,
             meta,
             steps: plan.steps,
@@ -215,12 +235,8 @@ impl Communicator {
             direct,
             output: plan.output,
             reduce,
-            completion: completion.clone(),
-        });
-        if blocking::starting_blocking() && engine.runs_inline() {
-            return Handle::deferred(program, completion, engine.clone());
-        }
-        self.start(program, completion)
+            completion: None,
+        })
     }
 
     fn plan(kind: OpKind, steps: Vec<Step>, count: usize) -> Plan {

@@ -2,12 +2,11 @@
 //! callback) over a [`Completion`] filled by the engine.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::completion::{Completion, OpStats, State};
-use crate::engine::{DriveGuard, EngineRef, Inline};
-use crate::program::Deferred;
+use crate::engine::{DriveGuard, EngineRef};
 use crate::{CollectiveError, Result};
 
 /// A pending non-blocking operation. Dropping it without waiting is allowed: the operation
@@ -17,45 +16,13 @@ pub struct Handle<T> {
     stats: Option<OpStats>,
     // Keeps this rank's engine alive while the operation is pending; waiters drive it.
     engine: EngineRef,
-    /// A blocking call's collective not yet handed to the engine. Such a handle never leaves
-    /// the blocking call, which waits on it at once ([`wait_driving`](Self::wait_driving) runs
-    /// the collective inline first); the other ways to wait, and dropping, hand it over first.
-    /// In a mutex only so that the handle stays `Sync` (the collective is `Send` only); every
-    /// access has `&mut self` (`get_mut`, no locking).
-    deferred: Mutex<Option<Box<dyn Deferred<T>>>>,
 }
 
 impl<T> std::fmt::Debug for Handle<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Handle")
             .field("stats", &self.stats)
-            .field("deferred", &self.deferred_mut().is_some())
             .finish()
-    }
-}
-
-impl<T> Handle<T> {
-    fn deferred_mut(&self) -> std::sync::MutexGuard<'_, Option<Box<dyn Deferred<T>>>> {
-        self.deferred
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Takes the deferred collective, if any.
-    fn take_deferred(&mut self) -> Option<Box<dyn Deferred<T>>> {
-        self.deferred
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-    }
-}
-
-impl<T> Drop for Handle<T> {
-    fn drop(&mut self) {
-        // A deferred collective still runs (peers depend on it).
-        if let Some(d) = self.take_deferred() {
-            self.engine.submit(d.into_op());
-        }
     }
 }
 
@@ -65,29 +32,6 @@ impl<T: Send + 'static> Handle<T> {
             completion,
             stats: None,
             engine,
-            deferred: Mutex::new(None),
-        }
-    }
-
-    /// A handle over `op`, not yet submitted: for a blocking call whose engine
-    /// [`runs_inline`](crate::engine::Engine::runs_inline).
-    pub(crate) fn deferred(
-        op: Box<dyn Deferred<T>>,
-        completion: Arc<Completion<T>>,
-        engine: EngineRef,
-    ) -> Self {
-        Self {
-            completion,
-            stats: None,
-            engine,
-            deferred: Mutex::new(Some(op)),
-        }
-    }
-
-    /// Hands a deferred collective to the engine.
-    fn submit_deferred(&mut self) {
-        if let Some(d) = self.take_deferred() {
-            self.engine.submit(d.into_op());
         }
     }
 
@@ -124,8 +68,7 @@ impl<T: Send + 'static> Handle<T> {
     /// Runs `f` with the outcome when the operation finishes (on the thread running the
     /// engine — the engine thread or a thread waiting for another of this rank's operations —
     /// or right here if it already has). Keep `f` short: it delays this rank's other collectives.
-    pub fn on_complete(mut self, f: impl FnOnce(Result<Vec<T>>, OpStats) + Send + 'static) {
-        self.submit_deferred();
+    pub fn on_complete(self, f: impl FnOnce(Result<Vec<T>>, OpStats) + Send + 'static) {
         let mut g = self.completion.state.lock().expect("completion poisoned");
         match std::mem::replace(&mut *g, State::Taken) {
             State::Ready(r, s) => {
@@ -149,17 +92,6 @@ impl<T: Send + 'static> Handle<T> {
     /// [`wait`](Self::wait) for a blocking call that registered as driver (`guard`) before it
     /// submitted.
     pub(crate) fn wait_driving(mut self, guard: DriveGuard<'_>) -> Result<Vec<T>> {
-        if let Some(mut d) = self.take_deferred() {
-            match self.engine.run_inline(d.op()) {
-                Inline::Done => {
-                    self.engine.finish_inline(d.op().meta().key);
-                    drop(guard);
-                    return Ok(d.into_output());
-                }
-                Inline::Failed(f) => self.engine.fail_inline(d.into_op(), f),
-                Inline::Handover => self.engine.submit(d.into_op()),
-            }
-        }
         self.wait_until_with(Some(guard), None)
             .expect("no deadline")
     }
@@ -173,7 +105,6 @@ impl<T: Send + 'static> Handle<T> {
         guard: Option<DriveGuard<'_>>,
         deadline: Option<Instant>,
     ) -> Option<Result<Vec<T>>> {
-        self.submit_deferred();
         // Run the engine on this thread while waiting (no hand-off to the engine thread and
         // back); after a bounded number of idle rounds, sleep until the engine thread is done.
         let c = &self.completion;

@@ -82,28 +82,17 @@ pub(crate) trait ActiveOp: Send {
     }
 }
 
-/// A blocking call's collective not yet handed to the engine: its caller first runs it on its
-/// own ([`Engine::run_inline`](crate::engine::Engine::run_inline)), and hands it over only if
-/// that does not finish it.
-pub(crate) trait Deferred<T>: Send {
-    fn op(&mut self) -> &mut dyn ActiveOp;
-    fn into_op(self: Box<Self>) -> Box<dyn ActiveOp>;
-    /// The output of a collective whose every step ran.
-    fn into_output(self: Box<Self>) -> Vec<T>;
-}
-
-impl<T: Element> Deferred<T> for StepProgram<T> {
-    fn op(&mut self) -> &mut dyn ActiveOp {
-        self
+impl<T: Element> StepProgram<T> {
+    /// The output of a collective whose every step ran (one that a blocking call ran inline,
+    /// never handed to the engine).
+    pub(crate) fn into_output(self) -> Vec<T> {
+        output_of(self.buf, self.output)
     }
 
-    fn into_op(self: Box<Self>) -> Box<dyn ActiveOp> {
-        self
-    }
-
-    fn into_output(self: Box<Self>) -> Vec<T> {
-        let this = *self;
-        output_of(this.buf, this.output)
+    /// The program boxed for the engine, with the completion its outcome goes to.
+    pub(crate) fn for_engine(mut self) -> (Box<dyn ActiveOp>, Arc<Completion<T>>) {
+        let completion = self.completion.get_or_insert_with(Completion::new).clone();
+        (Box::new(self), completion)
     }
 }
 
@@ -178,7 +167,10 @@ pub(crate) struct StepProgram<T: Element> {
     pub(crate) output: Option<Range<usize>>,
     pub(crate) reduce: ReduceOp,
     pub(crate) mailbox: Arc<Mailbox>,
-    pub(crate) completion: Arc<Completion<T>>,
+    /// Where the outcome goes; made when the program is handed to the engine
+    /// ([`for_engine`](Self::for_engine)): a blocking call that runs its collective inline to
+    /// the end takes the output itself and needs none.
+    pub(crate) completion: Option<Arc<Completion<T>>>,
 }
 
 /// When to post which receive slot of a step program.
@@ -530,7 +522,10 @@ impl<T: Element> ActiveOp for StepProgram<T> {
         let this = *self;
         stats.direct_receives = this.direct.as_ref().map_or(0, |d| d.filled);
         let out = result.map(|()| output_of(this.buf, this.output));
-        this.completion.complete(out, stats);
+        // Always there: the engine gets its programs from `for_engine`.
+        if let Some(completion) = this.completion {
+            completion.complete(out, stats);
+        }
     }
 }
 

@@ -1,7 +1,9 @@
-//! Starting the collectives: each non-blocking method compiles its algorithm's schedule for
-//! this rank (or builds the shared-memory program) and submits it to the engine.
+//! Starting the collectives: each `begin_*` function compiles its algorithm's schedule for this
+//! rank into a step program (or builds and submits the shared-memory program); the
+//! non-blocking methods submit it to the engine at once, the blocking ones
+//! ([`blocking`](super::blocking)) run it inline first.
 
-use super::{Communicator, Plan, P2P_BIT, P2P_RANK_SHIFT, SEND_BIT};
+use super::{Communicator, Plan, Started, P2P_BIT, P2P_RANK_SHIFT, SEND_BIT};
 use crate::completion::Completion;
 use crate::config::{AllReduceAlgorithm, BroadcastAlgorithm};
 use crate::dtype::{Element, ReduceOp};
@@ -24,6 +26,82 @@ impl Communicator {
         op: ReduceOp,
         algo: AllReduceAlgorithm,
     ) -> Result<Handle<T>> {
+        self.begin_all_reduce(data, op, algo)
+            .map(|s| self.handle(s))
+    }
+
+    /// Starts a reduce-scatter: `data` holds `world_size` blocks; rank `r` gets reduced block `r`.
+    /// A length not divisible by `world_size` is [`CollectiveError::InvalidInput`] here, and
+    /// the peers' reduce-scatter fails at once with [`CollectiveError::Mismatch`].
+    pub fn ireduce_scatter<T: Element>(&self, data: Vec<T>, op: ReduceOp) -> Result<Handle<T>> {
+        self.begin_reduce_scatter(data, op).map(|s| self.handle(s))
+    }
+
+    /// Starts an all-gather: every rank contributes `data`; the result is all contributions in
+    /// rank order.
+    pub fn iall_gather<T: Element>(&self, data: Vec<T>) -> Result<Handle<T>> {
+        self.begin_all_gather(data).map(|s| self.handle(s))
+    }
+
+    /// Starts a broadcast of `root`'s `data` with the configured algorithm; other ranks pass a
+    /// vector of the same length. A `root` out of range is [`CollectiveError::InvalidInput`]
+    /// here, and the peers' broadcast fails at once with [`CollectiveError::Mismatch`] (the
+    /// refused collective still takes its sequence number and tells them).
+    pub fn ibroadcast<T: Element>(&self, data: Vec<T>, root: usize) -> Result<Handle<T>> {
+        self.ibroadcast_with(data, root, self.config().broadcast)
+    }
+
+    /// Starts a broadcast with an explicit algorithm (all ranks must pass the same).
+    pub fn ibroadcast_with<T: Element>(
+        &self,
+        data: Vec<T>,
+        root: usize,
+        algo: BroadcastAlgorithm,
+    ) -> Result<Handle<T>> {
+        self.begin_broadcast(data, root, algo)
+            .map(|s| self.handle(s))
+    }
+
+    /// Starts a reduce to `root`; the root gets the reduced vector, the others an empty one.
+    /// A `root` out of range fails as in [`ibroadcast`](Self::ibroadcast).
+    pub fn ireduce<T: Element>(
+        &self,
+        data: Vec<T>,
+        op: ReduceOp,
+        root: usize,
+    ) -> Result<Handle<T>> {
+        self.begin_reduce(data, op, root).map(|s| self.handle(s))
+    }
+
+    /// Starts an all-to-all: block `j` of `data` goes to rank `j`; the result holds the block
+    /// from each rank in rank order. A length not divisible by `world_size` fails as in
+    /// [`ireduce_scatter`](Self::ireduce_scatter).
+    pub fn iall_to_all<T: Element>(&self, data: Vec<T>) -> Result<Handle<T>> {
+        self.begin_all_to_all(data).map(|s| self.handle(s))
+    }
+
+    /// Starts a barrier.
+    pub fn ibarrier(&self) -> Result<Handle<u8>> {
+        self.begin_barrier().map(|s| self.handle(s))
+    }
+
+    /// Starts sending `data` to rank `dst` (matched, in order, by `dst`'s receives from us).
+    pub fn isend<T: Element>(&self, data: Vec<T>, dst: usize) -> Result<Handle<T>> {
+        self.begin_send(data, dst).map(|s| self.handle(s))
+    }
+
+    /// Starts receiving `count` elements from rank `src`.
+    pub fn irecv<T: Element>(&self, src: usize, count: usize) -> Result<Handle<T>> {
+        self.begin_recv(src, count).map(|s| self.handle(s))
+    }
+
+    /// [`iall_reduce_with`](Self::iall_reduce_with), not yet handed to the engine.
+    pub(super) fn begin_all_reduce<T: Element>(
+        &self,
+        data: Vec<T>,
+        op: ReduceOp,
+        algo: AllReduceAlgorithm,
+    ) -> Result<Started<T>> {
         let (n, me, count) = (self.world_size(), self.rank(), data.len());
         let cfg = self.config();
         let bytes = count * std::mem::size_of::<T>();
@@ -85,15 +163,19 @@ impl Communicator {
             let mailbox = self.mailbox(&meta);
             let program =
                 ShmAllReduce::new(meta, me, op, registry, data, mailbox, completion.clone());
-            return Ok(self.start(Box::new(program), completion));
+            return Ok(Started::Submitted(
+                self.start(Box::new(program), completion),
+            ));
         }
         Ok(self.submit(data, plan))
     }
 
-    /// Starts a reduce-scatter: `data` holds `world_size` blocks; rank `r` gets reduced block `r`.
-    /// A length not divisible by `world_size` is [`CollectiveError::InvalidInput`] here, and
-    /// the peers' reduce-scatter fails at once with [`CollectiveError::Mismatch`].
-    pub fn ireduce_scatter<T: Element>(&self, data: Vec<T>, op: ReduceOp) -> Result<Handle<T>> {
+    /// [`ireduce_scatter`](Self::ireduce_scatter), not yet handed to the engine.
+    pub(super) fn begin_reduce_scatter<T: Element>(
+        &self,
+        data: Vec<T>,
+        op: ReduceOp,
+    ) -> Result<Started<T>> {
         let block = self.blocks::<T>(data.len(), OpKind::ReduceScatter, Some(op))?;
         let (n, me) = (self.world_size(), self.rank());
         let steps = schedule::ring(
@@ -110,9 +192,8 @@ impl Communicator {
         Ok(self.submit(data, plan))
     }
 
-    /// Starts an all-gather: every rank contributes `data`; the result is all contributions in
-    /// rank order.
-    pub fn iall_gather<T: Element>(&self, data: Vec<T>) -> Result<Handle<T>> {
+    /// [`iall_gather`](Self::iall_gather), not yet handed to the engine.
+    pub(super) fn begin_all_gather<T: Element>(&self, data: Vec<T>) -> Result<Started<T>> {
         let (n, me, block) = (self.world_size(), self.rank(), data.len());
         let mut buf = vec![T::ZERO; n * block];
         crate::copy::copy_slice(&mut buf[me * block..(me + 1) * block], &data);
@@ -124,21 +205,13 @@ impl Communicator {
         Ok(self.submit(buf, plan))
     }
 
-    /// Starts a broadcast of `root`'s `data` with the configured algorithm; other ranks pass a
-    /// vector of the same length. A `root` out of range is [`CollectiveError::InvalidInput`]
-    /// here, and the peers' broadcast fails at once with [`CollectiveError::Mismatch`] (the
-    /// refused collective still takes its sequence number and tells them).
-    pub fn ibroadcast<T: Element>(&self, data: Vec<T>, root: usize) -> Result<Handle<T>> {
-        self.ibroadcast_with(data, root, self.config().broadcast)
-    }
-
-    /// Starts a broadcast with an explicit algorithm (all ranks must pass the same).
-    pub fn ibroadcast_with<T: Element>(
+    /// [`ibroadcast_with`](Self::ibroadcast_with), not yet handed to the engine.
+    pub(super) fn begin_broadcast<T: Element>(
         &self,
         data: Vec<T>,
         root: usize,
         algo: BroadcastAlgorithm,
-    ) -> Result<Handle<T>> {
+    ) -> Result<Started<T>> {
         let (n, me, count) = (self.world_size(), self.rank(), data.len());
         let cfg = self.config();
         let bytes = count * std::mem::size_of::<T>();
@@ -167,14 +240,13 @@ impl Communicator {
         Ok(self.submit(data, plan))
     }
 
-    /// Starts a reduce to `root`; the root gets the reduced vector, the others an empty one.
-    /// A `root` out of range fails as in [`ibroadcast`](Self::ibroadcast).
-    pub fn ireduce<T: Element>(
+    /// [`ireduce`](Self::ireduce), not yet handed to the engine.
+    pub(super) fn begin_reduce<T: Element>(
         &self,
         data: Vec<T>,
         op: ReduceOp,
         root: usize,
-    ) -> Result<Handle<T>> {
+    ) -> Result<Started<T>> {
         let count = data.len();
         let (n, me) = (self.world_size(), self.rank());
         let plan = Plan {
@@ -189,10 +261,8 @@ impl Communicator {
         Ok(self.submit(data, plan))
     }
 
-    /// Starts an all-to-all: block `j` of `data` goes to rank `j`; the result holds the block
-    /// from each rank in rank order. A length not divisible by `world_size` fails as in
-    /// [`ireduce_scatter`](Self::ireduce_scatter).
-    pub fn iall_to_all<T: Element>(&self, data: Vec<T>) -> Result<Handle<T>> {
+    /// [`iall_to_all`](Self::iall_to_all), not yet handed to the engine.
+    pub(super) fn begin_all_to_all<T: Element>(&self, data: Vec<T>) -> Result<Started<T>> {
         let block = self.blocks::<T>(data.len(), OpKind::AllToAll, None)?;
         let (n, me, len) = (self.world_size(), self.rank(), data.len());
         let mut buf = data;
@@ -206,8 +276,8 @@ impl Communicator {
         Ok(self.submit(buf, plan))
     }
 
-    /// Starts a barrier.
-    pub fn ibarrier(&self) -> Result<Handle<u8>> {
+    /// [`ibarrier`](Self::ibarrier), not yet handed to the engine.
+    pub(super) fn begin_barrier(&self) -> Result<Started<u8>> {
         let steps = schedule::dissemination_barrier(self.world_size(), self.rank());
         Ok(self.submit(Vec::new(), Self::plan(OpKind::Barrier, steps, 0)))
     }
@@ -223,8 +293,8 @@ impl Communicator {
         Ok(())
     }
 
-    /// Starts sending `data` to rank `dst` (matched, in order, by `dst`'s receives from us).
-    pub fn isend<T: Element>(&self, data: Vec<T>, dst: usize) -> Result<Handle<T>> {
+    /// [`isend`](Self::isend), not yet handed to the engine.
+    pub(super) fn begin_send<T: Element>(&self, data: Vec<T>, dst: usize) -> Result<Started<T>> {
         self.check_peer(dst)?;
         let n = {
             let mut g = self.inner.p2p.lock().expect("p2p poisoned");
@@ -246,8 +316,8 @@ impl Communicator {
         ))
     }
 
-    /// Starts receiving `count` elements from rank `src`.
-    pub fn irecv<T: Element>(&self, src: usize, count: usize) -> Result<Handle<T>> {
+    /// [`irecv`](Self::irecv), not yet handed to the engine.
+    pub(super) fn begin_recv<T: Element>(&self, src: usize, count: usize) -> Result<Started<T>> {
         self.check_peer(src)?;
         let n = {
             let mut g = self.inner.p2p.lock().expect("p2p poisoned");
