@@ -7,10 +7,13 @@
 //! columns back to back so that they share the load; (2) preemptive against ordered engine mode,
 //! measured interleaved (alternating runs, many pairs, median and quartiles of the ratio), with
 //! blocking calls and with several non-blocking all-reduces in flight; (3) broadcast busbw,
-//! binomial tree against the pipelined chain. The MPI columns come from
-//! `compare_collectives_mpi` (feature `mpi`, run under `mpirun`).
+//! binomial tree against the pipelined chain; (4) issue 31's TCP goal (TCP all-reduce ≥ 90 % of
+//! `ar-n` from 1 MiB) as paired ratios: many pairs of a TCP figure and an `ar-n` figure taken
+//! back to back, in alternating order, each the median of a few samples, and the median ratio
+//! with its 95 % interval (the table's best-of-9 figures swing by ±40 % on a noisy host). The
+//! MPI columns come from `compare_collectives_mpi` (feature `mpi`, run under `mpirun`).
 //!
-//! `cargo run --release -p collectives-bench --example compare_collectives -- [MAX_BYTES] [RANKS,..] [MIN_BYTES] [PAIRS] [all|table,modes,broadcast]`
+//! `cargo run --release -p collectives-bench --example compare_collectives -- [MAX_BYTES] [RANKS,..] [MIN_BYTES] [PAIRS] [all|table,modes,broadcast,goal]`
 
 use std::time::Instant;
 
@@ -28,6 +31,10 @@ use collectives_bench::{
 const REPEATS: usize = 3;
 /// Timed samples per reference figure and round.
 const SAMPLES: usize = 3;
+/// Timed samples per figure of a goal pair (their median is the figure).
+const GOAL_SAMPLES: usize = 5;
+/// Issue 31's goal: TCP all-reduce busbw at least this share of `ar-n`'s, from 1 MiB.
+const GOAL_TCP_OF_AR: f64 = 0.9;
 
 fn best(mut f: impl FnMut() -> Result<f64>) -> Result<f64> {
     (0..REPEATS).try_fold(0.0f64, |b, _| Ok(b.max(f()?)))
@@ -146,7 +153,8 @@ fn main() -> Result<()> {
         .unwrap_or_else(|| vec![2, 4]);
     let min: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(1 << 10);
     let pairs: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(15);
-    // Sections to run: `all` (default) or a comma-separated subset of table, modes, broadcast.
+    // Sections to run: `all` (default) or a comma-separated subset of table, modes, broadcast,
+    // goal.
     let only = args.next().unwrap_or_else(|| "all".into());
     let run = |section: &str| only == "all" || only.split(',').any(|s| s == section);
     let sizes: Vec<usize> = std::iter::successors(Some(min.max(1)), |b| Some(b * 4))
@@ -284,6 +292,9 @@ fn main() -> Result<()> {
             }
         }
     }
+    if run("goal") {
+        goal(&sizes, &ranks, pairs, &pre)?;
+    }
     if run("broadcast") {
         println!();
         println!("broadcast busbw in GB/s (= algbw), root 0: binomial tree vs pipelined chain");
@@ -310,6 +321,67 @@ fn main() -> Result<()> {
                     busbw(tcp, bc, n, bytes, &pipe)?
                 );
             }
+        }
+    }
+    Ok(())
+}
+
+/// Section (4): TCP against `ar-n` in `pairs` alternated pairs for every size from 1 MiB.
+fn goal(sizes: &[usize], ranks: &[usize], pairs: usize, engine: &Config) -> Result<()> {
+    println!();
+    println!(
+        "issue 31's TCP goal, paired: tcp / ar-n >= {:.0} % from 1 MiB; {pairs} pairs per row (a TCP figure and an",
+        100.0 * GOAL_TCP_OF_AR
+    );
+    println!(
+        "ar-n figure back to back, the order alternating), each figure the median busbw of {GOAL_SAMPLES} samples;"
+    );
+    println!("ratio = median over pairs of tcp / ar-n, with its 95% interval (order statistics) and quartiles");
+    println!(
+        "{:>10} {:>5} {:>9} {:>9} {:>7} {:>12} {:>12} {:>8}",
+        "bytes", "ranks", "tcp", "ar-n", "ratio", "95% CI", "quartiles", "goal"
+    );
+    for &bytes in sizes.iter().filter(|&&b| b >= 1 << 20) {
+        for &n in ranks.iter().filter(|&&n| n >= 2) {
+            let tcp =
+                || all_reduce_rate(BenchTransport::Tcp, n, bytes, engine.clone(), GOAL_SAMPLES);
+            let ar = || loopback_ring_all_reduce(bytes, n, GOAL_SAMPLES);
+            let (mut ratios, mut t, mut a) = (Vec::new(), Vec::new(), Vec::new());
+            for i in 0..pairs.max(1) {
+                let (x, y) = if i % 2 == 0 {
+                    let x = tcp()?.median;
+                    (x, ar()?.median)
+                } else {
+                    let y = ar()?.median;
+                    (tcp()?.median, y)
+                };
+                ratios.push(x / y);
+                t.push(x);
+                a.push(y);
+            }
+            for v in [&mut ratios, &mut t, &mut a] {
+                v.sort_by(f64::total_cmp);
+            }
+            let pct = |x: f64| format!("{:.0}%", 100.0 * x);
+            let (lo, hi) = median_ci(ratios.len());
+            let ratio = quantile(&ratios, 0.5);
+            println!(
+                "{bytes:>10} {n:>5} {:>9.3} {:>9.3} {:>7} {:>12} {:>12} {:>8}",
+                quantile(&t, 0.5),
+                quantile(&a, 0.5),
+                pct(ratio),
+                format!("{}..{}", pct(ratios[lo]), pct(ratios[hi])),
+                format!(
+                    "{}..{}",
+                    pct(quantile(&ratios, 0.25)),
+                    pct(quantile(&ratios, 0.75))
+                ),
+                if ratio >= GOAL_TCP_OF_AR {
+                    "met"
+                } else {
+                    "not met"
+                }
+            );
         }
     }
     Ok(())
