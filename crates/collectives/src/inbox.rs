@@ -17,6 +17,10 @@ use crate::posts::{Posts, SlotState, Target};
 #[derive(Debug, Default)]
 pub(crate) struct Mailbox {
     inner: Mutex<MailboxInner>,
+    /// The number of queued data frames, stored under the lock whenever it changes: read
+    /// without it by [`holds_frame_from`](Self::holds_frame_from), whose caller took the frame
+    /// after every earlier one was queued (see there).
+    queued: AtomicUsize,
 }
 
 #[derive(Debug, Default)]
@@ -93,18 +97,32 @@ impl Mailbox {
             return;
         }
         g.frames.push_back(frame);
+        self.count(&g);
     }
 
-    /// Whether a data frame from world rank `src` is queued.
+    /// Stores the number of queued data frames (the caller holds the lock).
+    fn count(&self, g: &MailboxInner) {
+        self.queued.store(g.frames.len(), Ordering::Relaxed);
+    }
+
+    /// Whether a data frame from world rank `src` is queued. Without taking the lock when none
+    /// is: the caller (the MPI transport's frame taken on arrival) holds the landing buffer's
+    /// lock, under which every earlier frame was queued, so their count is visible to it.
     #[cfg(feature = "mpi")]
     pub(crate) fn holds_frame_from(&self, src: usize) -> bool {
+        if self.queued.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
         let g = self.inner.lock().expect("mailbox poisoned");
         g.frames.iter().any(|f| f.src == src)
     }
 
     /// Next data frame from world rank `src`.
     pub(crate) fn pop(&self, src: usize) -> Option<Frame> {
-        self.inner.lock().expect("mailbox poisoned").pop(src)
+        let mut g = self.inner.lock().expect("mailbox poisoned");
+        let f = g.pop(src);
+        self.count(&g);
+        f
     }
 
     /// Registers the receive slots of the collective (replacing earlier ones).
@@ -133,16 +151,20 @@ impl Mailbox {
         match g.posts.as_ref().map(|p| p.slots[slot].state) {
             Some(SlotState::Done) => Received::Direct,
             Some(SlotState::InFlight) => g.pending(),
-            _ => g.pop_received(src),
+            _ => {
+                let r = g.pop_received(src);
+                self.count(&g);
+                r
+            }
         }
     }
 
     /// The next queued frame from world rank `src` (a collective without posted slots).
     pub(crate) fn pop_received(&self, src: usize) -> Received {
-        self.inner
-            .lock()
-            .expect("mailbox poisoned")
-            .pop_received(src)
+        let mut g = self.inner.lock().expect("mailbox poisoned");
+        let r = g.pop_received(src);
+        self.count(&g);
+        r
     }
 
     /// Withdraws every post; returns `false` if a reader is still writing into a slot.
@@ -352,6 +374,7 @@ impl InboxMap {
                     .get_mut()
                     .unwrap_or_else(PoisonError::into_inner)
                     .clear();
+                *m.queued.get_mut() = 0;
                 return self.retired.swap_remove(i);
             }
         }

@@ -276,6 +276,16 @@ unsafe impl Sync for SharedComm {}
 
 /// A payload on its way out: the `MPI_Isend` request and the buffer it reads, kept here until
 /// `MPI_Test` says MPI is done with it.
+/// The sends in flight, and buffers of finished packed frames kept for the next ones.
+#[derive(Default)]
+struct Sends {
+    pending: Vec<PendingSend>,
+    spare: Vec<AlignedBuf>,
+}
+
+/// Most buffers of finished packed frames the send path keeps for reuse ([`Sends::spare`]).
+const SPARE_SEND_BUFFERS: usize = 2 * REAP_AT_SEND;
+
 struct PendingSend {
     request: ffi::MPI_Request,
     payload: AlignedBuf,
@@ -418,7 +428,7 @@ struct MpiTransport {
     closed: AtomicBool,
     /// Serialises sends so that a header and its payload stay adjacent per destination; holds
     /// the payloads still being sent.
-    sending: Mutex<Vec<PendingSend>>,
+    sending: Mutex<Sends>,
     lost: Arc<Vec<AtomicBool>>,
     inbox: Arc<Inbox>,
     receiving: Arc<Receiver>,
@@ -466,7 +476,7 @@ impl MpiTransport {
             size,
             comm,
             closed: AtomicBool::new(false),
-            sending: Mutex::new(Vec::new()),
+            sending: Mutex::new(Sends::default()),
             lost,
             inbox,
             receiving,
@@ -484,7 +494,7 @@ impl MpiTransport {
     /// The send lock, unless the transport was shut down meanwhile: [`shutdown`](Self::shutdown)
     /// marks it closed before it takes this lock to say goodbye and wait for the pending sends,
     /// so no send is posted after those.
-    fn lock_sending(&self) -> Result<std::sync::MutexGuard<'_, Vec<PendingSend>>> {
+    fn lock_sending(&self) -> Result<std::sync::MutexGuard<'_, Sends>> {
         let sending = self.sending.lock().expect("mpi send lock poisoned");
         if self.closed.load(Ordering::SeqCst) {
             return Err(self.closed());
@@ -514,15 +524,16 @@ impl MpiTransport {
             loop {
                 self.reap(&mut sending);
                 let give_up = Instant::now() >= deadline;
+                let pending = &mut sending.pending;
                 let mut i = 0;
-                while i < sending.len() {
-                    if give_up || self.is_lost(sending[i].dst) {
-                        sending.swap_remove(i).abandon();
+                while i < pending.len() {
+                    if give_up || self.is_lost(pending[i].dst) {
+                        pending.swap_remove(i).abandon();
                     } else {
                         i += 1;
                     }
                 }
-                if sending.is_empty() {
+                if pending.is_empty() {
                     break;
                 }
                 std::thread::sleep(Duration::from_micros(100));
@@ -555,8 +566,8 @@ impl MpiTransport {
     /// each `MPI_Test` of an unfinished request runs MPI's progress engine (about 0.2 µs here),
     /// which would sit between a small frame's `MPI_Isend` and the engine's next look for the
     /// answer; `progress` reaps after every look for messages that found nothing.
-    fn reap_some(&self, sending: &mut Vec<PendingSend>) {
-        if sending.len() >= REAP_AT_SEND {
+    fn reap_some(&self, sending: &mut Sends) {
+        if sending.pending.len() >= REAP_AT_SEND {
             self.reap(sending);
         }
     }
@@ -576,18 +587,28 @@ impl MpiTransport {
     /// [`reap`](Self::reap) unless another thread holds the send lock.
     fn reap_pending(&self) {
         if let Ok(mut sending) = self.sending.try_lock() {
-            if !sending.is_empty() {
+            if !sending.pending.is_empty() {
                 self.reap(&mut sending);
             }
         }
     }
 
-    /// Returns the buffers of completed sends to the pool.
-    fn reap(&self, sending: &mut Vec<PendingSend>) {
+    /// Keeps the buffers of completed sends for the next packed frames (up to
+    /// [`SPARE_SEND_BUFFERS`], none larger than the largest packed frame), returns the others
+    /// to the pool.
+    fn reap(&self, sending: &mut Sends) {
+        let Sends { pending, spare } = sending;
         let mut i = 0;
-        while i < sending.len() {
-            if sending[i].done() {
-                self.inbox.pool().give(sending.swap_remove(i).payload);
+        while i < pending.len() {
+            if pending[i].done() {
+                let payload = pending.swap_remove(i).payload;
+                if spare.len() < SPARE_SEND_BUFFERS
+                    && payload.capacity_bytes() <= HEADER_BYTES + MAX_PACKED_FRAME_BYTES
+                {
+                    spare.push(payload);
+                } else {
+                    self.inbox.pool().give(payload);
+                }
             } else {
                 i += 1;
             }
@@ -606,16 +627,24 @@ impl MpiTransport {
         let Some(comm) = self.comm() else {
             return Err(self.closed());
         };
-        let mut packed = self.inbox.pool().take(HEADER_BYTES + data.len());
+        let mut sending = self.lock_sending()?;
+        // A spare buffer of an earlier packed frame, taken under the send lock held anyway
+        // (the pool's lock twice per frame otherwise).
+        let mut packed = match sending.spare.pop() {
+            Some(mut b) => {
+                b.set_len_bytes(HEADER_BYTES + data.len());
+                b
+            }
+            None => self.inbox.pool().take(HEADER_BYTES + data.len()),
+        };
         let bytes = packed.as_bytes_mut();
         bytes[..HEADER_BYTES].copy_from_slice(&head.encode_header_for(data.len()));
         crate::copy::copy_slice(&mut bytes[HEADER_BYTES..], data);
-        let mut sending = self.lock_sending()?;
         // SAFETY: the buffer (heap storage of `packed`, which moves into `sending` without
         // moving its storage) stays alive and unchanged until the request completes in
         // `reap`/`shutdown`; its length fits an int (`packs`).
         let request = unsafe { isend(&comm.frames, dst, packed.as_bytes(), TAG_FRAME) };
-        sending.push(PendingSend {
+        sending.pending.push(PendingSend {
             request,
             payload: packed,
             dst,
@@ -671,7 +700,7 @@ impl Transport for MpiTransport {
             // `reap`/`shutdown`; its length fits an int (checked above).
             let request =
                 unsafe { isend(&comm.payloads, dst, frame.payload.as_bytes(), TAG_PAYLOAD) };
-            sending.push(PendingSend {
+            sending.pending.push(PendingSend {
                 request,
                 payload: frame.payload,
                 dst,
@@ -786,7 +815,7 @@ impl Transport for MpiTransport {
     }
 
     fn pending_sends(&self) -> usize {
-        self.sending.lock().map_or(0, |s| s.len())
+        self.sending.lock().map_or(0, |s| s.pending.len())
     }
 
     /// Takes one message if one has arrived (an `MPI_Test` of the posted receive); nothing
