@@ -174,50 +174,50 @@ fn main() -> Result<()> {
         "  mcpy-1: one thread alone; ring-n: per-stream GB/s of n loopback sockets in a ring, all"
     );
         println!("  streaming at once; loop-1: one stream alone; ar-n: the same ring all-reduce as pardis written");
-        println!("  directly on raw loopback sockets (collectives_bench::loopback_ring_all_reduce: no engine, the speed of light");
-        println!("  of a ring all-reduce here). pardis figures are sampled like the references (collectives_bench::all_reduce_rate).");
-        println!("  loc/mcpy = local / mcpy-n; tcp/ring = tcp / ring-n; tcp/ar = tcp / ar-n (the transport's own");
-        println!("  overhead; the goal since issue 31: >= 90 % from 1 MiB); ar/ring = ar-n / ring-n (what any ring");
+        println!("  directly on raw loopback sockets (collectives_bench::loopback_ring_all_reduce: no engine, the");
+        println!("  speed of light of a ring all-reduce here). pardis figures are sampled like the references");
+        println!("  (collectives_bench::all_reduce_rate).");
+        println!("  loc/mc = local / mcpy-n; tcp/rg = tcp / ring-n; tcp/ar = tcp / ar-n (the transport's own");
+        println!("  overhead; the goal since issue 31: >= 90 % from 1 MiB); ar/rg = ar-n / ring-n (what any ring");
         println!("  all-reduce loses to the raw sockets here);");
         println!("  tcp: direct receive into the collective's buffer (default); tcp-stg: staged through message");
-        println!("  buffers (Config::direct_receive = false), measured in the same rounds; dir/stg = tcp / tcp-stg");
+        println!("  buffers (Config::direct_receive = false), measured in the same rounds; dir/st = tcp / tcp-stg");
         println!(
-        "{:>10} {:>5} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "{:>10} {:>5} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
         "bytes",
         "ranks",
         "local",
         "mcpy-n",
         "mcpy-1",
-        "loc/mcpy",
+        "loc/mc",
         "tcp",
         "tcp-stg",
         "ring-n",
         "ar-n",
         "loop-1",
-        "tcp/ring",
+        "tcp/rg",
         "tcp/ar",
-        "ar/ring",
-        "dir/stg"
+        "ar/rg",
+        "dir/st"
     );
         for &bytes in sizes.iter().filter(|_| run("table")) {
             for &n in &ranks {
                 let r = row(bytes, n, &pre)?;
-                let pct = |a: f64, b: f64| format!("{:.0}%", 100.0 * a / b);
                 println!(
-                "{bytes:>10} {n:>5} {:>8.3} {:>8.3} {:>8.3} {:>8} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8} {:>8} {:>8} {:>8}",
+                "{bytes:>10} {n:>5} {:>7.2} {:>7.2} {:>7.2} {:>7} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>7} {:>7} {:>7} {:>7}",
                 r.local,
                 r.memcpy,
                 r.memcpy_one,
-                pct(r.local, r.memcpy),
+                pct(r.local / r.memcpy),
                 r.tcp,
                 r.tcp_staged,
                 r.ring,
                 r.ring_all_reduce,
                 r.single_stream,
-                pct(r.tcp, r.ring),
-                pct(r.tcp, r.ring_all_reduce),
-                pct(r.ring_all_reduce, r.ring),
-                pct(r.tcp, r.tcp_staged)
+                pct(r.tcp / r.ring),
+                pct(r.tcp / r.ring_all_reduce),
+                pct(r.ring_all_reduce / r.ring),
+                pct(r.tcp / r.tcp_staged)
             );
             }
         }
@@ -225,13 +225,17 @@ fn main() -> Result<()> {
     if run("modes") {
         println!();
         println!(
-        "preemptive vs ordered (local, same submission order on every rank), {pairs} interleaved \
-         pairs ({} up to 1 MiB; which mode runs first alternates); in-flight k: each rank keeps k non-blocking \
-         all-reduces of `bytes` in flight (k = 1: blocking calls); pre, ord = median busbw; \
-         pre/ord = busbw ratio of a pair: median, 95% confidence interval of the median \
-         (order statistics), quartiles, min..max",
-        3 * pairs
-    );
+            "preemptive vs ordered (local, same submission order on every rank), {pairs} interleaved pairs"
+        );
+        println!(
+            "({} up to 1 MiB; which mode runs first alternates); in-flight k: each rank keeps k non-blocking",
+            3 * pairs
+        );
+        println!(
+            "all-reduces of `bytes` in flight (k = 1: blocking calls); pre, ord = median busbw;"
+        );
+        println!("pre/ord = busbw ratio of a pair: median, 95% confidence interval of the median (order statistics),");
+        println!("quartiles, min..max");
         println!(
             "{:>10} {:>5} {:>9} {:>9} {:>9} {:>9} {:>12} {:>12} {:>12}",
             "bytes",
@@ -255,38 +259,17 @@ fn main() -> Result<()> {
                             in_flight(n, bytes, k, e)
                         }
                     };
-                    let (mut ratios, mut p, mut o) = (Vec::new(), Vec::new(), Vec::new());
                     // Small sizes are cheap: more pairs, a tighter interval.
                     let pairs_here = if bytes <= 1 << 20 { 3 * pairs } else { pairs };
-                    for i in 0..pairs_here.max(1) {
-                        let (a, b) = if i % 2 == 0 {
-                            let a = measure(&pre)?;
-                            (a, measure(&ord)?)
-                        } else {
-                            let b = measure(&ord)?;
-                            (measure(&pre)?, b)
-                        };
-                        ratios.push(a / b);
-                        p.push(a);
-                        o.push(b);
-                    }
-                    for v in [&mut ratios, &mut p, &mut o] {
-                        v.sort_by(f64::total_cmp);
-                    }
-                    let pct = |x: f64| format!("{:.0}%", 100.0 * x);
-                    let (lo, hi) = median_ci(ratios.len());
+                    let r = Paired::measure(pairs_here, || measure(&pre), || measure(&ord))?;
                     println!(
                         "{bytes:>10} {n:>5} {k:>9} {:>9.3} {:>9.3} {:>9} {:>12} {:>12} {:>12}",
-                        quantile(&p, 0.5),
-                        quantile(&o, 0.5),
-                        pct(quantile(&ratios, 0.5)),
-                        format!("{}..{}", pct(ratios[lo]), pct(ratios[hi])),
-                        format!(
-                            "{}..{}",
-                            pct(quantile(&ratios, 0.25)),
-                            pct(quantile(&ratios, 0.75))
-                        ),
-                        format!("{}..{}", pct(ratios[0]), pct(ratios[ratios.len() - 1]))
+                        r.median_a(),
+                        r.median_b(),
+                        pct(r.ratio()),
+                        r.interval(),
+                        r.quartiles(),
+                        r.range()
                     );
                 }
             }
@@ -346,37 +329,15 @@ fn goal(sizes: &[usize], ranks: &[usize], pairs: usize, engine: &Config) -> Resu
             let tcp =
                 || all_reduce_rate(BenchTransport::Tcp, n, bytes, engine.clone(), GOAL_SAMPLES);
             let ar = || loopback_ring_all_reduce(bytes, n, GOAL_SAMPLES);
-            let (mut ratios, mut t, mut a) = (Vec::new(), Vec::new(), Vec::new());
-            for i in 0..pairs.max(1) {
-                let (x, y) = if i % 2 == 0 {
-                    let x = tcp()?.median;
-                    (x, ar()?.median)
-                } else {
-                    let y = ar()?.median;
-                    (tcp()?.median, y)
-                };
-                ratios.push(x / y);
-                t.push(x);
-                a.push(y);
-            }
-            for v in [&mut ratios, &mut t, &mut a] {
-                v.sort_by(f64::total_cmp);
-            }
-            let pct = |x: f64| format!("{:.0}%", 100.0 * x);
-            let (lo, hi) = median_ci(ratios.len());
-            let ratio = quantile(&ratios, 0.5);
+            let r = Paired::measure(pairs, || Ok(tcp()?.median), || Ok(ar()?.median))?;
             println!(
                 "{bytes:>10} {n:>5} {:>9.3} {:>9.3} {:>7} {:>12} {:>12} {:>8}",
-                quantile(&t, 0.5),
-                quantile(&a, 0.5),
-                pct(ratio),
-                format!("{}..{}", pct(ratios[lo]), pct(ratios[hi])),
-                format!(
-                    "{}..{}",
-                    pct(quantile(&ratios, 0.25)),
-                    pct(quantile(&ratios, 0.75))
-                ),
-                if ratio >= GOAL_TCP_OF_AR {
+                r.median_a(),
+                r.median_b(),
+                pct(r.ratio()),
+                r.interval(),
+                r.quartiles(),
+                if r.ratio() >= GOAL_TCP_OF_AR {
                     "met"
                 } else {
                     "not met"
@@ -385,4 +346,78 @@ fn goal(sizes: &[usize], ranks: &[usize], pairs: usize, engine: &Config) -> Resu
         }
     }
     Ok(())
+}
+
+/// A percentage, rounded.
+fn pct(x: f64) -> String {
+    format!("{:.0}%", 100.0 * x)
+}
+
+/// Figures of two contenders taken in pairs, back to back, the order alternating; each
+/// vector sorted.
+struct Paired {
+    a: Vec<f64>,
+    b: Vec<f64>,
+    /// `a / b` of each pair.
+    ratios: Vec<f64>,
+}
+
+impl Paired {
+    /// `pairs` (at least one) pairs of `a()` and `b()`.
+    fn measure(
+        pairs: usize,
+        mut a: impl FnMut() -> Result<f64>,
+        mut b: impl FnMut() -> Result<f64>,
+    ) -> Result<Self> {
+        let mut p = Self {
+            a: Vec::new(),
+            b: Vec::new(),
+            ratios: Vec::new(),
+        };
+        for i in 0..pairs.max(1) {
+            let (x, y) = if i % 2 == 0 {
+                let x = a()?;
+                (x, b()?)
+            } else {
+                let y = b()?;
+                (a()?, y)
+            };
+            p.ratios.push(x / y);
+            p.a.push(x);
+            p.b.push(y);
+        }
+        for v in [&mut p.ratios, &mut p.a, &mut p.b] {
+            v.sort_by(f64::total_cmp);
+        }
+        Ok(p)
+    }
+
+    fn median_a(&self) -> f64 {
+        quantile(&self.a, 0.5)
+    }
+
+    fn median_b(&self) -> f64 {
+        quantile(&self.b, 0.5)
+    }
+
+    /// The median ratio.
+    fn ratio(&self) -> f64 {
+        quantile(&self.ratios, 0.5)
+    }
+
+    /// The median ratio's 95 % confidence interval (order statistics).
+    fn interval(&self) -> String {
+        let (lo, hi) = median_ci(self.ratios.len());
+        format!("{}..{}", pct(self.ratios[lo]), pct(self.ratios[hi]))
+    }
+
+    fn quartiles(&self) -> String {
+        let q = |x| pct(quantile(&self.ratios, x));
+        format!("{}..{}", q(0.25), q(0.75))
+    }
+
+    fn range(&self) -> String {
+        let r = &self.ratios;
+        format!("{}..{}", pct(r[0]), pct(r[r.len() - 1]))
+    }
 }
