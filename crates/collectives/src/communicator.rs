@@ -214,7 +214,7 @@ impl Communicator {
 
     /// The step program of `plan` over the working buffer `data`, its first send made where
     /// the transport sends at once; not yet submitted.
-    fn submit<T: Element>(&self, data: Vec<T>, plan: Plan) -> Started<T> {
+    fn step_program<T: Element>(&self, data: Vec<T>, plan: Plan) -> Started<T> {
         let meta = self.op_meta::<T>(&plan);
         let mut buf = WorkBuf::new(data);
         let engine = &self.inner.engine;

@@ -167,7 +167,7 @@ impl Communicator {
                 self.start(Box::new(program), completion),
             ));
         }
-        Ok(self.submit(data, plan))
+        Ok(self.step_program(data, plan))
     }
 
     /// [`ireduce_scatter`](Self::ireduce_scatter), not yet handed to the engine.
@@ -189,7 +189,7 @@ impl Communicator {
             reduce: Some(op),
             ..Self::plan(OpKind::ReduceScatter, steps, block)
         };
-        Ok(self.submit(data, plan))
+        Ok(self.step_program(data, plan))
     }
 
     /// [`iall_gather`](Self::iall_gather), not yet handed to the engine.
@@ -202,7 +202,7 @@ impl Communicator {
             output: Some(0..n * block),
             ..Self::plan(OpKind::AllGather, steps, block)
         };
-        Ok(self.submit(buf, plan))
+        Ok(self.step_program(buf, plan))
     }
 
     /// [`ibroadcast_with`](Self::ibroadcast_with), not yet handed to the engine.
@@ -237,7 +237,7 @@ impl Communicator {
         };
         // No rank ends unless all agree on the root (`schedule::agreed`).
         plan.steps = schedule::agreed(n, me, steps);
-        Ok(self.submit(data, plan))
+        Ok(self.step_program(data, plan))
     }
 
     /// [`ireduce`](Self::ireduce), not yet handed to the engine.
@@ -258,7 +258,7 @@ impl Communicator {
         let mut plan = self.check_root::<T>(plan)?;
         // No rank ends unless all agree on the root (`schedule::agreed`).
         plan.steps = schedule::agreed(n, me, schedule::binomial_reduce(n, me, root, count));
-        Ok(self.submit(data, plan))
+        Ok(self.step_program(data, plan))
     }
 
     /// [`iall_to_all`](Self::iall_to_all), not yet handed to the engine.
@@ -273,13 +273,13 @@ impl Communicator {
             output: Some(len..2 * len),
             ..Self::plan(OpKind::AllToAll, steps, block)
         };
-        Ok(self.submit(buf, plan))
+        Ok(self.step_program(buf, plan))
     }
 
     /// [`ibarrier`](Self::ibarrier), not yet handed to the engine.
     pub(super) fn begin_barrier(&self) -> Result<Started<u8>> {
         let steps = schedule::dissemination_barrier(self.world_size(), self.rank());
-        Ok(self.submit(Vec::new(), Self::plan(OpKind::Barrier, steps, 0)))
+        Ok(self.step_program(Vec::new(), Self::plan(OpKind::Barrier, steps, 0)))
     }
 
     fn check_peer(&self, peer: usize) -> Result<()> {
@@ -307,7 +307,7 @@ impl Communicator {
         );
         let count = data.len();
         let steps = vec![Step::send(dst, 0..count)];
-        Ok(self.submit(
+        Ok(self.step_program(
             data,
             Plan {
                 seq: Some(seq),
@@ -334,6 +334,6 @@ impl Communicator {
             output: Some(0..count),
             ..Self::plan(OpKind::PointToPoint, steps, count)
         };
-        Ok(self.submit(vec![T::ZERO; count], plan))
+        Ok(self.step_program(vec![T::ZERO; count], plan))
     }
 }
