@@ -274,8 +274,6 @@ unsafe impl Send for SharedComm {}
 // SAFETY: as above; every operation through `&SharedComm` is a thread-safe MPI call.
 unsafe impl Sync for SharedComm {}
 
-/// A payload on its way out: the `MPI_Isend` request and the buffer it reads, kept here until
-/// `MPI_Test` says MPI is done with it.
 /// The sends in flight, and buffers of finished packed frames kept for the next ones.
 #[derive(Default)]
 struct Sends {
@@ -286,6 +284,8 @@ struct Sends {
 /// Most buffers of finished packed frames the send path keeps for reuse ([`Sends::spare`]).
 const SPARE_SEND_BUFFERS: usize = 2 * REAP_AT_SEND;
 
+/// A payload on its way out: the `MPI_Isend` request and the buffer it reads, kept here until
+/// `MPI_Test` says MPI is done with it.
 struct PendingSend {
     request: ffi::MPI_Request,
     payload: AlignedBuf,
