@@ -10,8 +10,9 @@ use crate::Result;
 impl Communicator {
     /// Starts an operation and waits for it, registered as the engine's driver from before the
     /// submission (so that submitting does not wake the engine thread). A step program runs
-    /// inline first where the engine allows it ([`Engine::run_inline`](crate::engine::Engine::run_inline)):
-    /// one that finishes there never gets a box, a completion or a handle.
+    /// inline first where the engine allows it
+    /// ([`Engine::run_inline`](crate::engine::Engine::run_inline)): one that finishes there
+    /// never gets a box, a completion or a handle.
     fn blocking<T: Element>(&self, start: impl FnOnce() -> Result<Started<T>>) -> Result<Vec<T>> {
         let engine = &self.inner.engine;
         let driving = engine.driving();
