@@ -9,10 +9,11 @@
 //! (build with `cargo build --release -p collectives-bench --features mpi --example compare_collectives_mpi`).
 //!
 //! `... compare_collectives_mpi --samples MIN_BYTES MAX_BYTES REPS [RD_BYTES PACKED_BYTES
-//! [BUSY_POLL_US [RECEIVER_DEFERS [PIECE_LIMIT_BYTES [PIECE_BYTES]]]]]` (they set
-//! `Config::recursive_doubling_bytes`, `MpiConfig::packed_frame_bytes`, `Config::busy_poll`,
-//! `MpiConfig::receiver_defers`, `Config::small_piece_limit_bytes` and
-//! `Config::small_piece_bytes`; `0 0 0 0 0` is the code before issue 31): the protocol of
+//! [BUSY_POLL_US [RECEIVER_DEFERS [PIECE_LIMIT_BYTES [PIECE_BYTES [STAND_ASIDE_US]]]]]]` (they
+//! set `Config::recursive_doubling_bytes`, `MpiConfig::packed_frame_bytes`, `Config::busy_poll`,
+//! `MpiConfig::receiver_defers`, `Config::small_piece_limit_bytes`,
+//! `Config::small_piece_bytes` and `MpiConfig::stand_aside_sleep`; `0 0 0 0 0` is the code
+//! before issue 31): the protocol of
 //! `benches/c/mpi_allreduce.c` (for `scripts/compare-collectives-mpi`): per size (`MIN_BYTES`, doubling up to `MAX_BYTES`)
 //! `clamp(64 MiB / bytes, 20, 2000)` calls of warm-up, then REPS samples of (barrier; that many
 //! calls), each sample the slowest rank's; rank 0 prints `bytes ranks median_us min_us max_us`
@@ -116,7 +117,7 @@ fn samples_mode(args: &[usize]) -> collectives::Result<()> {
         fail(
             2,
             "usage: --samples MIN_BYTES MAX_BYTES REPS [RD_BYTES PACKED_BYTES [BUSY_POLL_US \
-             [RECEIVER_DEFERS [PIECE_LIMIT_BYTES [PIECE_BYTES]]]]]",
+             [RECEIVER_DEFERS [PIECE_LIMIT_BYTES [PIECE_BYTES [STAND_ASIDE_US]]]]]]",
         );
     };
     if min < 4 {
@@ -143,8 +144,12 @@ fn samples_mode(args: &[usize]) -> collectives::Result<()> {
                 cfg.receiver_defers = *defers != 0;
                 if let [limit, more @ ..] = more {
                     cfg.engine.small_piece_limit_bytes = *limit;
-                    if let [piece, ..] = more {
+                    if let [piece, more @ ..] = more {
                         cfg.engine.small_piece_bytes = *piece;
+                        if let [aside_us, ..] = more {
+                            cfg.stand_aside_sleep =
+                                std::time::Duration::from_micros(*aside_us as u64);
+                        }
                     }
                 }
             }

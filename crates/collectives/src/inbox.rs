@@ -5,7 +5,7 @@
 //! blocking any other collective: the transport never stalls on one collective's unread data.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::Thread;
 
@@ -225,6 +225,10 @@ pub(crate) struct Inbox {
     /// A transport thread that polls for messages and stands aside while drivers poll
     /// (the MPI receiver thread): unparked when a driver parks, or leaves work behind.
     poller: OnceLock<Thread>,
+    /// The polling thread is (about to be) asleep standing aside for drivers
+    /// ([`poller_stands_aside`](Self::poller_stands_aside)): a wake-up with no driver left
+    /// unparks it too.
+    poller_aside: AtomicBool,
     /// Number of application threads driving the engine right now (deliveries wake them
     /// instead of the engine thread).
     drivers: AtomicUsize,
@@ -538,6 +542,25 @@ impl Inbox {
         self.drivers.load(Ordering::SeqCst) > self.parked_drivers.load(Ordering::SeqCst)
     }
 
+    /// Puts the polling thread to sleep for at most `nap` while drivers poll; `false` (at once)
+    /// when none polls. A wake-up ([`wake`](Self::wake)) that finds no driver unparks it, so a
+    /// submission or a delivery after the last driver left does not wait for the nap; a driver
+    /// that parks or leaves work behind unparks it too. Only a driver that leaves nothing
+    /// pending lets the nap run out (a message that then comes waits for the next driver,
+    /// the engine thread, or the end of the nap).
+    #[cfg(feature = "mpi")]
+    pub(crate) fn poller_stands_aside(&self, nap: std::time::Duration) -> bool {
+        self.poller_aside.store(true, Ordering::SeqCst);
+        // A waker either sees the flag (and unparks) or left its mark in `drivers` before this
+        // look (both sides `SeqCst`).
+        let polling = self.drivers_polling();
+        if polling {
+            std::thread::park_timeout(nap);
+        }
+        self.poller_aside.store(false, Ordering::SeqCst);
+        polling
+    }
+
     /// Unparks the transport's polling thread (see [`drivers_polling`](Self::drivers_polling)).
     pub(crate) fn wake_poller(&self) {
         if let Some(t) = self.poller.get() {
@@ -553,6 +576,9 @@ impl Inbox {
         self.wakes.fetch_add(1, Ordering::SeqCst);
         if self.drivers.load(Ordering::SeqCst) == 0 {
             self.wake_engine();
+            if self.poller_aside.load(Ordering::SeqCst) {
+                self.wake_poller();
+            }
         } else if self.parked_drivers.load(Ordering::SeqCst) > 0 {
             // Drivers that are not parking poll again without being told (no lock, no
             // system call on the delivering thread's path).
@@ -619,7 +645,8 @@ impl Inbox {
     /// Unregisters the calling thread as a driver; returns the number of drivers left. It does
     /// not wake the transport's polling thread: with nothing pending (a loop of blocking
     /// calls, between two of them) that thread's own nap bounds how long a message waits
-    /// (`MpiConfig::max_idle_sleep`), and a driver that leaves work behind wakes it with the
+    /// (`MpiConfig::stand_aside_sleep`; the next submission or delivery ends it, see
+    /// [`poller_stands_aside`](Self::poller_stands_aside)), and a driver that leaves work behind wakes it with the
     /// engine thread ([`wake_poller`](Self::wake_poller)). Waking it on every leave cost a
     /// `futex` wake-up and a thread that competes for MPI's locks with the next call's driver.
     pub(crate) fn leave_driver(&self) -> usize {
@@ -726,6 +753,40 @@ mod tests {
     /// A finished collective's mailbox is reused by a later one only once nothing else holds
     /// it, and then empty: a data frame and a failure notice that reached it before it closed
     /// are gone.
+    /// The polling thread standing aside for a driver sleeps until a wake-up that finds no
+    /// driver (a submission or delivery after the last driver left), not for its whole nap
+    /// (without the unpark in `wake` this waits the minute out).
+    #[cfg(feature = "mpi")]
+    #[test]
+    fn a_wake_up_with_no_driver_ends_the_pollers_nap() {
+        use std::time::{Duration, Instant};
+        let inbox = Arc::new(Inbox::default());
+        inbox.enter_driver();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let poller = {
+            let inbox = Arc::clone(&inbox);
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                let stood_aside = inbox.poller_stands_aside(Duration::from_secs(60));
+                tx.send((stood_aside, start.elapsed())).unwrap();
+            })
+        };
+        inbox.set_poller(poller.thread().clone());
+        while !inbox.poller_aside.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        inbox.leave_driver();
+        inbox.wake();
+        let (stood_aside, slept) = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("still asleep");
+        assert!(stood_aside);
+        assert!(slept < Duration::from_secs(30), "{slept:?}");
+        poller.join().unwrap();
+        // With no driver polling it does not sleep at all.
+        assert!(!inbox.poller_stands_aside(Duration::from_secs(60)));
+    }
+
     #[test]
     fn retired_mailboxes_are_reused_empty_once_unshared() {
         let inbox = Inbox::default();

@@ -161,10 +161,16 @@ pub const DEFAULT_MAX_IDLE_SLEEP: Duration = Duration::from_micros(200);
 /// Smallest accepted [`MpiConfig::max_idle_sleep`]: 10 µs. Shorter naps (0 above all) make
 /// the idle or deferring receiver thread a busy loop that takes a core from the ranks.
 pub const MIN_IDLE_SLEEP: Duration = Duration::from_micros(10);
-/// Largest accepted [`MpiConfig::max_idle_sleep`]: 10 ms. It bounds how long a message waits
-/// for an idle receiver thread when nobody wakes it, and how long the receiver stays aside
-/// after a missed hand-back.
+/// Largest accepted [`MpiConfig::max_idle_sleep`] and [`MpiConfig::stand_aside_sleep`]:
+/// 10 ms. It bounds how long a message waits for an idle receiver thread when nobody wakes it,
+/// and how long the receiver stays aside after a driver left with nothing pending.
 pub const MAX_IDLE_SLEEP: Duration = Duration::from_millis(10);
+/// Default [`MpiConfig::stand_aside_sleep`]: 2 ms. Each end of such a nap wakes the receiver
+/// thread on a core where a rank busy-polls: at 200 µs (the receiver's idle nap, its length
+/// before) about 2 700 times a second per rank on the 2-vCPU test VM, every one an involuntary
+/// switch of the polling rank; a 1 KiB all-reduce on 2 ranks took 1.5 against 1.75–1.79 times
+/// the in-process `MPI_Allreduce` (benches/README.md, collectives, "The receiver's nap").
+pub const DEFAULT_STAND_ASIDE_SLEEP: Duration = Duration::from_millis(2);
 
 /// How to join an MPI job.
 #[derive(Debug, Clone, PartialEq)]
@@ -203,22 +209,33 @@ pub struct MpiConfig {
     /// take turns on the CPU and the receive lock. The driver unparks it when it parks or
     /// stops driving. Default: true.
     pub receiver_defers: bool,
+    /// Longest sleep of the receiver thread standing aside for polling drivers
+    /// (`receiver_defers`): a driver that parks or leaves work behind, and a submission or
+    /// delivery after the last driver left, end it at once, so it bounds only how long a
+    /// message waits after a driver left with nothing pending. Between [`MIN_IDLE_SLEEP`] and
+    /// [`MAX_IDLE_SLEEP`] ([`MpiConfig::validate`]). Default: [`DEFAULT_STAND_ASIDE_SLEEP`].
+    pub stand_aside_sleep: Duration,
 }
 
 impl MpiConfig {
     /// Checks the bounds not in the types: [`Config::validate`] of `engine`,
-    /// [`MpiConfig::max_idle_sleep`] within [`MIN_IDLE_SLEEP`]..=[`MAX_IDLE_SLEEP`],
+    /// [`MpiConfig::max_idle_sleep`] and [`MpiConfig::stand_aside_sleep`] within
+    /// [`MIN_IDLE_SLEEP`]..=[`MAX_IDLE_SLEEP`],
     /// [`MpiConfig::idle_spins`] at most [`MAX_IDLE_SPINS`] and
     /// [`MpiConfig::packed_frame_bytes`] at most [`MAX_PACKED_FRAME_BYTES`].
     /// [`MpiJob::init`] calls it before it initialises MPI.
     pub fn validate(&self) -> Result<()> {
         self.engine.validate()?;
-        if !(MIN_IDLE_SLEEP..=MAX_IDLE_SLEEP).contains(&self.max_idle_sleep) {
-            return Err(CollectiveError::InvalidInput(format!(
-                "MpiConfig::max_idle_sleep is {:?}, outside the accepted \
-                 {MIN_IDLE_SLEEP:?}..={MAX_IDLE_SLEEP:?}",
-                self.max_idle_sleep
-            )));
+        for (name, sleep) in [
+            ("max_idle_sleep", self.max_idle_sleep),
+            ("stand_aside_sleep", self.stand_aside_sleep),
+        ] {
+            if !(MIN_IDLE_SLEEP..=MAX_IDLE_SLEEP).contains(&sleep) {
+                return Err(CollectiveError::InvalidInput(format!(
+                    "MpiConfig::{name} is {sleep:?}, outside the accepted \
+                     {MIN_IDLE_SLEEP:?}..={MAX_IDLE_SLEEP:?}"
+                )));
+            }
         }
         if self.idle_spins > MAX_IDLE_SPINS {
             return Err(CollectiveError::InvalidInput(format!(
@@ -252,6 +269,7 @@ impl Default for MpiConfig {
             zero_copy_send_bytes: DEFAULT_ZERO_COPY_SEND_BYTES,
             packed_frame_bytes: DEFAULT_PACKED_FRAME_BYTES,
             receiver_defers: true,
+            stand_aside_sleep: DEFAULT_STAND_ASIDE_SLEEP,
         }
     }
 }

@@ -48,6 +48,20 @@ fn mpi_config_bounds_are_typed_errors() {
             },
         ),
         (
+            "stand_aside_sleep",
+            MpiConfig {
+                stand_aside_sleep: Duration::ZERO,
+                ..MpiConfig::default()
+            },
+        ),
+        (
+            "stand_aside_sleep",
+            MpiConfig {
+                stand_aside_sleep: MAX_IDLE_SLEEP + Duration::from_nanos(1),
+                ..MpiConfig::default()
+            },
+        ),
+        (
             "packed_frame_bytes",
             MpiConfig {
                 packed_frame_bytes: collectives::mpi::MAX_PACKED_FRAME_BYTES + 1,
@@ -69,6 +83,7 @@ fn mpi_config_bounds_are_typed_errors() {
     for ok in [MIN_IDLE_SLEEP, MAX_IDLE_SLEEP] {
         let cfg = MpiConfig {
             max_idle_sleep: ok,
+            stand_aside_sleep: ok,
             ..MpiConfig::default()
         };
         assert!(cfg.validate().is_ok());

@@ -267,12 +267,13 @@ impl Receiver {
                 && !self.stopping.load(Ordering::SeqCst)
                 && self.inbox.drivers_polling()
             {
-                // A driver polls MPI itself; it unparks us when it parks or leaves work behind
-                // (the timeout bounds the other hand-backs, e.g. a driver asleep on its handle,
-                // or one that left with nothing pending).
-                std::thread::park_timeout(cfg.max_idle_sleep);
-                (idle, nap) = (0, FIRST_NAP);
-                continue;
+                // A driver polls MPI itself; it unparks us when it parks or leaves work behind,
+                // and so does a wake-up that finds no driver (the nap bounds the rest: a driver
+                // that left with nothing pending).
+                if self.inbox.poller_stands_aside(cfg.stand_aside_sleep) {
+                    (idle, nap) = (0, FIRST_NAP);
+                    continue;
+                }
             }
             let took = {
                 let mut landing = self.lock.lock().expect("mpi receive lock poisoned");
