@@ -33,8 +33,8 @@
 //!
 //! **Per-collective flow control.** A receiver thread per process takes every incoming frame
 //! as soon as it arrives (its posted receive completes) into a pooled buffer put into its
-//! collective's mailbox (not straight into the collective's buffer as on TCP, [direct
-//! receive](crate::direct): over MPI that was no faster at any size and up to 1.7× slower from
+//! collective's mailbox (not straight into the collective's buffer as on TCP's direct
+//! receive, `Config::direct_receive`: over MPI that was no faster at any size and up to 1.7× slower from
 //! 128 KiB, benches/README.md) — so a large (rendezvous-protocol) send of one collective never waits
 //! for the destination to start *that* collective. The thread yields while messages come in,
 //! then sleeps with a growing back-off ([`MpiConfig::idle_spins`],
