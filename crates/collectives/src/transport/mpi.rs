@@ -207,7 +207,8 @@ pub struct MpiConfig {
     /// Whether the receiver thread stands aside (parks) while an application thread drives the
     /// engine without parking: that thread polls MPI itself, and on few cores the two would
     /// take turns on the CPU and the receive lock. The driver unparks it when it parks or
-    /// stops driving. Default: true.
+    /// leaves work behind, and so does a submission or delivery after the last driver left;
+    /// [`stand_aside_sleep`](Self::stand_aside_sleep) bounds the rest. Default: true.
     pub receiver_defers: bool,
     /// Longest sleep of the receiver thread standing aside for polling drivers
     /// (`receiver_defers`): a driver that parks or leaves work behind, and a submission or
