@@ -223,7 +223,8 @@ pub(crate) struct Inbox {
     map: Mutex<InboxMap>,
     engine: OnceLock<Thread>,
     /// A transport thread that polls for messages and stands aside while drivers poll
-    /// (the MPI receiver thread): unparked when a driver parks, or leaves work behind.
+    /// (the MPI receiver thread): unparked when a driver parks or leaves work behind, and by a
+    /// wake-up that finds no driver.
     poller: OnceLock<Thread>,
     /// The polling thread is (about to be) asleep standing aside for drivers
     /// ([`poller_stands_aside`](Self::poller_stands_aside)): a wake-up with no driver left
@@ -646,9 +647,10 @@ impl Inbox {
     /// not wake the transport's polling thread: with nothing pending (a loop of blocking
     /// calls, between two of them) that thread's own nap bounds how long a message waits
     /// (`MpiConfig::stand_aside_sleep`; the next submission or delivery ends it, see
-    /// [`poller_stands_aside`](Self::poller_stands_aside)), and a driver that leaves work behind wakes it with the
-    /// engine thread ([`wake_poller`](Self::wake_poller)). Waking it on every leave cost a
-    /// `futex` wake-up and a thread that competes for MPI's locks with the next call's driver.
+    /// [`poller_stands_aside`](Self::poller_stands_aside)), and a driver that leaves work
+    /// behind wakes it with the engine thread ([`wake_poller`](Self::wake_poller)). Waking it
+    /// on every leave cost a `futex` wake-up and a thread that competes for MPI's locks with
+    /// the next call's driver.
     pub(crate) fn leave_driver(&self) -> usize {
         self.drivers.fetch_sub(1, Ordering::SeqCst) - 1
     }
@@ -750,9 +752,6 @@ mod tests {
         }
     }
 
-    /// A finished collective's mailbox is reused by a later one only once nothing else holds
-    /// it, and then empty: a data frame and a failure notice that reached it before it closed
-    /// are gone.
     /// The polling thread standing aside for a driver sleeps until a wake-up that finds no
     /// driver (a submission or delivery after the last driver left), not for its whole nap
     /// (without the unpark in `wake` this waits the minute out).
@@ -787,6 +786,9 @@ mod tests {
         assert!(!inbox.poller_stands_aside(Duration::from_secs(60)));
     }
 
+    /// A finished collective's mailbox is reused by a later one only once nothing else holds
+    /// it, and then empty: a data frame and a failure notice that reached it before it closed
+    /// are gone.
     #[test]
     fn retired_mailboxes_are_reused_empty_once_unshared() {
         let inbox = Inbox::default();
