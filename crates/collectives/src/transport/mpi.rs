@@ -34,8 +34,8 @@
 //! **Per-collective flow control.** A receiver thread per process takes every incoming frame
 //! as soon as it arrives (its posted receive completes) into a pooled buffer put into its
 //! collective's mailbox (not straight into the collective's buffer as on TCP's direct
-//! receive, `Config::direct_receive`: over MPI that was no faster at any size and up to 1.7× slower from
-//! 128 KiB, benches/README.md) — so a large (rendezvous-protocol) send of one collective never waits
+//! receive, `Config::direct_receive`: over MPI that was no faster at any size and up to 1.7×
+//! slower from 128 KiB, benches/README.md) — so a large (rendezvous-protocol) send of one collective never waits
 //! for the destination to start *that* collective. The thread yields while messages come in,
 //! then sleeps with a growing back-off ([`MpiConfig::idle_spins`],
 //! [`MpiConfig::max_idle_sleep`]) instead of spinning, so it does not starve the ranks on a
@@ -168,8 +168,9 @@ pub const MAX_IDLE_SLEEP: Duration = Duration::from_millis(10);
 /// Default [`MpiConfig::stand_aside_sleep`]: 2 ms. Each end of such a nap wakes the receiver
 /// thread on a core where a rank busy-polls: at 200 µs (the receiver's idle nap, its length
 /// before) about 2 700 times a second per rank on the 2-vCPU test VM, every one an involuntary
-/// switch of the polling rank; a 1 KiB all-reduce on 2 ranks took 1.5 against 1.75–1.79 times
-/// the in-process `MPI_Allreduce` (benches/README.md, collectives, "The receiver's nap").
+/// switch of the polling rank; with 2 ms and the unpark of [`MpiConfig::stand_aside_sleep`], a
+/// 1 KiB all-reduce on 2 ranks took 1.59–1.62 times the in-process `MPI_Allreduce` against
+/// 1.88–1.95 (benches/README.md, collectives, "The receiver's nap").
 pub const DEFAULT_STAND_ASIDE_SLEEP: Duration = Duration::from_millis(2);
 
 /// How to join an MPI job.
