@@ -168,9 +168,10 @@ pub const MAX_IDLE_SLEEP: Duration = Duration::from_millis(10);
 /// Default [`MpiConfig::stand_aside_sleep`]: 2 ms. Each end of such a nap wakes the receiver
 /// thread on a core where a rank busy-polls: at 200 µs (the receiver's idle nap, its length
 /// before) about 2 700 times a second per rank on the 2-vCPU test VM, every one an involuntary
-/// switch of the polling rank; with 2 ms and the unpark of [`MpiConfig::stand_aside_sleep`], a
-/// 1 KiB all-reduce on 2 ranks took 1.59–1.62 times the in-process `MPI_Allreduce` against
-/// 1.88–1.95 (benches/README.md, collectives, "The receiver's nap").
+/// switch of the polling rank. With this default (and the wake-ups that end the nap early,
+/// see [`MpiConfig::stand_aside_sleep`]) a 1 KiB all-reduce on 2 ranks took 1.59–1.62 times
+/// the in-process `MPI_Allreduce` against 1.88–1.95 (benches/README.md, collectives, "The
+/// receiver's nap").
 pub const DEFAULT_STAND_ASIDE_SLEEP: Duration = Duration::from_millis(2);
 
 /// How to join an MPI job.
