@@ -213,9 +213,9 @@ impl Receiver {
         self.inbox.deliver_to(mailbox, frame);
     }
 
-    /// Delivers a whole frame received in one message (header, then payload) to its
-    /// collective's mailbox.
-    /// Returns whether `into` took the frame.
+    /// Delivers a whole frame received in one message (header, then payload): to `into` if it
+    /// accepts it ([`ActiveOp::accept`]), else to its collective's mailbox. Returns whether
+    /// `into` took it.
     fn take_packed(&self, src: usize, bytes: &[u8], into: Option<&mut dyn ActiveOp>) -> bool {
         let decoded = bytes
             .get(..HEADER_BYTES)
