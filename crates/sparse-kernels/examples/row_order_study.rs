@@ -13,8 +13,12 @@
 //! `rarest-column` (rows sorted by their least-read column, so that rows sharing a rarely read
 //! row of B run next to each other); and for a matrix of `N³` rows (`stencil27:N`) the grid
 //! orders `slab4`, `slab8` (slabs of 4 or 8 grid lines swept plane by plane) and `tile32x8`,
-//! `tile32x16` (tiles of 32 × 8 or 32 × 16 points swept plane by plane), which take the
-//! geometry from the row count: what locality is worth on a stencil, not a general order.
+//! `tile32x16` (tiles of 32 × 8 or 32 × 16 points swept plane by plane), and `band16`,
+//! `band16y2`, `band16y4`, `ycol` (bands of 16 lines swept through the planes, x fastest or shift
+//! pairs taken for 2 or 4 lines in turn; the grid by columns), which take the geometry from the
+//! row count: what locality is worth on a stencil, not a general order. The `L1 lines` column
+//! models a core's L1 (`common::LineCache`: 32 KiB, 8 ways, LRU, sets by address): on a grid
+//! of 64-point lines every run of a stencil row lies a multiple of 4 KiB from the others.
 //!
 //! ```text
 //! cargo run --release -p sparse-kernels --example row_order_study -- \
@@ -35,6 +39,23 @@ fn misses(a: &CsrMatrix<f64, u32>, order: &[usize], mut cache: common::RowCache)
         .flat_map(|&r| a.row(r).0)
         .filter(|&&c| cache.access(c))
         .count()
+}
+
+/// Lines of B per row of A that miss a 32 KiB 8-way LRU L1 of 64-byte lines (`common::LineCache`)
+/// when the rows run in `order`, each summing its nonzeros in turn (every line of a nonzero's
+/// row of B, B line-aligned): a model of the L1 reuse an order gives a one-row-at-a-time kernel.
+fn l1_misses_per_row(a: &CsrMatrix<f64, u32>, order: &[usize], row_bytes: usize) -> f64 {
+    let lines = (row_bytes / 64).max(1) as u64;
+    let mut l1 = common::LineCache::new(32 << 10, 8);
+    let mut missed = 0u64;
+    for &r in order {
+        for &c in a.row(r).0 {
+            missed += (0..lines)
+                .filter(|l| l1.access(u64::from(c) * lines + l))
+                .count() as u64;
+        }
+    }
+    missed as f64 / order.len().max(1) as f64
 }
 
 /// Breadth-first order of the rows, a row's neighbours being its columns (those `< nrows`),
@@ -100,6 +121,30 @@ fn orders(a: &CsrMatrix<f64, u32>) -> Vec<(&'static str, Vec<usize>)> {
             v.push((name, order));
         }
     }
+    // Row orders within the bands of a sweep (whole grid lines through consecutive planes, as
+    // the plan sweeps a grid; bands of 16 lines here): x fastest (the plan's order), or shift
+    // pairs of a grid line taken for 2 or 4 lines in turn before the next pair (`y2`, `y4`), so
+    // that a row's rows of B were read one or two rows before instead of nine runs ago; and the
+    // grid by columns (`ycol`: y fastest). Grid geometry from the row count, as above.
+    let n = (a.nrows() as f64).cbrt().round() as usize;
+    if n > 0 && n * n * n == a.nrows() && a.nrows() == a.ncols() {
+        type Key = fn(usize, usize, usize) -> [usize; 6];
+        let grid: [(&'static str, Key); 4] = [
+            ("band16", |x, y, z| [y / 16, z, y % 16, x, 0, 0]),
+            ("band16y2", |x, y, z| {
+                [y / 16, z, y % 16 / 2, x / 2, y % 2, x % 2]
+            }),
+            ("band16y4", |x, y, z| {
+                [y / 16, z, y % 16 / 4, x / 2, y % 4, x % 2]
+            }),
+            ("ycol", |x, y, z| [z, x, y, 0, 0, 0]),
+        ];
+        for (name, key) in grid {
+            let mut order: Vec<usize> = (0..a.nrows()).collect();
+            order.sort_by_key(|&i| key(i % n, i / n % n, i / (n * n)));
+            v.push((name, order));
+        }
+    }
     v
 }
 
@@ -143,6 +188,7 @@ fn main() {
                     100.0 * bound
                 ));
             }
+            cells.push(format!("{:>9.1}", l1_misses_per_row(&a, &order, row_bytes)));
             lines.push((name, cells.join(" | ")));
             let p = common::permuted(&a, &order);
             let plan = SpmmPlan::new(&p, k, &LssmConfig::default());
@@ -170,7 +216,7 @@ fn main() {
         let first = runs[0].2.clone();
         println!(
             "{spec} K={k} f64: nnz {}, B {} MiB, minimal traffic {} MB; per cache size: \
-             nonzeros missing, bound",
+             nonzeros missing, bound; L1 lines: lines of B per row missing an 8-way 32 KiB LRU L1",
             a.nnz(),
             (n * row_bytes) >> 20,
             minimal / 1_000_000
@@ -180,7 +226,7 @@ fn main() {
             .map(|mib| format!("{:>6} MiB miss  bound", mib))
             .collect();
         println!(
-            "{:>14} | {} | LSSM ms | natural/this",
+            "{:>14} | {} | L1 lines | LSSM ms | natural/this",
             "order",
             head.join(" | ")
         );

@@ -266,6 +266,42 @@ impl RowCache {
     }
 }
 
+/// A set-associative LRU cache of 64-byte lines indexed by address bits, as a core's L1 is: the
+/// model behind the row-order study's L1 column, where rows of B whose addresses are a multiple
+/// of the way size apart compete for one set however much of the cache is free.
+pub(crate) struct LineCache {
+    sets: usize,
+    ways: usize,
+    tags: Vec<u64>,
+}
+
+#[allow(dead_code)]
+impl LineCache {
+    /// An empty cache of `bytes` bytes in sets of `ways` lines.
+    pub(crate) fn new(bytes: usize, ways: usize) -> Self {
+        let ways = ways.max(1);
+        let sets = (bytes / 64 / ways).max(1);
+        Self {
+            sets,
+            ways,
+            tags: vec![u64::MAX; sets * ways],
+        }
+    }
+
+    /// Reads line `line` (address / 64); `true` on a miss.
+    pub(crate) fn access(&mut self, line: u64) -> bool {
+        let set = (line % self.sets as u64) as usize;
+        let ways = &mut self.tags[set * self.ways..(set + 1) * self.ways];
+        let (at, miss) = match ways.iter().position(|&t| t == line) {
+            Some(at) => (at, false),
+            None => (ways.len() - 1, true),
+        };
+        ways[..=at].rotate_right(1);
+        ways[0] = line;
+        miss
+    }
+}
+
 /// `a` with its rows in `order` (a permutation of the rows): C's rows can be computed in any
 /// order, so the row-order studies time LSSM on the reordered matrix.
 #[allow(dead_code)] // used by row_order_study and lssm_variants only
