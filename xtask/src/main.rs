@@ -525,10 +525,12 @@ fn codegen_check() -> Result<(), String> {
     let bin = bin.to_str().ok_or("the target directory is not UTF-8")?;
     let listing = capture("objdump", &["-d", "--no-show-raw-insn", bin])?;
     let (xmm, wide) = packed_fmas(&listing);
-    let spills = kernel_stack_stores(&listing);
+    let code = kernel_code(&listing);
+    let spills = code.stack_stores;
     eprintln!(
-        "packed multiply-adds: {wide} on ymm/zmm, {xmm} on xmm; ymm/zmm stores to the stack in \
-         the kernels: {spills}"
+        "packed multiply-adds: {wide} on ymm/zmm, {xmm} on xmm; in the kernels: {spills} \
+         ymm/zmm stores to the stack, {} scalar multiply-adds",
+        code.scalar_fmas
     );
     if xmm > MAX_XMM_FMAS || wide < MIN_WIDE_FMAS {
         return Err(format!(
@@ -543,38 +545,72 @@ fn codegen_check() -> Result<(), String> {
              (benches/README.md, sparse, \"Accumulators on the stack\")"
         ));
     }
+    if code.scalar_fmas > MAX_KERNEL_SCALAR_FMAS {
+        return Err(format!(
+            "the SpMM micro-kernel sums column by column somewhere ({} scalar multiply-adds in \
+             its SIMD instances): check its loops with `perf annotate` (benches/README.md, \
+             sparse, \"Row pairs on AVX-512\")",
+            code.scalar_fmas
+        ));
+    }
     Ok(())
 }
 
 /// Most `ymm`/`zmm` stores to the stack the micro-kernel's SIMD instances (`micro::run_v4`,
-/// pulp's AVX2 `vectorize`) may have: 20 at the fix of the AVX-512 grouped tiles, 252 before
-/// it, when a tile's 8 accumulators went to the stack on every nonzero.
-const MAX_KERNEL_STACK_STORES: usize = 64;
+/// pulp's AVX2 `vectorize`) may have: 4 since `RowPairs`' AVX-512 tile was fixed, 20 before (16
+/// of them its two rows' accumulators, stored on every entry), 252 before the AVX-512 grouped
+/// tiles' fix, when a tile's 8 accumulators went to the stack on every nonzero.
+const MAX_KERNEL_STACK_STORES: usize = 12;
 
-/// `ymm`/`zmm` register stores to `(%rsp)` inside the functions of an `objdump -d` listing whose
-/// (mangled) names are the micro-kernel's SIMD instances.
-fn kernel_stack_stores(listing: &str) -> usize {
+/// Most scalar multiply-adds (`vfmadd…sd`/`ss`) those instances may have: 132 since
+/// `RowPairs`' AVX-512 tile was fixed (the tiles' scalar tails, the same in every instance),
+/// 200 before, when that tile summed each row's own entries one column at a time.
+const MAX_KERNEL_SCALAR_FMAS: usize = 160;
+
+/// What the functions of an `objdump -d` listing whose (mangled) names are the micro-kernel's
+/// SIMD instances hold.
+#[derive(Debug, PartialEq, Eq)]
+struct KernelCode {
+    /// `ymm`/`zmm` register stores to `(%rsp)`.
+    stack_stores: usize,
+    /// Scalar fused multiply-adds.
+    scalar_fmas: usize,
+}
+
+fn kernel_code(listing: &str) -> KernelCode {
     let mut inside = false;
-    let mut stores = 0;
+    let mut code = KernelCode {
+        stack_stores: 0,
+        scalar_fmas: 0,
+    };
     for line in listing.lines() {
         if line.ends_with(">:") {
             inside = line.contains("micro6run_v4") || line.contains("V39vectorize");
             continue;
         }
+        if !inside {
+            continue;
+        }
         let mut words = line
             .split_whitespace()
-            .skip_while(|w| !w.starts_with("vmov"));
-        let (Some(_), Some(args)) = (words.next(), words.next()) else {
+            .skip_while(|w| !w.starts_with("vmov") && !w.starts_with("vfmadd"));
+        let (Some(op), Some(args)) = (words.next(), words.next()) else {
             continue;
         };
+        if op.starts_with("vfmadd") {
+            if op.ends_with("sd") || op.ends_with("ss") {
+                code.scalar_fmas += 1;
+            }
+            continue;
+        }
         let to_stack = args.split_once(',').is_some_and(|(src, dst)| {
             (src.starts_with("%ymm") || src.starts_with("%zmm")) && dst.ends_with("(%rsp)")
         });
-        if inside && to_stack {
-            stores += 1;
+        if to_stack {
+            code.stack_stores += 1;
         }
     }
-    stores
+    code
 }
 
 /// Most packed multiply-adds on `xmm` registers the micro-kernel build may have (12 at
@@ -609,22 +645,32 @@ fn packed_fmas(listing: &str) -> (usize, usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::{dir_has_libclang, is_libclang_name, kernel_stack_stores, packed_fmas};
+    use super::{dir_has_libclang, is_libclang_name, kernel_code, packed_fmas, KernelCode};
 
     #[test]
-    fn stack_stores_are_counted_in_the_kernels_only() {
+    fn stack_stores_and_scalar_multiply_adds_are_counted_in_the_kernels_only() {
         let listing = "\
 0000000000048020 <_ZN14sparse_kernels7kernels5micro6run_v417h367f002434d3b542E>:
    4c04e:\tvmovupd %zmm0,0x1a0(%rsp)
    4c050:\tvmovupd 0x1a0(%rsp),%zmm0
    4c052:\tvmovupd %zmm0,(%rsi)
    4c054:\tvmovsd %xmm0,0x8(%rsp)
+   4c058:\tvfmadd231sd 0x8(%r11,%r10,8),%xmm3,%xmm16
+   4c05e:\tvfmadd231pd %zmm1,%zmm2,%zmm3
 0000000000061200 <_ZN4pulp3x862v32V39vectorize3imp17hac2553eb1984f0e9E>:
    61204:\tvmovups %ymm3,(%rsp)
+   61208:\tvfmadd213ss %xmm1,%xmm2,%xmm3
 0000000000062000 <_ZN4core3fmt5write17h0000000000000000E>:
    62004:\tvmovups %ymm0,0x20(%rsp)
+   62008:\tvfmadd231sd %xmm1,%xmm2,%xmm3
 ";
-        assert_eq!(kernel_stack_stores(listing), 2);
+        assert_eq!(
+            kernel_code(listing),
+            KernelCode {
+                stack_stores: 2,
+                scalar_fmas: 2
+            }
+        );
     }
 
     #[test]

@@ -340,20 +340,26 @@ unsafe fn pair_tile<T: Scalar, I: SpIndex, const N: usize>(
     // (caller), so `c · ld + k0 + N <= (rows - 1) · ld + k <= data.len()`, as in `micro::tile`;
     // `[T; N]` has the alignment of `T`.
     let brow = |c: I| unsafe { &*b.data.as_ptr().add(c.idx() * b.ld + k0).cast::<[T; N]>() };
+    // Each row of B is read into a local first and each row's sums take their own loop, as in
+    // the shift pairs' tile: read through the reference, the AVX-512 instance versioned the
+    // loops against B aliasing the accumulators and kept both rows' accumulators on the stack
+    // (benches/README.md, sparse, "Row pairs on AVX-512").
     let (mut x, mut y) = ([T::ZERO; N], [T::ZERO; N]);
     for e in l[0]..l[1] {
         // SAFETY: `e` is in the pair's shared range (caller).
         let (c, [v, w]) = unsafe { p.shared_entry(e) };
-        let r = brow(c);
+        let r: [T; N] = *brow(c);
         for j in 0..N {
             x[j] = madd(v, r[j], x[j]);
+        }
+        for j in 0..N {
             y[j] = madd(w, r[j], y[j]);
         }
     }
     for e in l[2]..l[3] {
         // SAFETY: `e` is an own entry of the first row (caller).
         let (c, v) = unsafe { p.own_entry(e) };
-        let r = brow(c);
+        let r: [T; N] = *brow(c);
         for j in 0..N {
             x[j] = madd(v, r[j], x[j]);
         }
@@ -361,7 +367,7 @@ unsafe fn pair_tile<T: Scalar, I: SpIndex, const N: usize>(
     for e in l[3]..l[4] {
         // SAFETY: `e` is an own entry of the second row (caller).
         let (c, v) = unsafe { p.own_entry(e) };
-        let r = brow(c);
+        let r: [T; N] = *brow(c);
         for j in 0..N {
             y[j] = madd(v, r[j], y[j]);
         }
