@@ -126,22 +126,19 @@ fn orders(a: &CsrMatrix<f64, u32>) -> Vec<(&'static str, Vec<usize>)> {
     // pairs of a grid line taken for 2 or 4 lines in turn before the next pair (`y2`, `y4`), so
     // that a row's rows of B were read one or two rows before instead of nine runs ago; and the
     // grid by columns (`ycol`: y fastest). Grid geometry from the row count, as above.
-    let n = (a.nrows() as f64).cbrt().round() as usize;
-    if n > 0 && n * n * n == a.nrows() && a.nrows() == a.ncols() {
-        type Key = fn(usize, usize, usize) -> [usize; 6];
-        let grid: [(&'static str, Key); 4] = [
-            ("band16", |x, y, z| [y / 16, z, y % 16, x, 0, 0]),
-            ("band16y2", |x, y, z| {
-                [y / 16, z, y % 16 / 2, x / 2, y % 2, x % 2]
-            }),
-            ("band16y4", |x, y, z| {
-                [y / 16, z, y % 16 / 4, x / 2, y % 4, x % 2]
-            }),
-            ("ycol", |x, y, z| [z, x, y, 0, 0, 0]),
-        ];
-        for (name, key) in grid {
-            let mut order: Vec<usize> = (0..a.nrows()).collect();
-            order.sort_by_key(|&i| key(i % n, i / n % n, i / (n * n)));
+    type Key = fn(usize, usize, usize) -> [usize; 6];
+    let bands: [(&'static str, Key); 4] = [
+        ("band16", |x, y, z| [y / 16, z, y % 16, x, 0, 0]),
+        ("band16y2", |x, y, z| {
+            [y / 16, z, y % 16 / 2, x / 2, y % 2, x % 2]
+        }),
+        ("band16y4", |x, y, z| {
+            [y / 16, z, y % 16 / 4, x / 2, y % 4, x % 2]
+        }),
+        ("ycol", |x, y, z| [z, x, y, 0, 0, 0]),
+    ];
+    for (name, key) in bands {
+        if let Some(order) = common::grid_order(a, key) {
             v.push((name, order));
         }
     }
@@ -188,7 +185,7 @@ fn main() {
                     100.0 * bound
                 ));
             }
-            cells.push(format!("{:>9.1}", l1_misses_per_row(&a, &order, row_bytes)));
+            cells.push(format!("{:>8.1}", l1_misses_per_row(&a, &order, row_bytes)));
             lines.push((name, cells.join(" | ")));
             let p = common::permuted(&a, &order);
             let plan = SpmmPlan::new(&p, k, &LssmConfig::default());
@@ -216,7 +213,7 @@ fn main() {
         let first = runs[0].2.clone();
         println!(
             "{spec} K={k} f64: nnz {}, B {} MiB, minimal traffic {} MB; per cache size: \
-             nonzeros missing, bound; L1 lines: lines of B per row missing an 8-way 32 KiB LRU L1",
+             nonzeros missing, bound;\n  L1 lines: lines of B per row missing an 8-way 32 KiB LRU L1",
             a.nnz(),
             (n * row_bytes) >> 20,
             minimal / 1_000_000

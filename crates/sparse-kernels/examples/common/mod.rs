@@ -337,15 +337,25 @@ pub(crate) fn grid_tile_order<T: sparse_kernels::Scalar>(
     bx: usize,
     by: usize,
 ) -> Option<Vec<usize>> {
+    if bx == 0 || by == 0 {
+        return None;
+    }
+    grid_order(a, |x, y, z| [y / by, x / bx, z, y % by, x % bx])
+}
+
+/// For a square matrix of `N³` rows (row `(z·N + y)·N + x`), its rows sorted by `key(x, y,
+/// z)`; `None` for any other shape.
+#[allow(dead_code)] // used by row_order_study and lssm_variants only
+pub(crate) fn grid_order<T: sparse_kernels::Scalar, K: Ord>(
+    a: &sparse_kernels::CsrMatrix<T, u32>,
+    key: impl Fn(usize, usize, usize) -> K,
+) -> Option<Vec<usize>> {
     let rows = a.nrows();
     let n = (rows as f64).cbrt().round() as usize;
-    if rows != a.ncols() || n == 0 || n * n * n != rows || bx == 0 || by == 0 {
+    if rows != a.ncols() || n == 0 || n * n * n != rows {
         return None;
     }
     let mut order: Vec<usize> = (0..rows).collect();
-    order.sort_by_key(|&i| {
-        let (x, y, z) = (i % n, (i / n) % n, i / (n * n));
-        (y / by, x / bx, z, y % by, x % bx)
-    });
+    order.sort_by_key(|&i| key(i % n, (i / n) % n, i / (n * n)));
     Some(order)
 }
