@@ -103,8 +103,9 @@ pub struct LssmConfig {
     pub prefetch_distance: usize,
     /// Multiply-adds (`nnz · K`) per chunk of rows, for a row of mean length, when the plan has
     /// no long rows and runs with the row-parallel schedule (a chunk of the longest rows is kept
-    /// under 16× this). Default 2¹⁴: a few short rows per call of the micro-kernel instead of
-    /// one, which spares matrices of many short rows the per-call overhead
+    /// under 16× this; the rows per chunk are rounded up to an even number, so that no chunk
+    /// splits a shift pair). Default 2¹⁴: a few short rows per call of the micro-kernel instead
+    /// of one, which spares matrices of many short rows the per-call overhead
     /// (benches/README.md, sparse, "Measurements behind code defaults").
     pub row_chunk_work: usize,
     /// Columns of B and C per K-panel: `Some(p)` with `0 < p < K` makes the numeric phase pack
@@ -403,11 +404,14 @@ impl SpmmPlan {
         };
         let serial = a.nnz().saturating_mul(k) < config.serial_work || a.nrows() <= 1;
         // Rows per chunk from the mean row, but no chunk of the longest rows above 16× the
-        // target work, so that a few long (not split) rows cannot unbalance the schedule.
+        // target work, so that a few long (not split) rows cannot unbalance the schedule; an
+        // even number, so that no chunk boundary splits a shift pair (benches/README.md, sparse,
+        // "Shift pairs split by the row chunks").
         let cost = |len: usize| (len + 1) * k.max(1);
         let row_chunk = (config.row_chunk_work / cost(stats.nnz / stats.rows.max(1)))
             .min(config.row_chunk_work.saturating_mul(16) / cost(stats.max))
-            .max(1);
+            .max(1)
+            .next_multiple_of(2);
         let k_panel = match config.k_panel {
             Some(p) if p > 0 && p < k => p,
             _ => k,
@@ -616,5 +620,28 @@ impl SpmmPlan {
                 }
             },
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gen;
+
+    /// No chunk of the row-parallel schedule splits a shift pair: the rows per chunk are even,
+    /// also where the work per chunk makes an odd count of them.
+    #[test]
+    fn row_chunks_hold_whole_pairs() {
+        let a = gen::stencil_3d_27pt::<f64, u32>(12);
+        let per_row = (a.nnz() / a.nrows() + 1) * 64;
+        for rows in [1, 2, 9, 10] {
+            let config = LssmConfig {
+                row_chunk_work: rows * per_row,
+                ..LssmConfig::default()
+            };
+            let plan = SpmmPlan::new(&a, 64, &config);
+            assert_eq!(plan.row_chunk % 2, 0, "{rows} rows of work");
+            assert!(plan.row_chunk >= rows && plan.row_chunk <= rows + 1, "{rows} rows of work");
+        }
     }
 }
