@@ -641,7 +641,10 @@ mod tests {
             };
             let plan = SpmmPlan::new(&a, 64, &config);
             assert_eq!(plan.row_chunk % 2, 0, "{rows} rows of work");
-            assert!(plan.row_chunk >= rows && plan.row_chunk <= rows + 1, "{rows} rows of work");
+            assert!(
+                plan.row_chunk >= rows && plan.row_chunk <= rows + 1,
+                "{rows} rows of work"
+            );
         }
     }
 }
