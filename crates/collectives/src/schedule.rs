@@ -192,32 +192,17 @@ pub(crate) fn cut_into_pieces(steps: Vec<Step>, max_len: usize) -> Vec<Step> {
 /// survivors reduce-scatter by recursive halving and all-gather by recursive doubling, and the
 /// folded ranks get the result back. `2 log p (+2)` steps: latency-optimal for small messages.
 pub(crate) fn halving_doubling_all_reduce(n: usize, me: usize, count: usize) -> Vec<Step> {
-    let p = if n == 0 {
-        0
-    } else {
-        1usize << (usize::BITS - 1 - n.leading_zeros())
-    };
-    let rem = n - p;
-    let all = 0..count;
     let mut steps = Vec::new();
-    let new_rank = if me < 2 * rem {
-        if me.is_multiple_of(2) {
-            steps.push(Step::send(me + 1, all.clone()));
-            steps.push(Step::recv(me + 1, all, Action::Copy));
-            return steps;
-        }
-        steps.push(Step::recv(me - 1, all.clone(), Action::Reduce));
-        me / 2
-    } else {
-        me - rem
+    let Some(fold) = PowerOfTwoFold::enter(n, me, count, &mut steps) else {
+        return steps;
     };
-    let real = |nr: usize| if nr < rem { 2 * nr + 1 } else { nr + rem };
+    let (p, new_rank) = (fold.p, fold.new_rank);
     let blocks = |(lo, hi): (usize, usize)| part(count, p, lo).start..part(count, p, hi - 1).end;
     let (mut lo, mut hi) = (0, p);
     let mut history = Vec::new();
     let mut d = p / 2;
     while d >= 1 {
-        let partner = real(new_rank ^ d);
+        let partner = fold.real(new_rank ^ d);
         let mid = (lo + hi) / 2;
         let (keep, give) = if new_rank & d == 0 {
             ((lo, mid), (mid, hi))
@@ -242,9 +227,7 @@ pub(crate) fn halving_doubling_all_reduce(n: usize, me: usize, count: usize) -> 
             Action::Copy,
         ));
     }
-    if me < 2 * rem {
-        steps.push(Step::send(me - 1, 0..count));
-    }
+    fold.leave(&mut steps);
     steps
 }
 
@@ -256,40 +239,82 @@ pub(crate) fn halving_doubling_all_reduce(n: usize, me: usize, count: usize) -> 
 /// bytes per step, the fastest when per-message costs dominate (small messages; on 2 ranks one
 /// exchange instead of two).
 pub(crate) fn recursive_doubling_all_reduce(n: usize, me: usize, count: usize) -> Vec<Step> {
-    let p = if n == 0 {
-        0
-    } else {
-        1usize << (usize::BITS - 1 - n.leading_zeros())
-    };
-    let rem = n - p;
-    let all = 0..count;
     let mut steps = Vec::new();
-    let new_rank = if me < 2 * rem {
-        if me.is_multiple_of(2) {
-            steps.push(Step::send(me + 1, all.clone()));
-            steps.push(Step::recv(me + 1, all, Action::Copy));
-            return steps;
-        }
-        steps.push(Step::recv(me - 1, all.clone(), Action::Reduce));
-        me / 2
-    } else {
-        me - rem
+    let Some(fold) = PowerOfTwoFold::enter(n, me, count, &mut steps) else {
+        return steps;
     };
-    let real = |nr: usize| if nr < rem { 2 * nr + 1 } else { nr + rem };
     let mut d = 1;
-    while d < p {
+    while d < fold.p {
         steps.push(Step::swap(
-            real(new_rank ^ d),
-            all.clone(),
-            all.clone(),
+            fold.real(fold.new_rank ^ d),
+            0..count,
+            0..count,
             Action::Reduce,
         ));
         d *= 2;
     }
-    if me < 2 * rem {
-        steps.push(Step::send(me - 1, all));
-    }
+    fold.leave(&mut steps);
     steps
+}
+
+/// The fold of the recursive all-reduces on any `n`: with `p` the largest power of two
+/// `<= n` and `rem = n - p`, each even rank `< 2 rem` hands its vector to the odd rank after it
+/// (which reduces it in) and waits for the result; the `p` survivors run the power-of-two
+/// algorithm among themselves under new ranks `0..p`.
+struct PowerOfTwoFold {
+    p: usize,
+    rem: usize,
+    me: usize,
+    count: usize,
+    /// This rank's rank among the survivors.
+    new_rank: usize,
+}
+
+impl PowerOfTwoFold {
+    /// Appends this rank's fold steps to `steps`: `None` if it is folded out (its steps are
+    /// then complete), else the survivors' geometry.
+    fn enter(n: usize, me: usize, count: usize, steps: &mut Vec<Step>) -> Option<Self> {
+        let p = if n == 0 {
+            0
+        } else {
+            1usize << (usize::BITS - 1 - n.leading_zeros())
+        };
+        let rem = n - p;
+        let new_rank = if me < 2 * rem {
+            if me.is_multiple_of(2) {
+                steps.push(Step::send(me + 1, 0..count));
+                steps.push(Step::recv(me + 1, 0..count, Action::Copy));
+                return None;
+            }
+            steps.push(Step::recv(me - 1, 0..count, Action::Reduce));
+            me / 2
+        } else {
+            me - rem
+        };
+        Some(Self {
+            p,
+            rem,
+            me,
+            count,
+            new_rank,
+        })
+    }
+
+    /// The real rank of survivor `new_rank`.
+    fn real(&self, new_rank: usize) -> usize {
+        if new_rank < self.rem {
+            2 * new_rank + 1
+        } else {
+            new_rank + self.rem
+        }
+    }
+
+    /// Appends the hand-back of the result to the rank folded into this one, if any.
+    fn leave(&self, steps: &mut Vec<Step>) {
+        if self.me < 2 * self.rem {
+            steps.push(Step::send(self.me - 1, 0..self.count));
+        }
+    }
 }
 
 /// Parent (if not the root) and children of `me` in the binomial tree over `n` ranks rooted
