@@ -84,7 +84,8 @@ where
     })
 }
 
-fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+/// The message of a panic payload (`panic!` with a literal or a formatted message).
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())

@@ -233,10 +233,10 @@ where
             .into_iter()
             .enumerate()
             .map(|(rank, t)| {
-                t?.join().unwrap_or_else(|_| {
+                t?.join().unwrap_or_else(|p| {
                     Err(CollectiveError::RankPanicked {
                         rank,
-                        message: "panicked".into(),
+                        message: crate::launch::panic_message(&*p),
                     })
                 })
             })

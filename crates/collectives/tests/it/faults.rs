@@ -189,6 +189,31 @@ fn mismatched_roots_fail_with_mismatch_on_every_rank() {
     });
 }
 
+/// Over loopback TCP as with local ranks, a rank whose closure panics is reported with its
+/// panic's message, and its peer's collective fails with `PeerLost` (its connections closed
+/// as the rank unwound) rather than waiting for the timeout.
+#[test]
+fn a_panicking_tcp_rank_reports_its_message() {
+    use collectives::tcp::run_tcp_local;
+    with_timeout(Duration::from_secs(60), || {
+        let out = run_tcp_local(&quick(), 2, |comm| {
+            if comm.rank() == 1 {
+                panic!("rank {} fails on purpose", comm.rank());
+            }
+            comm.all_reduce(vec![1.0f32; 1000], ReduceOp::Sum)
+        });
+        for (r, o) in out.into_iter().enumerate() {
+            match (r, o) {
+                (1, Err(CollectiveError::RankPanicked { rank: 1, message })) => {
+                    assert_eq!(message, "rank 1 fails on purpose")
+                }
+                (0, Ok(Err(CollectiveError::PeerLost { rank: 1, .. }))) => {}
+                (r, o) => panic!("rank {r}: unexpected {o:?}"),
+            }
+        }
+    });
+}
+
 /// A root out of range on only some ranks fails there with `InvalidInput` and on every other
 /// rank promptly with a root `Mismatch` — not by `Timeout` after `op_timeout` (10 s here):
 /// the refusing rank submits the collective as a refused one, whose failure notice reaches the
