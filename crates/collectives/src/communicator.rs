@@ -191,6 +191,11 @@ impl Communicator {
         self.inner.engine.transport().shared_memory()
     }
 
+    /// The transport's [`Config::halving_doubling_bytes`] (where the config leaves it `None`).
+    fn transport_halving_doubling_bytes(&self) -> usize {
+        self.inner.engine.transport().halving_doubling_bytes()
+    }
+
     /// Submits a program whose outcome `completion` receives.
     fn start<T: Element>(
         &self,

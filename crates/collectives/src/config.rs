@@ -20,7 +20,8 @@ pub enum Mode {
 pub enum AllReduceAlgorithm {
     /// On the local transport, shared memory where [`Config::uses_shared_memory`] says so;
     /// otherwise recursive doubling below [`Config::recursive_doubling_bytes`],
-    /// halving-doubling below [`Config::small_message_bytes`], ring above.
+    /// halving-doubling below [`Config::small_message_bytes`] (on 4, 8, 16, … ranks below
+    /// [`Config::halving_doubling_bytes`] where that is larger), ring above.
     #[default]
     Auto,
     /// Ring reduce-scatter + all-gather: `2(n-1)` steps, bandwidth-optimal.
@@ -54,6 +55,13 @@ pub enum BroadcastAlgorithm {
 pub const DEFAULT_RECURSIVE_DOUBLING_BYTES: usize = 16 << 10;
 /// Default [`Config::small_message_bytes`]: 64 KiB.
 pub const DEFAULT_SMALL_MESSAGE_BYTES: usize = 64 << 10;
+/// [`Config::halving_doubling_bytes`] of the TCP transport when the config leaves it `None`:
+/// 4 MiB. Measured on loopback (2-core AMD EPYC Zen 4 VM, ranks as threads, 21 alternated
+/// rounds; benches/README.md, collectives, "Halving-doubling on power-of-two worlds over
+/// TCP"): halving-doubling / ring busbw 1.04–1.22 on 4 ranks and 1.11–1.73 on 8 from 128 KiB
+/// to 2 MiB, 1.00 and 1.08 at 4 MiB. On 3 ranks (its extra fold step) it was slower (0.76 at
+/// 1 MiB); on the local transport's 4 threads even (0.88–1.10), so those keep the ring.
+pub const DEFAULT_TCP_HALVING_DOUBLING_BYTES: usize = 4 << 20;
 /// Where `Auto` switches from the ring to the shared-memory all-reduce on the local transport
 /// when [`Config::shared_memory_bytes`] is `None`, for world sizes up to 4: 4 MiB. Measured
 /// (`examples/shm_switch.rs`, 2-core EPYC, 1 MiB L2 per core): on 2–4 ranks the ring, whose
@@ -107,6 +115,12 @@ pub struct Config {
     /// has no shared-memory algorithm for it), among the messages below `small_message_bytes`.
     /// Default: [`DEFAULT_RECURSIVE_DOUBLING_BYTES`].
     pub recursive_doubling_bytes: usize,
+    /// Message size (bytes) below which `Auto` uses halving-doubling instead of the ring on a
+    /// world of 4, 8, 16, … ranks, from [`Config::small_message_bytes`] up: there halving-
+    /// doubling moves the same bytes as the ring in `2 log2 n` dependent steps instead of
+    /// `2 (n − 1)`. Default `None`: the transport's own ([`DEFAULT_TCP_HALVING_DOUBLING_BYTES`]
+    /// over TCP; elsewhere no extension, halving-doubling stays below `small_message_bytes`).
+    pub halving_doubling_bytes: Option<usize>,
     /// Message size (bytes) from which `Auto` uses the zero-copy shared-memory all-reduce on
     /// the local transport. Default `None`: tuned by world size
     /// ([`Config::shared_memory_threshold`]).
@@ -181,6 +195,7 @@ impl Default for Config {
             all_reduce: AllReduceAlgorithm::Auto,
             small_message_bytes: DEFAULT_SMALL_MESSAGE_BYTES,
             recursive_doubling_bytes: DEFAULT_RECURSIVE_DOUBLING_BYTES,
+            halving_doubling_bytes: None,
             shared_memory_bytes: None,
             ring_piece_bytes: DEFAULT_RING_PIECE_BYTES,
             small_piece_bytes: usize::MAX,
@@ -258,11 +273,79 @@ impl Config {
             None => bytes >= self.shared_memory_threshold(world_size),
         }
     }
+
+    /// The algorithm `Auto` runs for an all-reduce of `bytes` bytes on `world_size` ranks:
+    /// `shared_memory` whether the transport has the shared-memory all-reduce (local ranks),
+    /// `transport_halving_doubling_bytes` the transport's [`Config::halving_doubling_bytes`]
+    /// where this config leaves it `None`.
+    pub(crate) fn auto_all_reduce(
+        &self,
+        world_size: usize,
+        bytes: usize,
+        shared_memory: bool,
+        transport_halving_doubling_bytes: usize,
+    ) -> AllReduceAlgorithm {
+        let n = world_size;
+        let hd_bytes = self
+            .halving_doubling_bytes
+            .unwrap_or(transport_halving_doubling_bytes);
+        if shared_memory && self.uses_shared_memory(n, bytes) {
+            AllReduceAlgorithm::SharedMemory
+        } else if bytes < self.recursive_doubling_bytes.min(self.small_message_bytes) {
+            // Recursive doubling only among the small messages (`small_message_bytes = 0`
+            // still means the ring for every size).
+            AllReduceAlgorithm::RecursiveDoubling
+        } else if bytes < self.small_message_bytes
+            || (n >= 4 && n.is_power_of_two() && bytes < hd_bytes)
+        {
+            AllReduceAlgorithm::HalvingDoubling
+        } else {
+            AllReduceAlgorithm::Ring
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_takes_halving_doubling_on_power_of_two_worlds_where_the_transport_says() {
+        use AllReduceAlgorithm::{HalvingDoubling as Hd, RecursiveDoubling as Rd, Ring};
+        let c = Config::default();
+        let tcp = DEFAULT_TCP_HALVING_DOUBLING_BYTES;
+        // Small messages: the same on every world size and transport.
+        for n in [2, 3, 4, 6, 8] {
+            assert_eq!(c.auto_all_reduce(n, 1 << 10, false, tcp), Rd);
+            assert_eq!(c.auto_all_reduce(n, 32 << 10, false, tcp), Hd);
+            assert_eq!(c.auto_all_reduce(n, 32 << 10, false, 0), Hd);
+        }
+        // From `small_message_bytes`: halving-doubling up to the transport's bound on 4, 8, 16
+        // ranks, the ring on 2, 3, 6 ranks, beyond the bound, and where the transport sets none.
+        for (n, want) in [(2, Ring), (3, Ring), (4, Hd), (6, Ring), (8, Hd), (16, Hd)] {
+            assert_eq!(c.auto_all_reduce(n, 64 << 10, false, tcp), want, "n = {n}");
+            assert_eq!(c.auto_all_reduce(n, tcp - 4, false, tcp), want, "n = {n}");
+            assert_eq!(c.auto_all_reduce(n, tcp, false, tcp), Ring, "n = {n}");
+            assert_eq!(c.auto_all_reduce(n, 1 << 20, false, 0), Ring, "n = {n}");
+        }
+        // The config's own bound wins over the transport's, both ways.
+        let none = Config {
+            halving_doubling_bytes: Some(0),
+            ..Config::default()
+        };
+        assert_eq!(none.auto_all_reduce(4, 1 << 20, false, tcp), Ring);
+        let wide = Config {
+            halving_doubling_bytes: Some(64 << 20),
+            ..Config::default()
+        };
+        assert_eq!(wide.auto_all_reduce(4, 16 << 20, false, 0), Hd);
+        // Shared memory first where the transport has it.
+        assert_eq!(
+            c.auto_all_reduce(4, 8 << 20, true, 0),
+            AllReduceAlgorithm::SharedMemory
+        );
+        assert_eq!(c.auto_all_reduce(4, 1 << 20, true, 0), Ring);
+    }
 
     #[test]
     fn busy_poll_is_bounded() {

@@ -107,20 +107,12 @@ impl Communicator {
         let bytes = count * std::mem::size_of::<T>();
         let shm = self.shared_memory();
         let algo = match algo {
-            AllReduceAlgorithm::Auto if shm.is_some() && cfg.uses_shared_memory(n, bytes) => {
-                AllReduceAlgorithm::SharedMemory
-            }
-            // Recursive doubling only among the small messages (`small_message_bytes = 0`
-            // still means the ring for every size).
-            AllReduceAlgorithm::Auto
-                if bytes < cfg.recursive_doubling_bytes.min(cfg.small_message_bytes) =>
-            {
-                AllReduceAlgorithm::RecursiveDoubling
-            }
-            AllReduceAlgorithm::Auto if bytes < cfg.small_message_bytes => {
-                AllReduceAlgorithm::HalvingDoubling
-            }
-            AllReduceAlgorithm::Auto => AllReduceAlgorithm::Ring,
+            AllReduceAlgorithm::Auto => cfg.auto_all_reduce(
+                n,
+                bytes,
+                shm.is_some(),
+                self.transport_halving_doubling_bytes(),
+            ),
             AllReduceAlgorithm::SharedMemory if shm.is_none() => AllReduceAlgorithm::Ring,
             a => a,
         };

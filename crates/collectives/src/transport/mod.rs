@@ -85,6 +85,11 @@ pub(crate) trait Transport: Send + Sync + Debug {
     fn shared_memory(&self) -> Option<&Arc<ShmRegistry>> {
         None
     }
+    /// [`Config::halving_doubling_bytes`](crate::Config::halving_doubling_bytes) where the
+    /// config leaves it to the transport: 0, no halving-doubling beyond the small messages.
+    fn halving_doubling_bytes(&self) -> usize {
+        0
+    }
 }
 
 /// [`Transport::send_slice`] by copy: `data` into a pooled buffer, then [`Transport::send`].

@@ -297,6 +297,10 @@ impl Transport for TcpTransport {
         true
     }
 
+    fn halving_doubling_bytes(&self) -> usize {
+        crate::config::DEFAULT_TCP_HALVING_DOUBLING_BYTES
+    }
+
     fn is_lost(&self, rank: usize) -> bool {
         self.lost[rank].load(Ordering::SeqCst)
     }
