@@ -14,6 +14,7 @@ use crate::inbox::Mailbox;
 use crate::program::{self, ActiveOp, DirectPosts, OpMeta, Refused, StepProgram};
 use crate::schedule::Step;
 use crate::shm::ShmRegistry;
+use crate::transport::Transport;
 use crate::{CollectiveError, Result};
 
 mod blocking;
@@ -188,12 +189,18 @@ impl Communicator {
 
     /// The shared-memory rendezvous, when all ranks share this address space.
     fn shared_memory(&self) -> Option<&Arc<ShmRegistry>> {
-        self.inner.engine.transport().shared_memory()
+        self.transport().shared_memory()
     }
 
-    /// The transport's [`Config::halving_doubling_bytes`] (where the config leaves it `None`).
-    fn transport_halving_doubling_bytes(&self) -> usize {
-        self.inner.engine.transport().halving_doubling_bytes()
+    /// This rank's transport.
+    fn transport(&self) -> &Arc<dyn Transport> {
+        self.inner.engine.transport()
+    }
+
+    /// [`Config::recursive_on_power_of_two`] with this transport's default.
+    fn recursive_on_power_of_two(&self, n: usize, bytes: usize) -> bool {
+        self.config()
+            .recursive_on_power_of_two(n, bytes, self.transport().halving_doubling_bytes())
     }
 
     /// Submits a program whose outcome `completion` receives.

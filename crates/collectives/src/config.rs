@@ -115,11 +115,13 @@ pub struct Config {
     /// has no shared-memory algorithm for it), among the messages below `small_message_bytes`.
     /// Default: [`DEFAULT_RECURSIVE_DOUBLING_BYTES`].
     pub recursive_doubling_bytes: usize,
-    /// Message size (bytes) below which `Auto` uses halving-doubling instead of the ring on a
-    /// world of 4, 8, 16, … ranks, from [`Config::small_message_bytes`] up: there halving-
-    /// doubling moves the same bytes as the ring in `2 log2 n` dependent steps instead of
-    /// `2 (n − 1)`. Default `None`: the transport's own ([`DEFAULT_TCP_HALVING_DOUBLING_BYTES`]
-    /// over TCP; elsewhere no extension, halving-doubling stays below `small_message_bytes`).
+    /// Message size (bytes) below which, on a world of 4, 8, 16, … ranks, `Auto` all-reduces
+    /// use halving-doubling instead of the ring from [`Config::small_message_bytes`] up, and
+    /// reduce-scatters and all-gathers (by the size of the whole vector: the reduce-scatter's
+    /// input, the all-gather's output) use recursive halving and recursive doubling instead
+    /// of the ring: the ring's bytes in `log2 n` dependent steps per pass instead of `n − 1`.
+    /// Default `None`: the transport's own ([`DEFAULT_TCP_HALVING_DOUBLING_BYTES`] over TCP;
+    /// 0 elsewhere, the ring).
     pub halving_doubling_bytes: Option<usize>,
     /// Message size (bytes) from which `Auto` uses the zero-copy shared-memory all-reduce on
     /// the local transport. Default `None`: tuned by world size
@@ -274,6 +276,23 @@ impl Config {
         }
     }
 
+    /// Whether a collective over a vector of `bytes` bytes on `world_size` ranks takes the
+    /// recursive algorithms (halving-doubling all-reduce, recursive-halving reduce-scatter,
+    /// recursive-doubling all-gather) instead of the ring: on 4, 8, 16, … ranks below
+    /// [`Config::halving_doubling_bytes`], or the transport's
+    /// `transport_halving_doubling_bytes` where that is `None`.
+    pub(crate) fn recursive_on_power_of_two(
+        &self,
+        world_size: usize,
+        bytes: usize,
+        transport_halving_doubling_bytes: usize,
+    ) -> bool {
+        let limit = self
+            .halving_doubling_bytes
+            .unwrap_or(transport_halving_doubling_bytes);
+        world_size >= 4 && world_size.is_power_of_two() && bytes < limit
+    }
+
     /// The algorithm `Auto` runs for an all-reduce of `bytes` bytes on `world_size` ranks:
     /// `shared_memory` whether the transport has the shared-memory all-reduce (local ranks),
     /// `transport_halving_doubling_bytes` the transport's [`Config::halving_doubling_bytes`]
@@ -286,9 +305,6 @@ impl Config {
         transport_halving_doubling_bytes: usize,
     ) -> AllReduceAlgorithm {
         let n = world_size;
-        let hd_bytes = self
-            .halving_doubling_bytes
-            .unwrap_or(transport_halving_doubling_bytes);
         if shared_memory && self.uses_shared_memory(n, bytes) {
             AllReduceAlgorithm::SharedMemory
         } else if bytes < self.recursive_doubling_bytes.min(self.small_message_bytes) {
@@ -296,7 +312,7 @@ impl Config {
             // still means the ring for every size).
             AllReduceAlgorithm::RecursiveDoubling
         } else if bytes < self.small_message_bytes
-            || (n >= 4 && n.is_power_of_two() && bytes < hd_bytes)
+            || self.recursive_on_power_of_two(n, bytes, transport_halving_doubling_bytes)
         {
             AllReduceAlgorithm::HalvingDoubling
         } else {

@@ -93,6 +93,66 @@ pub(crate) fn ring(
         .collect()
 }
 
+/// Recursive-halving reduce-scatter over `n` chunks (`chunk(i)`), `n` a power of two: at
+/// distances `n/2, n/4, …, 1` rank `me` swaps with `me ^ d`, sending the half of its current
+/// chunks that holds the partner's own chunk and reducing in the half that holds its own. The
+/// bytes of the ring's reduce-scatter in `log2 n` steps instead of `n − 1`; afterwards rank
+/// `me` holds the reduced chunk `me`.
+pub(crate) fn recursive_halving_reduce_scatter(
+    n: usize,
+    me: usize,
+    chunk: impl Fn(usize) -> Range<usize>,
+) -> Vec<Step> {
+    debug_assert!(n.is_power_of_two() && me < n);
+    let span = |lo: usize, hi: usize| chunk(lo).start..chunk(hi - 1).end;
+    let (mut lo, mut hi) = (0, n);
+    let mut steps = Vec::new();
+    let mut d = n / 2;
+    while d >= 1 {
+        let mid = (lo + hi) / 2;
+        let (keep, give) = if me & d == 0 {
+            ((lo, mid), (mid, hi))
+        } else {
+            ((mid, hi), (lo, mid))
+        };
+        steps.push(Step::swap(
+            me ^ d,
+            span(give.0, give.1),
+            span(keep.0, keep.1),
+            Action::Reduce,
+        ));
+        (lo, hi) = keep;
+        d /= 2;
+    }
+    steps
+}
+
+/// Recursive-doubling all-gather over `n` chunks (`chunk(i)`), `n` a power of two: at
+/// distances `1, 2, …, n/2` rank `me` swaps its chunks so far with `me ^ d`'s. The bytes of the
+/// ring's all-gather in `log2 n` steps instead of `n − 1`.
+pub(crate) fn recursive_doubling_all_gather(
+    n: usize,
+    me: usize,
+    chunk: impl Fn(usize) -> Range<usize>,
+) -> Vec<Step> {
+    debug_assert!(n.is_power_of_two() && me < n);
+    let span = |lo: usize, hi: usize| chunk(lo).start..chunk(hi - 1).end;
+    let mut steps = Vec::new();
+    let mut d = 1;
+    while d < n {
+        let lo = me & !(d - 1);
+        let peer_lo = (me ^ d) & !(d - 1);
+        steps.push(Step::swap(
+            me ^ d,
+            span(lo, lo + d),
+            span(peer_lo, peer_lo + d),
+            Action::Copy,
+        ));
+        d *= 2;
+    }
+    steps
+}
+
 /// Ring all-reduce of `count` elements: reduce-scatter then all-gather (bandwidth-optimal).
 pub(crate) fn ring_all_reduce(n: usize, me: usize, count: usize) -> Vec<Step> {
     let chunk = |i| part(count, n, i);

@@ -111,7 +111,7 @@ impl Communicator {
                 n,
                 bytes,
                 shm.is_some(),
-                self.transport_halving_doubling_bytes(),
+                self.transport().halving_doubling_bytes(),
             ),
             AllReduceAlgorithm::SharedMemory if shm.is_none() => AllReduceAlgorithm::Ring,
             a => a,
@@ -170,15 +170,17 @@ impl Communicator {
     ) -> Result<Started<T>> {
         let block = self.blocks::<T>(data.len(), OpKind::ReduceScatter, Some(op))?;
         let (n, me) = (self.world_size(), self.rank());
-        let steps = schedule::ring(
-            n,
-            me,
-            |i| i * block..(i + 1) * block,
-            RingPass::ReduceScatter,
-        );
+        let chunk = |i| i * block..(i + 1) * block;
+        let bytes = data.len() * std::mem::size_of::<T>();
+        let (steps, algo) = if self.recursive_on_power_of_two(n, bytes) {
+            (schedule::recursive_halving_reduce_scatter(n, me, chunk), 2)
+        } else {
+            (schedule::ring(n, me, chunk, RingPass::ReduceScatter), 0)
+        };
         let plan = Plan {
             output: Some(me * block..(me + 1) * block),
             reduce: Some(op),
+            algo,
             ..Self::plan(OpKind::ReduceScatter, steps, block)
         };
         Ok(self.step_program(data, plan))
@@ -189,9 +191,16 @@ impl Communicator {
         let (n, me, block) = (self.world_size(), self.rank(), data.len());
         let mut buf = vec![T::ZERO; n * block];
         crate::copy::copy_slice(&mut buf[me * block..(me + 1) * block], &data);
-        let steps = schedule::ring(n, me, |i| i * block..(i + 1) * block, RingPass::AllGather);
+        let chunk = |i| i * block..(i + 1) * block;
+        let bytes = buf.len() * std::mem::size_of::<T>();
+        let (steps, algo) = if self.recursive_on_power_of_two(n, bytes) {
+            (schedule::recursive_doubling_all_gather(n, me, chunk), 2)
+        } else {
+            (schedule::ring(n, me, chunk, RingPass::AllGather), 0)
+        };
         let plan = Plan {
             output: Some(0..n * block),
+            algo,
             ..Self::plan(OpKind::AllGather, steps, block)
         };
         Ok(self.step_program(buf, plan))

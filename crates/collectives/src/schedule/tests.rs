@@ -94,6 +94,61 @@ fn all_reduce_schedules_are_correct() {
     }
 }
 
+/// Recursive halving and doubling give the ring's reduce-scatter and all-gather on every
+/// power-of-two world, including empty and one-element chunks.
+#[test]
+fn recursive_reduce_scatter_and_all_gather_match_the_ring() {
+    for n in [1, 2, 4, 8, 16] {
+        for block in [0, 1, 3] {
+            let count = n * block;
+            let chunk = |i: usize| i * block..(i + 1) * block;
+            let want = sums(n, count);
+            let halving = simulate(
+                (0..n)
+                    .map(|r| recursive_halving_reduce_scatter(n, r, chunk))
+                    .collect(),
+                inputs(n, count),
+            );
+            let ring_rs = simulate(
+                (0..n)
+                    .map(|r| ring(n, r, chunk, RingPass::ReduceScatter))
+                    .collect(),
+                inputs(n, count),
+            );
+            for r in 0..n {
+                assert_eq!(
+                    halving[r][chunk(r)],
+                    want[chunk(r)],
+                    "n={n} block={block} r={r}"
+                );
+                assert_eq!(
+                    ring_rs[r][chunk(r)],
+                    want[chunk(r)],
+                    "n={n} block={block} r={r}"
+                );
+            }
+            // All-gather: rank r starts with only its own chunk (the others zero).
+            let own: Vec<Vec<i64>> = (0..n)
+                .map(|r| {
+                    let mut v = vec![0; count];
+                    v[chunk(r)].copy_from_slice(&inputs(n, count)[r][chunk(r)]);
+                    v
+                })
+                .collect();
+            let whole: Vec<i64> = (0..n)
+                .flat_map(|r| inputs(n, count)[r][chunk(r)].to_vec())
+                .collect();
+            let doubling = simulate(
+                (0..n)
+                    .map(|r| recursive_doubling_all_gather(n, r, chunk))
+                    .collect(),
+                own,
+            );
+            assert!(doubling.iter().all(|o| *o == whole), "n={n} block={block}");
+        }
+    }
+}
+
 #[test]
 fn rooted_schedules_are_correct() {
     for n in 1..=9 {

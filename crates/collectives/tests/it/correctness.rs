@@ -180,6 +180,37 @@ sweep_tests!(
     every_op_dtype_size_world_bf16: bf16
 );
 
+/// The recursive algorithms of power-of-two worlds (halving-doubling all-reduce, recursive-
+/// halving reduce-scatter, recursive-doubling all-gather): forced on every size on the local
+/// transport (`halving_doubling_bytes`), and as `Auto` runs them over TCP on 4 ranks (below
+/// 4 MiB), every collective against the serial reference.
+#[test]
+fn recursive_algorithms_on_power_of_two_worlds() {
+    with_timeout(Duration::from_secs(120), || {
+        let forced = Config {
+            halving_doubling_bytes: Some(usize::MAX),
+            ..Config::default()
+        };
+        for n in [2, 3, 4, 8] {
+            for r in run_local_with(&forced, n, |comm| {
+                for len in [0, 1, 7, 1009, 20_000] {
+                    check_all::<f32>(&comm, len);
+                    check_all::<i64>(&comm, len);
+                }
+            }) {
+                r.unwrap();
+            }
+        }
+        for r in collectives::tcp::run_tcp_local(&Config::default(), 4, |comm| {
+            for len in [13, 20_000] {
+                check_all::<f32>(&comm, len);
+            }
+        }) {
+            r.unwrap();
+        }
+    });
+}
+
 /// Pipelined broadcast in many pieces (small piece size) at odd lengths, every root.
 #[test]
 fn pipelined_broadcast_many_pieces() {
