@@ -61,6 +61,7 @@ pub const DEFAULT_SMALL_MESSAGE_BYTES: usize = 64 << 10;
 /// TCP"): halving-doubling / ring busbw 1.04–1.22 on 4 ranks and 1.11–1.73 on 8 from 128 KiB
 /// to 2 MiB, 1.00 and 1.08 at 4 MiB. On 3 ranks (its extra fold step) it was slower (0.76 at
 /// 1 MiB); on the local transport's 4 threads even (0.88–1.10), so those keep the ring.
+/// (MPI has its own, `mpi::DEFAULT_MPI_HALVING_DOUBLING_BYTES`.)
 pub const DEFAULT_TCP_HALVING_DOUBLING_BYTES: usize = 4 << 20;
 /// Where `Auto` switches from the ring to the shared-memory all-reduce on the local transport
 /// when [`Config::shared_memory_bytes`] is `None`, for world sizes up to 4: 4 MiB. Measured
@@ -120,8 +121,8 @@ pub struct Config {
     /// reduce-scatters and all-gathers (by the size of the whole vector: the reduce-scatter's
     /// input, the all-gather's output) use recursive halving and recursive doubling instead
     /// of the ring: the ring's bytes in `log2 n` dependent steps per pass instead of `n − 1`.
-    /// Default `None`: the transport's own ([`DEFAULT_TCP_HALVING_DOUBLING_BYTES`] over TCP;
-    /// 0 elsewhere, the ring).
+    /// Default `None`: the transport's own ([`DEFAULT_TCP_HALVING_DOUBLING_BYTES`] over TCP,
+    /// `mpi::DEFAULT_MPI_HALVING_DOUBLING_BYTES` over MPI; 0 on the local transport, the ring).
     pub halving_doubling_bytes: Option<usize>,
     /// Message size (bytes) from which `Auto` uses the zero-copy shared-memory all-reduce on
     /// the local transport. Default `None`: tuned by world size

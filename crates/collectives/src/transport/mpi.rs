@@ -112,6 +112,14 @@ pub const DEFAULT_PACKED_FRAME_BYTES: usize = 64 << 10;
 /// (34–39 µs against 44–46 µs on 4 ranks).
 pub const DEFAULT_MPI_SMALL_MESSAGE_BYTES: usize = 256 << 10;
 
+/// [`Config::halving_doubling_bytes`] of the MPI transport when the config leaves it `None`:
+/// 2 MiB (on 4, 8, 16, … ranks: halving-doubling all-reduce, recursive-halving reduce-scatter
+/// and recursive-doubling all-gather below it). Over Open MPI on 4 ranks of a 2-core VM the
+/// recursive algorithms took 0.4–0.95× the ring's time from 256 KiB to 1.5 MiB (median of six
+/// alternated jobs per size), and were even to slower at 2 MiB in one of two runs
+/// (benches/README.md, collectives, "Halving-doubling on power-of-two worlds over TCP").
+pub const DEFAULT_MPI_HALVING_DOUBLING_BYTES: usize = 2 << 20;
+
 /// [`Config::recursive_doubling_bytes`] in [`MpiConfig::default`]: 3 KiB. Recursive doubling
 /// sends the whole vector in one frame, header included; Open MPI's shared-memory transport
 /// (`btl_vader_eager_limit`, 4 KiB with its own header) sends larger messages by a rendezvous
@@ -818,6 +826,10 @@ impl Transport for MpiTransport {
 
     fn receives_in_progress(&self) -> bool {
         true
+    }
+
+    fn halving_doubling_bytes(&self) -> usize {
+        DEFAULT_MPI_HALVING_DOUBLING_BYTES
     }
 
     /// Takes the messages that have arrived, at most [`DRAIN_MAX`] (no hand-off from the
