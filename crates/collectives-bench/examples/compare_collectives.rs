@@ -335,7 +335,10 @@ fn goal(sizes: &[usize], ranks: &[usize], pairs: usize, engine: &Config) -> Resu
     for &bytes in sizes.iter().filter(|&&b| b >= 1 << 20) {
         for &n in ranks.iter().filter(|&&n| n >= 2) {
             let mut algos = vec![("ring", AllReduceAlgorithm::Ring)];
-            if n >= 4 && n.is_power_of_two() && bytes < DEFAULT_TCP_HALVING_DOUBLING_BYTES {
+            let hd_bytes = engine
+                .halving_doubling_bytes
+                .unwrap_or(DEFAULT_TCP_HALVING_DOUBLING_BYTES);
+            if n >= 4 && n.is_power_of_two() && bytes < hd_bytes {
                 algos.push(("hd", AllReduceAlgorithm::HalvingDoubling));
             }
             for (name, algo) in algos {
