@@ -94,14 +94,15 @@ pub(crate) fn ring(
 }
 
 /// Recursive-halving reduce-scatter over `n` chunks (`chunk(i)`), `n` a power of two: at
-/// distances `n/2, n/4, …, 1` rank `me` swaps with `me ^ d`, sending the half of its current
-/// chunks that holds the partner's own chunk and reducing in the half that holds its own. The
-/// bytes of the ring's reduce-scatter in `log2 n` steps instead of `n − 1`; afterwards rank
-/// `me` holds the reduced chunk `me`.
+/// distances `n/2, n/4, …, 1` member `me` swaps with member `me ^ d` (rank `rank(me ^ d)`),
+/// sending the half of its current chunks that holds the partner's own chunk and reducing in
+/// the half that holds its own. The bytes of the ring's reduce-scatter in `log2 n` steps
+/// instead of `n − 1`; afterwards member `me` holds the reduced chunk `me`.
 pub(crate) fn recursive_halving_reduce_scatter(
     n: usize,
     me: usize,
     chunk: impl Fn(usize) -> Range<usize>,
+    rank: impl Fn(usize) -> usize,
 ) -> Vec<Step> {
     debug_assert!(n.is_power_of_two() && me < n);
     let span = |lo: usize, hi: usize| chunk(lo).start..chunk(hi - 1).end;
@@ -116,7 +117,7 @@ pub(crate) fn recursive_halving_reduce_scatter(
             ((mid, hi), (lo, mid))
         };
         steps.push(Step::swap(
-            me ^ d,
+            rank(me ^ d),
             span(give.0, give.1),
             span(keep.0, keep.1),
             Action::Reduce,
@@ -128,12 +129,13 @@ pub(crate) fn recursive_halving_reduce_scatter(
 }
 
 /// Recursive-doubling all-gather over `n` chunks (`chunk(i)`), `n` a power of two: at
-/// distances `1, 2, …, n/2` rank `me` swaps its chunks so far with `me ^ d`'s. The bytes of the
-/// ring's all-gather in `log2 n` steps instead of `n − 1`.
+/// distances `1, 2, …, n/2` member `me` swaps its chunks so far with member `me ^ d`'s (rank
+/// `rank(me ^ d)`). The bytes of the ring's all-gather in `log2 n` steps instead of `n − 1`.
 pub(crate) fn recursive_doubling_all_gather(
     n: usize,
     me: usize,
     chunk: impl Fn(usize) -> Range<usize>,
+    rank: impl Fn(usize) -> usize,
 ) -> Vec<Step> {
     debug_assert!(n.is_power_of_two() && me < n);
     let span = |lo: usize, hi: usize| chunk(lo).start..chunk(hi - 1).end;
@@ -143,7 +145,7 @@ pub(crate) fn recursive_doubling_all_gather(
         let lo = me & !(d - 1);
         let peer_lo = (me ^ d) & !(d - 1);
         steps.push(Step::swap(
-            me ^ d,
+            rank(me ^ d),
             span(lo, lo + d),
             span(peer_lo, peer_lo + d),
             Action::Copy,
@@ -256,37 +258,20 @@ pub(crate) fn halving_doubling_all_reduce(n: usize, me: usize, count: usize) -> 
     let Some(fold) = PowerOfTwoFold::enter(n, me, count, &mut steps) else {
         return steps;
     };
-    let (p, new_rank) = (fold.p, fold.new_rank);
-    let blocks = |(lo, hi): (usize, usize)| part(count, p, lo).start..part(count, p, hi - 1).end;
-    let (mut lo, mut hi) = (0, p);
-    let mut history = Vec::new();
-    let mut d = p / 2;
-    while d >= 1 {
-        let partner = fold.real(new_rank ^ d);
-        let mid = (lo + hi) / 2;
-        let (keep, give) = if new_rank & d == 0 {
-            ((lo, mid), (mid, hi))
-        } else {
-            ((mid, hi), (lo, mid))
-        };
-        steps.push(Step::swap(
-            partner,
-            blocks(give),
-            blocks(keep),
-            Action::Reduce,
-        ));
-        history.push((partner, keep, give));
-        (lo, hi) = keep;
-        d /= 2;
-    }
-    for (partner, keep, give) in history.into_iter().rev() {
-        steps.push(Step::swap(
-            partner,
-            blocks(keep),
-            blocks(give),
-            Action::Copy,
-        ));
-    }
+    let blocks = |i| part(count, fold.p, i);
+    let rank = |member| fold.real(member);
+    steps.extend(recursive_halving_reduce_scatter(
+        fold.p,
+        fold.new_rank,
+        blocks,
+        rank,
+    ));
+    steps.extend(recursive_doubling_all_gather(
+        fold.p,
+        fold.new_rank,
+        blocks,
+        rank,
+    ));
     fold.leave(&mut steps);
     steps
 }

@@ -173,7 +173,10 @@ impl Communicator {
         let chunk = |i| i * block..(i + 1) * block;
         let bytes = data.len() * std::mem::size_of::<T>();
         let (steps, algo) = if self.recursive_on_power_of_two(n, bytes) {
-            (schedule::recursive_halving_reduce_scatter(n, me, chunk), 2)
+            (
+                schedule::recursive_halving_reduce_scatter(n, me, chunk, |r| r),
+                2,
+            )
         } else {
             (schedule::ring(n, me, chunk, RingPass::ReduceScatter), 0)
         };
@@ -194,7 +197,10 @@ impl Communicator {
         let chunk = |i| i * block..(i + 1) * block;
         let bytes = buf.len() * std::mem::size_of::<T>();
         let (steps, algo) = if self.recursive_on_power_of_two(n, bytes) {
-            (schedule::recursive_doubling_all_gather(n, me, chunk), 2)
+            (
+                schedule::recursive_doubling_all_gather(n, me, chunk, |r| r),
+                2,
+            )
         } else {
             (schedule::ring(n, me, chunk, RingPass::AllGather), 0)
         };

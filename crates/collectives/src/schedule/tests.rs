@@ -105,7 +105,7 @@ fn recursive_reduce_scatter_and_all_gather_match_the_ring() {
             let want = sums(n, count);
             let halving = simulate(
                 (0..n)
-                    .map(|r| recursive_halving_reduce_scatter(n, r, chunk))
+                    .map(|r| recursive_halving_reduce_scatter(n, r, chunk, |m| m))
                     .collect(),
                 inputs(n, count),
             );
@@ -140,7 +140,7 @@ fn recursive_reduce_scatter_and_all_gather_match_the_ring() {
                 .collect();
             let doubling = simulate(
                 (0..n)
-                    .map(|r| recursive_doubling_all_gather(n, r, chunk))
+                    .map(|r| recursive_doubling_all_gather(n, r, chunk, |m| m))
                     .collect(),
                 own,
             );
