@@ -50,6 +50,17 @@ fn chaos_order_completes_preemptive_over_many_seeds() {
         for seed in 0..24 {
             chaos_run(seed, &Config::default());
         }
+        // The all-reduces by the power-of-two rule's halving-doubling (no shared memory, no
+        // small-message algorithms), as over TCP and MPI.
+        let recursive = Config {
+            halving_doubling_bytes: Some(usize::MAX),
+            shared_memory_bytes: Some(usize::MAX),
+            small_message_bytes: 0,
+            ..Config::default()
+        };
+        for seed in 0..8 {
+            chaos_run(seed, &recursive);
+        }
     });
 }
 
