@@ -14,6 +14,11 @@ pub struct OpStats {
     /// Name of the collective; for a point-to-point message its direction on this rank,
     /// `send` or `recv`.
     pub op: &'static str,
+    /// The algorithm it ran: `ring`, `halving-doubling`, `recursive-doubling` or
+    /// `shared-memory` (all-reduce); `ring`, `recursive-halving` (reduce-scatter) or
+    /// `recursive-doubling` (all-gather); `binomial` or `pipelined` (broadcast); `binomial`
+    /// (reduce); `pairwise` (all-to-all); `dissemination` (barrier); `point-to-point`.
+    pub algorithm: &'static str,
     /// Sequence number on its communicator. For a point-to-point message: the other rank
     /// (from bit 40) and the count of messages before it in that direction, so that the `n`-th
     /// send to a rank and the `n`-th receive from it share the number and differ in

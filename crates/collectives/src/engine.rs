@@ -344,6 +344,7 @@ impl Active {
         let meta = op.meta();
         let stats = OpStats {
             op: meta.name(),
+            algorithm: meta.algorithm(),
             seq: meta.seq,
             queue_len_at_submit: queue_len,
             ..OpStats::default()

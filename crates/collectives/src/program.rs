@@ -234,6 +234,25 @@ impl OpMeta {
         }
     }
 
+    /// The algorithm the collective runs, from its fingerprint's code (the codes the
+    /// communicator's `begin_*` functions give their plans).
+    pub(crate) fn algorithm(&self) -> &'static str {
+        match (self.kind, self.fp.algo) {
+            (OpKind::AllReduce, 2) => "halving-doubling",
+            (OpKind::AllReduce, 3) => "recursive-doubling",
+            (OpKind::AllReduce, 4) => "shared-memory",
+            (OpKind::AllReduce, _) => "ring",
+            (OpKind::ReduceScatter, 2) => "recursive-halving",
+            (OpKind::AllGather, 2) => "recursive-doubling",
+            (OpKind::ReduceScatter | OpKind::AllGather, _) => "ring",
+            (OpKind::Broadcast, 3) => "pipelined",
+            (OpKind::Broadcast | OpKind::Reduce, _) => "binomial",
+            (OpKind::AllToAll, _) => "pairwise",
+            (OpKind::Barrier, _) => "dissemination",
+            (OpKind::PointToPoint, _) => "point-to-point",
+        }
+    }
+
     pub(crate) fn lost(&self, rank: usize) -> CollectiveError {
         CollectiveError::PeerLost {
             rank,

@@ -211,6 +211,54 @@ fn recursive_algorithms_on_power_of_two_worlds() {
     });
 }
 
+/// The algorithm `Auto` picks, as each collective's `OpStats` report it: the recursive ones on
+/// 4 TCP ranks below 4 MiB, the ring on 3 TCP ranks, at 4 MiB, and on the local transport's
+/// 4 ranks (which take shared memory from 4 MiB).
+#[test]
+fn auto_picks_the_recursive_algorithms_on_power_of_two_tcp_worlds() {
+    with_timeout(Duration::from_secs(120), || {
+        let picks = |comm: &Communicator, floats: usize| {
+            let n = comm.world_size();
+            let f = |v: Vec<f32>| {
+                comm.iall_reduce(v, ReduceOp::Sum)
+                    .unwrap()
+                    .wait_with_stats()
+            };
+            let (r, ar) = f(vec![1.0; floats]);
+            r.unwrap();
+            let (r, rs) = comm
+                .ireduce_scatter(vec![1.0f32; floats / n * n], ReduceOp::Sum)
+                .unwrap()
+                .wait_with_stats();
+            r.unwrap();
+            let (r, ag) = comm
+                .iall_gather(vec![1.0f32; floats / n])
+                .unwrap()
+                .wait_with_stats();
+            r.unwrap();
+            [ar.algorithm, rs.algorithm, ag.algorithm]
+        };
+        let recursive = [
+            "halving-doubling",
+            "recursive-halving",
+            "recursive-doubling",
+        ];
+        let ring = ["ring"; 3];
+        let tcp = |n: usize, floats: usize| {
+            collectives::tcp::run_tcp_local(&Config::default(), n, move |comm| picks(&comm, floats))
+                .into_iter()
+                .map(|r| r.unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert!(tcp(4, 256 << 10).iter().all(|p| *p == recursive));
+        assert!(tcp(4, 1 << 20).iter().all(|p| *p == ring), "4 MiB");
+        assert!(tcp(3, 256 << 10).iter().all(|p| *p == ring), "3 ranks");
+        for p in run_local_with(&Config::default(), 4, |comm| picks(&comm, 256 << 10)) {
+            assert_eq!(p.unwrap(), ring, "local");
+        }
+    });
+}
+
 /// Pipelined broadcast in many pieces (small piece size) at odd lengths, every root.
 #[test]
 fn pipelined_broadcast_many_pieces() {
