@@ -5,6 +5,10 @@
 //!
 //! Each rank has a writer thread (to the next rank) and a reader thread (from the previous
 //! one); the writer sends a piece as soon as the reader has received the piece it depends on.
+//! [`loopback_halving_doubling_all_reduce`] is the same for the transport's halving-doubling
+//! (power-of-two worlds: recursive halving then recursive doubling, each step a swap with one
+//! partner, whole steps, no pieces): the speed of light of the algorithm `Auto` runs on 4, 8,
+//! … TCP ranks below [`collectives::DEFAULT_TCP_HALVING_DOUBLING_BYTES`].
 //! Its busbw is what any ring all-reduce can reach on this machine's loopback: the socket
 //! copies of [`loopback_ring_bandwidth`](super::loopback_ring_bandwidth) plus the work every
 //! all-reduce must add (reducing half the traffic, reading and writing a message that lives in
@@ -31,10 +35,33 @@ const SCRATCH_FLOATS: usize = (64 << 10) / 4;
 /// `samples` timed samples of at least 32 MiB per link each, after one untimed sample. Needs
 /// `n >= 2` and `bytes >= 4 n`.
 pub fn loopback_ring_all_reduce(bytes: usize, n: usize, samples: usize) -> Result<Rate> {
+    rate(Algo::Ring, bytes, n, samples)
+}
+
+/// As [`loopback_ring_all_reduce`] for halving-doubling (the same bytes per rank as the ring,
+/// so the same busbw definition). Needs `n` a power of two, at least 2.
+pub fn loopback_halving_doubling_all_reduce(
+    bytes: usize,
+    n: usize,
+    samples: usize,
+) -> Result<Rate> {
+    rate(Algo::HalvingDoubling, bytes, n, samples)
+}
+
+fn rate(algo: Algo, bytes: usize, n: usize, samples: usize) -> Result<Rate> {
     let (iters, link_bytes) = all_reduces_per_sample(bytes, n);
-    let (times, _) = run(bytes / 4, n, samples.max(1), iters, |_, _| 1.0)?;
+    let (times, _) = run(algo, bytes / 4, n, samples.max(1), iters, |_, _| 1.0)?;
     let moved = (link_bytes * iters as f64).round() as usize;
     Ok(Rate::from_times(moved, &times).expect("samples >= 1"))
+}
+
+/// The all-reduce algorithm of a reference run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Algo {
+    /// The pipelined ring: send to the next rank, receive from the previous one.
+    Ring,
+    /// Recursive halving then recursive doubling: each step a swap with `me ^ d`.
+    HalvingDoubling,
 }
 
 /// A rank's message, shared by its writer (reads) and reader (writes) thread.
@@ -96,24 +123,70 @@ fn unit(
     (piece(send_c), piece(recv_c), reduce)
 }
 
-/// Runs `1 + samples` samples of `iters` all-reduces of `count` f32 per rank starting from
-/// `init(rank, i)` (values carry over between all-reduces); returns the timed samples' wall
-/// times and the ranks' messages at the end.
+/// Halving-doubling's step `u` on rank `me` of `n` (a power of two, `log2 n` halving steps
+/// then as many doubling steps): the partner, the element range sent to it, the one received
+/// from it, and whether the receive reduces (the same ranges as the transport's schedule).
+fn halving_doubling_step(
+    n: usize,
+    me: usize,
+    count: usize,
+    u: usize,
+) -> (usize, Range<usize>, Range<usize>, bool) {
+    let levels = n.trailing_zeros() as usize;
+    let span = |lo: usize, hi: usize| part(count, n, lo).start..part(count, n, hi - 1).end;
+    if u < levels {
+        let (mut lo, mut hi) = (0, n);
+        let mut d = n / 2;
+        for _ in 0..u {
+            let mid = (lo + hi) / 2;
+            (lo, hi) = if me & d == 0 { (lo, mid) } else { (mid, hi) };
+            d /= 2;
+        }
+        let mid = (lo + hi) / 2;
+        let ((klo, khi), (glo, ghi)) = if me & d == 0 {
+            ((lo, mid), (mid, hi))
+        } else {
+            ((mid, hi), (lo, mid))
+        };
+        (me ^ d, span(glo, ghi), span(klo, khi), true)
+    } else {
+        let d = 1 << (u - levels);
+        let (lo, peer_lo) = (me & !(d - 1), (me ^ d) & !(d - 1));
+        (me ^ d, span(lo, lo + d), span(peer_lo, peer_lo + d), false)
+    }
+}
+
+/// Runs `1 + samples` samples of `iters` all-reduces (`algo`) of `count` f32 per rank starting
+/// from `init(rank, i)` (values carry over between all-reduces); returns the timed samples'
+/// wall times and the ranks' messages at the end.
 fn run(
+    algo: Algo,
     count: usize,
     n: usize,
     samples: usize,
     iters: usize,
     init: impl Fn(usize, usize) -> f32,
 ) -> Result<(Vec<Duration>, Vec<Vec<f32>>)> {
-    if n < 2 || count < n {
+    if n < 2 || count < n || (algo == Algo::HalvingDoubling && !n.is_power_of_two()) {
         return Err(CollectiveError::InvalidInput(
-            "the ring all-reduce reference needs 2+ ranks and an element per rank".into(),
+            "the all-reduce references need 2+ ranks (a power of two for halving-doubling) and \
+             an element per rank"
+                .into(),
         ));
     }
-    let io = |e| CollectiveError::io("loopback ring all-reduce reference", e);
-    let (mut outs, mut ins) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    for _ in 0..n {
+    let io = |e| CollectiveError::io("loopback all-reduce reference", e);
+    // One connection per direction of every pair of ranks that exchange data.
+    let links: Vec<(usize, usize)> = match algo {
+        Algo::Ring => (0..n).map(|i| (i, (i + 1) % n)).collect(),
+        Algo::HalvingDoubling => (0..n)
+            .flat_map(|i| (0..n.trailing_zeros()).map(move |b| (i, i ^ (1 << b))))
+            .collect(),
+    };
+    let (mut outs, mut ins) = (
+        Vec::with_capacity(links.len()),
+        Vec::with_capacity(links.len()),
+    );
+    for _ in &links {
         let l = TcpListener::bind("127.0.0.1:0").map_err(io)?;
         let out = TcpStream::connect(l.local_addr().map_err(io)?).map_err(io)?;
         let (inp, _) = l.accept().map_err(io)?;
@@ -121,6 +194,12 @@ fn run(
         outs.push(Mutex::new(out));
         ins.push(Mutex::new(inp));
     }
+    let link = |from: usize, to: usize| {
+        links
+            .iter()
+            .position(|&l| l == (from, to))
+            .expect("a link for every exchange")
+    };
     let mut data: Vec<Vec<f32>> = (0..n)
         .map(|r| (0..count).map(|i| init(r, i)).collect())
         .collect();
@@ -131,7 +210,10 @@ fn run(
             len: v.len(),
         })
         .collect();
-    let pieces = (count * 4 / n).div_ceil(DEFAULT_RING_PIECE_BYTES).max(1);
+    let pieces = match algo {
+        Algo::Ring => (count * 4 / n).div_ceil(DEFAULT_RING_PIECE_BYTES).max(1),
+        Algo::HalvingDoubling => 1,
+    };
     let progress: Vec<Progress> = (0..n).map(|_| Progress::default()).collect();
     let written: Vec<Progress> = (0..n).map(|_| Progress::default()).collect();
     // All-reduces started by each writer and reader thread (over all samples).
@@ -143,36 +225,45 @@ fn run(
             .unwrap_or_else(|p| p.into_inner())
             .get_or_insert(e);
     };
+    // Shuts every connection of rank `me` down, so that its peers' blocked calls return.
+    let shut_rank = |me: usize| {
+        for (k, &(from, to)) in links.iter().enumerate() {
+            if from == me {
+                let _ = outs[k].lock().map(|s| s.shutdown(Shutdown::Both));
+            }
+            if to == me {
+                let _ = ins[k].lock().map(|s| s.shutdown(Shutdown::Both));
+            }
+        }
+    };
     let times = timed_samples(2 * n, samples, |t| {
         let (me, writer) = (t % n, t < n);
-        let rank = RankRing {
+        let rank = RankState {
             msg: &messages[me],
             progress: &progress[me],
             written: &written[me],
-            geometry: (n, me, count, pieces),
+            geometry: (algo, n, me, count, pieces),
         };
         let mut first = started[t].lock().unwrap_or_else(|e| e.into_inner());
+        let all_reduces = *first..*first + iters;
         let r = if writer {
-            let mut s = outs[me].lock().unwrap_or_else(|e| e.into_inner());
-            let r = write_all_reduces(&mut s, &rank, *first..*first + iters);
+            let out = |peer: usize| &outs[link(me, peer)];
+            let r = write_all_reduces(out, &rank, all_reduces);
             if r.is_err() {
                 written[me].add(usize::MAX);
             }
             r
         } else {
-            let mut s = ins[(me + n - 1) % n]
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            let r = read_all_reduces(&mut s, &rank, *first..*first + iters);
+            let inp = |peer: usize| &ins[link(peer, me)];
+            let r = read_all_reduces(inp, &rank, all_reduces);
             if r.is_err() {
                 progress[me].add(usize::MAX);
-                let _ = s.shutdown(Shutdown::Both);
             }
             r
         };
         *first += iters;
         if let Err(e) = r {
-            let _ = outs[me].lock().map(|s| s.shutdown(Shutdown::Both));
+            shut_rank(me);
             fail(e);
         }
     });
@@ -183,12 +274,13 @@ fn run(
     Ok((times, data))
 }
 
-/// Ring geometry: ranks, this rank, elements, pieces per step.
-type Geometry = (usize, usize, usize, usize);
+/// Geometry: algorithm, ranks, this rank, elements, pieces per ring step (1 for
+/// halving-doubling).
+type Geometry = (Algo, usize, usize, usize, usize);
 
 /// What the writer and the reader thread of one rank share.
 #[derive(Clone, Copy)]
-struct RankRing<'a> {
+struct RankState<'a> {
     msg: &'a Message,
     /// Units the reader received.
     progress: &'a Progress,
@@ -197,29 +289,64 @@ struct RankRing<'a> {
     geometry: Geometry,
 }
 
-impl RankRing<'_> {
-    /// Units (pieces of ring steps) per all-reduce.
+/// One unit of a rank's all-reduce: the rank it sends to and the elements it sends, the rank
+/// it receives from and the elements it receives, and whether the receive reduces.
+struct Unit {
+    to: usize,
+    send: Range<usize>,
+    from: usize,
+    recv: Range<usize>,
+    reduce: bool,
+}
+
+impl RankState<'_> {
+    /// Units per all-reduce: pieces of ring steps, or halving-doubling's steps.
     fn units(&self) -> usize {
-        let (n, _, _, pieces) = self.geometry;
-        2 * (n - 1) * pieces
+        let (algo, n, _, _, pieces) = self.geometry;
+        match algo {
+            Algo::Ring => 2 * (n - 1) * pieces,
+            Algo::HalvingDoubling => 2 * n.trailing_zeros() as usize,
+        }
     }
 
-    /// [`unit`] `u` of this rank.
-    fn unit(&self, u: usize) -> (Range<usize>, Range<usize>, bool) {
-        let (n, me, count, pieces) = self.geometry;
-        unit(n, me, count, pieces, u)
+    /// Unit `u` of this rank.
+    fn unit(&self, u: usize) -> Unit {
+        let (algo, n, me, count, pieces) = self.geometry;
+        match algo {
+            Algo::Ring => {
+                let (send, recv, reduce) = unit(n, me, count, pieces, u);
+                Unit {
+                    to: (me + 1) % n,
+                    send,
+                    from: (me + n - 1) % n,
+                    recv,
+                    reduce,
+                }
+            }
+            Algo::HalvingDoubling => {
+                let (peer, send, recv, reduce) = halving_doubling_step(n, me, count, u);
+                Unit {
+                    to: peer,
+                    send,
+                    from: peer,
+                    recv,
+                    reduce,
+                }
+            }
+        }
     }
 }
 
-/// The writer of a rank: its all-reduces numbered `all_reduces`; each unit's piece is sent once
-/// the reader has received the unit it depends on (the previous step's same piece; for step 0,
-/// the whole previous all-reduce). Counts the all-reduces it finished in `written`.
-fn write_all_reduces(
-    s: &mut TcpStream,
-    rank: &RankRing<'_>,
+/// The writer of a rank: its all-reduces numbered `all_reduces`; each unit is sent (on
+/// `out(peer)`) once the reader has received the unit it depends on (the previous step's same
+/// piece; for the first step, the whole previous all-reduce). Counts the all-reduces it
+/// finished in `written`.
+fn write_all_reduces<'s>(
+    out: impl Fn(usize) -> &'s Mutex<TcpStream>,
+    rank: &RankState<'_>,
     all_reduces: Range<usize>,
 ) -> std::io::Result<()> {
-    let (units, pieces) = (rank.units(), rank.geometry.3);
+    let (units, pieces) = (rank.units(), rank.geometry.4);
     for k in all_reduces {
         for u in 0..units {
             let need = if u < pieces {
@@ -230,16 +357,20 @@ fn write_all_reduces(
             if !rank.progress.wait(need) {
                 return Err(std::io::ErrorKind::BrokenPipe.into());
             }
-            let (send, _, _) = rank.unit(u);
+            let Unit { to, send, .. } = rank.unit(u);
             let msg = rank.msg;
             debug_assert!(send.end <= msg.len);
             // SAFETY: `send` lies in the message; the reader wrote it before `need` units were
             // done and writes it again only after a peer received it from this socket (the
-            // ring's anti-dependency), so nothing writes it during this read.
+            // algorithm's anti-dependency: what this rank receives next was sent after the
+            // peer had received this), so nothing writes it during this read.
             let bytes = unsafe {
                 std::slice::from_raw_parts(msg.ptr.add(send.start).cast::<u8>(), send.len() * 4)
             };
-            s.write_all(bytes)?;
+            out(to)
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .write_all(bytes)?;
         }
         rank.written.add(1);
     }
@@ -248,11 +379,10 @@ fn write_all_reduces(
 
 /// The reader of a rank: the receives of its all-reduces numbered `all_reduces` in unit order
 /// (each started once the writer finished the one before, as a blocking all-reduce would),
-/// reducing through a scratch in the reduce-scatter and copying straight into the message in
-/// the all-gather.
-fn read_all_reduces(
-    s: &mut TcpStream,
-    rank: &RankRing<'_>,
+/// from `inp(peer)`, reducing through a scratch and copying straight into the message.
+fn read_all_reduces<'s>(
+    inp: impl Fn(usize) -> &'s Mutex<TcpStream>,
+    rank: &RankState<'_>,
     all_reduces: Range<usize>,
 ) -> std::io::Result<()> {
     let mut scratch = vec![0f32; SCRATCH_FLOATS];
@@ -262,14 +392,17 @@ fn read_all_reduces(
             return Err(std::io::ErrorKind::BrokenPipe.into());
         }
         for u in 0..rank.units() {
-            let (_, recv, reduce) = rank.unit(u);
+            let Unit {
+                from, recv, reduce, ..
+            } = rank.unit(u);
             debug_assert!(recv.end <= msg.len);
             // SAFETY: `recv` lies in the message. The writer finished the previous all-reduce,
             // reads this region next only after this unit is counted done (its send depends on
             // it), and its earlier read of it in this all-reduce returned before this data was
-            // sent: the piece came around the ring from that send (n - 1 steps back).
+            // sent: the data was sent by a peer that had already received that read's bytes.
             let dst =
                 unsafe { std::slice::from_raw_parts_mut(msg.ptr.add(recv.start), recv.len()) };
+            let mut s = inp(from).lock().unwrap_or_else(|e| e.into_inner());
             if reduce {
                 for d in dst.chunks_mut(SCRATCH_FLOATS) {
                     let sc = &mut scratch[..d.len()];
@@ -299,7 +432,7 @@ mod tests {
     fn reference_ring_computes_the_all_reduce() {
         for (n, count) in [(2, 10), (3, 1001), (4, (9 << 20) / 4 + 5)] {
             let init = |r: usize, i: usize| ((r * 7 + i) % 13) as f32;
-            let (_, out) = run(count, n, 0, 2, init).expect("ring");
+            let (_, out) = run(Algo::Ring, count, n, 0, 2, init).expect("ring");
             for (r, v) in out.iter().enumerate() {
                 for (i, &x) in v.iter().enumerate() {
                     let once: f32 = (0..n).map(|q| init(q, i)).sum();
@@ -309,6 +442,23 @@ mod tests {
         }
         assert!(loopback_ring_all_reduce(64, 1, 1).is_err());
         let r = loopback_ring_all_reduce(1 << 20, 2, 2).expect("rate");
+        assert!(r.worst > 0.0 && r.worst <= r.best);
+    }
+
+    #[test]
+    fn reference_halving_doubling_computes_the_all_reduce() {
+        for (n, count) in [(2, 10), (4, 1001), (8, 8), (4, (9 << 20) / 4 + 5)] {
+            let init = |r: usize, i: usize| ((r * 7 + i) % 13) as f32;
+            let (_, out) = run(Algo::HalvingDoubling, count, n, 0, 2, init).expect("hd");
+            for (r, v) in out.iter().enumerate() {
+                for (i, &x) in v.iter().enumerate() {
+                    let once: f32 = (0..n).map(|q| init(q, i)).sum();
+                    assert_eq!(x, once * n as f32, "n {n} rank {r} element {i}");
+                }
+            }
+        }
+        assert!(loopback_halving_doubling_all_reduce(1 << 10, 3, 1).is_err());
+        let r = loopback_halving_doubling_all_reduce(1 << 20, 4, 2).expect("rate");
         assert!(r.worst > 0.0 && r.worst <= r.best);
     }
 }

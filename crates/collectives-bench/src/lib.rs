@@ -34,8 +34,10 @@
 //! all-reduce as the TCP transport directly on raw loopback sockets (no engine): what any ring
 //! all-reduce can reach here. pardis's ratio to it is the transport's overhead; its ratio to
 //! [`loopback_ring_bandwidth`] is what the all-reduce itself costs (reducing, and reading and
-//! writing a message that lives in memory). [`all_reduce_rate`] samples pardis the way the
-//! references are sampled, so that a ratio compares the same statistic.
+//! writing a message that lives in memory). [`loopback_halving_doubling_all_reduce`] is the
+//! same for the halving-doubling that `Auto` runs on 4, 8, … TCP ranks below 4 MiB.
+//! [`all_reduce_rate`] samples pardis the way the references are sampled, so that a ratio
+//! compares the same statistic.
 //!
 //! **Chaos.** [`chaos`] runs the DFCCL paper's random-order workload (the deadlock-freedom
 //! demonstration behind `pardis collectives chaos` and the collectives' tests).
@@ -53,7 +55,7 @@ pub mod mpirun;
 mod reference;
 mod sampled;
 
-pub use ideal::loopback_ring_all_reduce;
+pub use ideal::{loopback_halving_doubling_all_reduce, loopback_ring_all_reduce};
 pub use sampled::all_reduce_rate;
 
 pub use reference::{
