@@ -428,18 +428,24 @@ fn bytemuck_f32(v: &mut [f32]) -> &mut [u8] {
 mod tests {
     use super::*;
 
-    #[test]
-    fn reference_ring_computes_the_all_reduce() {
-        for (n, count) in [(2, 10), (3, 1001), (4, (9 << 20) / 4 + 5)] {
+    /// Two all-reduces of `algo` on each `(ranks, elements)` give every rank `ranks` times the
+    /// sum of the inputs (exact in f32).
+    fn check_sums(algo: Algo, cases: &[(usize, usize)]) {
+        for &(n, count) in cases {
             let init = |r: usize, i: usize| ((r * 7 + i) % 13) as f32;
-            let (_, out) = run(Algo::Ring, count, n, 0, 2, init).expect("ring");
+            let (_, out) = run(algo, count, n, 0, 2, init).expect("reference run");
             for (r, v) in out.iter().enumerate() {
                 for (i, &x) in v.iter().enumerate() {
                     let once: f32 = (0..n).map(|q| init(q, i)).sum();
-                    assert_eq!(x, once * n as f32, "rank {r} element {i}");
+                    assert_eq!(x, once * n as f32, "{algo:?} n {n} rank {r} element {i}");
                 }
             }
         }
+    }
+
+    #[test]
+    fn reference_ring_computes_the_all_reduce() {
+        check_sums(Algo::Ring, &[(2, 10), (3, 1001), (4, (9 << 20) / 4 + 5)]);
         assert!(loopback_ring_all_reduce(64, 1, 1).is_err());
         let r = loopback_ring_all_reduce(1 << 20, 2, 2).expect("rate");
         assert!(r.worst > 0.0 && r.worst <= r.best);
@@ -447,16 +453,10 @@ mod tests {
 
     #[test]
     fn reference_halving_doubling_computes_the_all_reduce() {
-        for (n, count) in [(2, 10), (4, 1001), (8, 8), (4, (9 << 20) / 4 + 5)] {
-            let init = |r: usize, i: usize| ((r * 7 + i) % 13) as f32;
-            let (_, out) = run(Algo::HalvingDoubling, count, n, 0, 2, init).expect("hd");
-            for (r, v) in out.iter().enumerate() {
-                for (i, &x) in v.iter().enumerate() {
-                    let once: f32 = (0..n).map(|q| init(q, i)).sum();
-                    assert_eq!(x, once * n as f32, "n {n} rank {r} element {i}");
-                }
-            }
-        }
+        check_sums(
+            Algo::HalvingDoubling,
+            &[(2, 10), (4, 1001), (8, 8), (4, (9 << 20) / 4 + 5)],
+        );
         assert!(loopback_halving_doubling_all_reduce(1 << 10, 3, 1).is_err());
         let r = loopback_halving_doubling_all_reduce(1 << 20, 4, 2).expect("rate");
         assert!(r.worst > 0.0 && r.worst <= r.best);
