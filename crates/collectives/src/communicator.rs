@@ -258,7 +258,7 @@ impl Communicator {
             output: None,
             reduce: None,
             root: 0,
-            algo: 0,
+            algo: program::algo_code::PLAIN,
             count,
             seq: None,
         }

@@ -58,9 +58,10 @@ pub const DEFAULT_SMALL_MESSAGE_BYTES: usize = 64 << 10;
 /// [`Config::halving_doubling_bytes`] of the TCP transport when the config leaves it `None`:
 /// 4 MiB. Measured on loopback (2-core AMD EPYC Zen 4 VM, ranks as threads, 21 alternated
 /// rounds; benches/README.md, collectives, "Halving-doubling on power-of-two worlds over
-/// TCP"): halving-doubling / ring busbw 1.04–1.22 on 4 ranks and 1.11–1.73 on 8 from 128 KiB
-/// to 2 MiB, 1.00 and 1.08 at 4 MiB. On 3 ranks (its extra fold step) it was slower (0.76 at
-/// 1 MiB); on the local transport's 4 threads even (0.88–1.10), so those keep the ring.
+/// TCP"): halving-doubling / ring busbw 0.96–1.22 on 4 ranks (1.04 or more at five of six
+/// sizes) and 1.11–1.73 on 8 from 128 KiB to 2 MiB, 1.00 and 1.08 at 4 MiB. On 3 ranks (its
+/// extra fold step) it was slower (0.76 at 1 MiB); on the local transport's 4 threads even
+/// (0.88–1.10), so those keep the ring.
 /// (MPI has its own, `mpi::DEFAULT_MPI_HALVING_DOUBLING_BYTES`.)
 pub const DEFAULT_TCP_HALVING_DOUBLING_BYTES: usize = 4 << 20;
 /// Where `Auto` switches from the ring to the shared-memory all-reduce on the local transport

@@ -59,6 +59,25 @@ pub(crate) struct OpMeta {
     pub(crate) fp: Fingerprint,
 }
 
+/// The algorithm codes of a collective's plan (`Fingerprint::algo`: ranks that run different
+/// algorithms for the same collective fail with a mismatch), named by [`OpMeta::algorithm`].
+pub(crate) mod algo_code {
+    /// The one algorithm of its kind (ring reduce-scatter and all-gather, binomial broadcast
+    /// and reduce, pairwise all-to-all, dissemination barrier, point-to-point).
+    pub(crate) const PLAIN: u8 = 0;
+    /// The pipelined ring all-reduce.
+    pub(crate) const RING: u8 = 1;
+    /// The recursive algorithms of power-of-two worlds: halving-doubling all-reduce,
+    /// recursive-halving reduce-scatter, recursive-doubling all-gather.
+    pub(crate) const RECURSIVE: u8 = 2;
+    /// Recursive-doubling all-reduce (whole vectors).
+    pub(crate) const RECURSIVE_DOUBLING: u8 = 3;
+    /// Shared-memory all-reduce.
+    pub(crate) const SHARED_MEMORY: u8 = 4;
+    /// Pipelined chain broadcast.
+    pub(crate) const PIPELINED_CHAIN: u8 = 5;
+}
+
 /// A type-erased collective, as the engine sees it.
 pub(crate) trait ActiveOp: Send {
     fn poll(&mut self, transport: &dyn Transport, budget: usize) -> Result<Poll, Failure>;
@@ -234,18 +253,18 @@ impl OpMeta {
         }
     }
 
-    /// The algorithm the collective runs, from its fingerprint's code (the codes the
-    /// communicator's `begin_*` functions give their plans).
+    /// The algorithm the collective runs, from its fingerprint's [`algo_code`].
     pub(crate) fn algorithm(&self) -> &'static str {
+        use algo_code::*;
         match (self.kind, self.fp.algo) {
-            (OpKind::AllReduce, 2) => "halving-doubling",
-            (OpKind::AllReduce, 3) => "recursive-doubling",
-            (OpKind::AllReduce, 4) => "shared-memory",
+            (OpKind::AllReduce, RECURSIVE) => "halving-doubling",
+            (OpKind::AllReduce, RECURSIVE_DOUBLING) => "recursive-doubling",
+            (OpKind::AllReduce, SHARED_MEMORY) => "shared-memory",
             (OpKind::AllReduce, _) => "ring",
-            (OpKind::ReduceScatter, 2) => "recursive-halving",
-            (OpKind::AllGather, 2) => "recursive-doubling",
+            (OpKind::ReduceScatter, RECURSIVE) => "recursive-halving",
+            (OpKind::AllGather, RECURSIVE) => "recursive-doubling",
             (OpKind::ReduceScatter | OpKind::AllGather, _) => "ring",
-            (OpKind::Broadcast, 3) => "pipelined",
+            (OpKind::Broadcast, PIPELINED_CHAIN) => "pipelined",
             (OpKind::Broadcast | OpKind::Reduce, _) => "binomial",
             (OpKind::AllToAll, _) => "pairwise",
             (OpKind::Barrier, _) => "dissemination",

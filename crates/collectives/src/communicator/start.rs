@@ -9,6 +9,7 @@ use crate::config::{AllReduceAlgorithm, BroadcastAlgorithm};
 use crate::dtype::{Element, ReduceOp};
 use crate::frame::OpKind;
 use crate::handle::Handle;
+use crate::program::algo_code;
 use crate::schedule::{self, Action, RingPass, Step};
 use crate::shm::ShmAllReduce;
 use crate::{CollectiveError, Result};
@@ -117,17 +118,19 @@ impl Communicator {
             a => a,
         };
         let (steps, code) = match algo {
-            AllReduceAlgorithm::HalvingDoubling => {
-                (schedule::halving_doubling_all_reduce(n, me, count), 2)
-            }
-            AllReduceAlgorithm::RecursiveDoubling => {
-                (schedule::recursive_doubling_all_reduce(n, me, count), 3)
-            }
-            AllReduceAlgorithm::SharedMemory => (Vec::new(), 4),
+            AllReduceAlgorithm::HalvingDoubling => (
+                schedule::halving_doubling_all_reduce(n, me, count),
+                algo_code::RECURSIVE,
+            ),
+            AllReduceAlgorithm::RecursiveDoubling => (
+                schedule::recursive_doubling_all_reduce(n, me, count),
+                algo_code::RECURSIVE_DOUBLING,
+            ),
+            AllReduceAlgorithm::SharedMemory => (Vec::new(), algo_code::SHARED_MEMORY),
             _ => {
                 let pieces = (bytes / n.max(1)).div_ceil(cfg.ring_piece_bytes.max(1));
                 let steps = schedule::pipelined_ring_all_reduce(n, me, count, pieces);
-                (steps, 1)
+                (steps, algo_code::RING)
             }
         };
         let small = matches!(
@@ -175,10 +178,13 @@ impl Communicator {
         let (steps, algo) = if self.recursive_on_power_of_two(n, bytes) {
             (
                 schedule::recursive_halving_reduce_scatter(n, me, chunk, |r| r),
-                2,
+                algo_code::RECURSIVE,
             )
         } else {
-            (schedule::ring(n, me, chunk, RingPass::ReduceScatter), 0)
+            (
+                schedule::ring(n, me, chunk, RingPass::ReduceScatter),
+                algo_code::PLAIN,
+            )
         };
         let plan = Plan {
             output: Some(me * block..(me + 1) * block),
@@ -199,10 +205,13 @@ impl Communicator {
         let (steps, algo) = if self.recursive_on_power_of_two(n, bytes) {
             (
                 schedule::recursive_doubling_all_gather(n, me, chunk, |r| r),
-                2,
+                algo_code::RECURSIVE,
             )
         } else {
-            (schedule::ring(n, me, chunk, RingPass::AllGather), 0)
+            (
+                schedule::ring(n, me, chunk, RingPass::AllGather),
+                algo_code::PLAIN,
+            )
         };
         let plan = Plan {
             output: Some(0..n * block),
@@ -230,7 +239,11 @@ impl Communicator {
         let plan = Plan {
             output: Some(0..count),
             root,
-            algo: if pipelined { 3 } else { 0 },
+            algo: if pipelined {
+                algo_code::PIPELINED_CHAIN
+            } else {
+                algo_code::PLAIN
+            },
             ..Self::plan(OpKind::Broadcast, Vec::new(), count)
         };
         let mut plan = self.check_root::<T>(plan)?;
