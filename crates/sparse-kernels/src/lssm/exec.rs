@@ -182,6 +182,15 @@ impl SpmmPlan {
         out
     }
 
+    /// Rows per chunk of the row-parallel schedule for `rows` rows on `threads` threads: the
+    /// plan's `row_chunk`, but no more than a share of the rows that leaves
+    /// every thread [`MIN_CHUNKS_PER_THREAD`] chunks to balance with; even, so that no chunk
+    /// splits a shift pair.
+    pub(crate) fn row_chunk_for(&self, rows: usize, threads: usize) -> usize {
+        let share = rows.div_ceil(threads.max(1).saturating_mul(MIN_CHUNKS_PER_THREAD));
+        self.row_chunk.min(share).max(1).next_multiple_of(2)
+    }
+
     /// One pass over A for the columns of `b` and `c` (a K-panel, or all of K): in task order
     /// on this thread, or in parallel in the current rayon pool; then the long rows' later
     /// segments are added in segment order. `scratch` holds at least `slots · c.cols()`.
@@ -206,9 +215,10 @@ impl SpmmPlan {
             }
         } else if self.segments.is_empty() && self.sweep.is_none() {
             // No long rows: the row-parallel schedule of `spmm_row_parallel` (rayon's adaptive
-            // splitting of the rows of C), in chunks of a few rows (`row_chunk`, about
-            // `LssmConfig::row_chunk_work` multiply-adds) that spare short rows the per-call overhead.
-            let g = self.row_chunk;
+            // splitting of the rows of C), in chunks of rows (`row_chunk_for`, about
+            // `LssmConfig::row_chunk_work` multiply-adds) that keep the per-call costs out of
+            // the loop over the rows.
+            let g = self.row_chunk_for(c.rows(), rayon::current_num_threads());
             c.reborrow()
                 .into_par_row_chunks(g)
                 .enumerate()
@@ -325,6 +335,11 @@ fn pack<'p, T: Scalar>(b: DenseRef<'_, T>, buf: &'p mut [T], parallel: bool) -> 
 
 /// Rows of B per parallel piece of [`pack`].
 const PACK_ROWS: usize = 4096;
+
+/// Chunks per thread that the row-parallel schedule keeps at least, so that rayon can balance
+/// matrices too small for the plan's chunks ([`SpmmPlan::row_chunk_for`]; benches/README.md,
+/// sparse, "Measurements behind code defaults").
+const MIN_CHUNKS_PER_THREAD: usize = 8;
 
 #[cfg(test)]
 mod tests {

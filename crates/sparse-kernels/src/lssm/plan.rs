@@ -104,9 +104,11 @@ pub struct LssmConfig {
     /// Multiply-adds (`nnz · K`) per chunk of rows, for a row of mean length, when the plan has
     /// no long rows and runs with the row-parallel schedule (a chunk of the longest rows is kept
     /// under 16× this; the rows per chunk are rounded up to an even number, so that no chunk
-    /// splits a shift pair). Default 2¹⁴: a few short rows per call of the micro-kernel instead
-    /// of one, which spares matrices of many short rows the per-call overhead
-    /// (benches/README.md, sparse, "Measurements behind code defaults").
+    /// splits a shift pair); at run time no chunk takes more than an eighth of one thread's
+    /// share of the rows, so that every thread has chunks to balance with. Default 2¹⁸ (about
+    /// 150 rows of a 27-point stencil at K = 64): every chunk is one call of the micro-kernel,
+    /// whose per-call costs then stay out of the loop over the rows (benches/README.md, sparse,
+    /// "Measurements behind code defaults").
     pub row_chunk_work: usize,
     /// Columns of B and C per K-panel: `Some(p)` with `0 < p < K` makes the numeric phase pack
     /// one panel of `p` columns of B at a time into a contiguous, line-aligned buffer and make
@@ -222,7 +224,7 @@ fn parse_cache_size(text: &str) -> Option<usize> {
 const DEFAULT_CACHE_BYTES: usize = 32 << 20;
 
 /// Default [`LssmConfig::row_chunk_work`].
-const ROW_CHUNK_WORK: usize = 1 << 14;
+const ROW_CHUNK_WORK: usize = 1 << 18;
 
 impl Default for LssmConfig {
     fn default() -> Self {
@@ -646,5 +648,29 @@ mod tests {
                 "{rows} rows of work"
             );
         }
+    }
+
+    /// At run time the chunks shrink to leave every thread eight of them, never below a pair
+    /// of rows and never to an odd count; large matrices keep the plan's chunk.
+    #[test]
+    fn row_chunks_leave_every_thread_chunks_to_balance() {
+        let a = gen::stencil_3d_27pt::<f64, u32>(12);
+        let plan = SpmmPlan::new(&a, 64, &LssmConfig::default());
+        let chunk = plan.row_chunk;
+        assert!(
+            chunk > 100 && chunk.is_multiple_of(2),
+            "plan's chunk {chunk}"
+        );
+        assert_eq!(plan.row_chunk_for(1 << 20, 2), chunk);
+        assert_eq!(plan.row_chunk_for(1728, 2), 108);
+        assert_eq!(plan.row_chunk_for(1728, 3), 72);
+        assert_eq!(plan.row_chunk_for(1000, 2), 64, "63 rounded up to even");
+        assert_eq!(plan.row_chunk_for(10, 4), 2);
+        assert_eq!(plan.row_chunk_for(0, 2), 2);
+        assert_eq!(
+            plan.row_chunk_for(1728, 0),
+            chunk.min(216),
+            "no threads: as one"
+        );
     }
 }
