@@ -69,23 +69,32 @@ where
                 })
             })
             .collect();
-        threads
-            .into_iter()
-            .enumerate()
-            .map(|(rank, t)| {
-                t?.join().unwrap_or_else(|p| {
-                    Err(CollectiveError::RankPanicked {
-                        rank,
-                        message: panic_message(&*p),
-                    })
-                })
-            })
-            .collect()
+        join_ranks(threads)
     })
 }
 
+/// Every rank's outcome, in rank order, from the threads spawned for ranks `0..n` (or the
+/// error of spawning one): a rank whose closure panicked yields
+/// [`CollectiveError::RankPanicked`] with the panic's message.
+pub(crate) fn join_ranks<R>(
+    threads: Vec<Result<std::thread::ScopedJoinHandle<'_, Result<R>>>>,
+) -> Vec<Result<R>> {
+    threads
+        .into_iter()
+        .enumerate()
+        .map(|(rank, t)| {
+            t?.join().unwrap_or_else(|p| {
+                Err(CollectiveError::RankPanicked {
+                    rank,
+                    message: panic_message(&*p),
+                })
+            })
+        })
+        .collect()
+}
+
 /// The message of a panic payload (`panic!` with a literal or a formatted message).
-pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())

@@ -229,17 +229,6 @@ where
                     })
             })
             .collect();
-        threads
-            .into_iter()
-            .enumerate()
-            .map(|(rank, t)| {
-                t?.join().unwrap_or_else(|p| {
-                    Err(CollectiveError::RankPanicked {
-                        rank,
-                        message: crate::launch::panic_message(&*p),
-                    })
-                })
-            })
-            .collect()
+        crate::launch::join_ranks(threads)
     })
 }
