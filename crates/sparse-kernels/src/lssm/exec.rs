@@ -183,9 +183,8 @@ impl SpmmPlan {
     }
 
     /// Rows per chunk of the row-parallel schedule for `rows` rows on `threads` threads: the
-    /// plan's `row_chunk`, but no more than a share of the rows that leaves
-    /// every thread [`MIN_CHUNKS_PER_THREAD`] chunks to balance with; even, so that no chunk
-    /// splits a shift pair.
+    /// plan's `row_chunk`, but no more than leaves every thread [`MIN_CHUNKS_PER_THREAD`]
+    /// chunks to balance with; even, so that no chunk splits a shift pair.
     pub(crate) fn row_chunk_for(&self, rows: usize, threads: usize) -> usize {
         let share = rows.div_ceil(threads.max(1).saturating_mul(MIN_CHUNKS_PER_THREAD));
         self.row_chunk.min(share).max(1).next_multiple_of(2)
